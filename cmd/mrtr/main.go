@@ -1,0 +1,107 @@
+// Command mrtr runs and operates MCP servers whose Multi Round-Trip
+// Requests are sealed by mrtr: key generation and rotation today, the
+// reference server and a terminal client as they land.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `mrtr: sealed Multi Round-Trip Requests for MCP servers
+
+Usage:
+  mrtr keygen [--id ID] [--out FILE]     print (or write) a new key ring
+  mrtr keys check FILE                   validate a key ring and list its key ids
+  mrtr keys rotate FILE [--id ID]        put a new primary key first, keep the rest
+  mrtr keys add FILE [--id ID]           add a new key second (rotation step 1)
+  mrtr keys promote FILE ID              move key ID first (rotation step 2)
+  mrtr keys remove FILE ID               drop key ID (rotation step 3)
+
+Run "mrtr COMMAND --help" for a command's flags.
+`
+
+// app holds the process's I/O so commands are testable without globals.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	os.Exit(a.run(ctx, os.Args[1:]))
+}
+
+// errUsage marks an error already explained by a usage message.
+var errUsage = errors.New("usage")
+
+func (a *app) run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(a.stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "keygen":
+		err = a.keygen(args[1:])
+	case "keys":
+		err = a.keys(args[1:])
+	case "help", "-h", "--help":
+		fmt.Fprint(a.stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(a.stderr, "mrtr: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	default:
+		fmt.Fprintf(a.stderr, "mrtr %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+// newFlagSet returns a flag set that prints its usage to a.stderr.
+func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(a.stderr, "Usage: %s\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags, allowing them before and after positional arguments,
+// and returns the positional ones.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, errUsage
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}

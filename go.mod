@@ -1,0 +1,3 @@
+module github.com/mrtr-go/mrtr
+
+go 1.26

@@ -1,0 +1,38 @@
+package reqstate
+
+import "errors"
+
+// ErrInvalid is the one error Open returns for every token it cannot
+// authenticate: empty, oversize, malformed, unknown key id, wrong binding,
+// tampered or truncated. It deliberately says nothing more, so that a forger
+// learns nothing from the answer.
+var ErrInvalid = errors.New("reqstate: invalid request state")
+
+// ErrExpired is returned by [State.Check] for an authenticated state whose
+// expiry has passed. It is only ever reported after authentication, so it
+// gives a forger nothing.
+var ErrExpired = errors.New("reqstate: request state expired")
+
+// ErrNotYetValid is returned by [State.Check] for an authenticated state
+// issued in the future (beyond the leeway): a sign of clock skew between
+// nodes or of a key used elsewhere.
+var ErrNotYetValid = errors.New("reqstate: request state issued in the future")
+
+// ErrTooLarge is returned by Seal when the sealed token would exceed the
+// codec's maximum token length, so a token is never issued that Open would
+// refuse.
+var ErrTooLarge = errors.New("reqstate: sealed state exceeds the maximum token length")
+
+// ErrBadState is returned by Seal for a State that must not be sealed: a
+// missing or inverted validity window, a negative round, or a continuation
+// that is not valid JSON.
+var ErrBadState = errors.New("reqstate: state cannot be sealed")
+
+// ErrKeyRing is wrapped by every error about loading or building a key ring.
+// The wrapping error names the entry and the problem, never the key bytes.
+var ErrKeyRing = errors.New("reqstate: bad key ring")
+
+// ErrJSON is wrapped by every error from canonicalizing JSON (RFC 8785):
+// malformed input, a lone surrogate, a duplicate member name, a number that
+// is not a finite IEEE 754 double, or nesting deeper than [MaxJSONDepth].
+var ErrJSON = errors.New("reqstate: cannot canonicalize JSON")
