@@ -1,0 +1,64 @@
+package replay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mrtr-go/mrtr/replay"
+)
+
+// A guard resumes a token by reserving its id, running the handler, then
+// committing on success or releasing on failure.
+func Example() {
+	store := replay.NewMemory(nil)
+	ctx := context.Background()
+	const jti = "Zm9vYmFyYmF6cXV4cXV1eA" // the token's random id
+	expires := time.Now().Add(5 * time.Minute)
+
+	resume := func(handler func() error) error {
+		res, err := store.Reserve(ctx, jti, expires)
+		if err != nil {
+			return err // ErrReplayed rejects the token; any other error fails closed
+		}
+		if err := handler(); err != nil {
+			return errors.Join(err, res.Release(ctx))
+		}
+		return res.Commit(ctx)
+	}
+
+	fmt.Println(resume(func() error { return errors.New("backend unavailable") }))
+	fmt.Println(resume(func() error { return nil }))
+	err := resume(func() error { return nil })
+	fmt.Println(err, errors.Is(err, replay.ErrReplayed))
+	// Output:
+	// backend unavailable
+	// <nil>
+	// replay: token already used true
+}
+
+// A reservation that is never committed or released, because the process
+// handling it crashed, lapses after the lease and frees the token.
+func ExampleNewMemory() {
+	now := time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
+	store := replay.NewMemory(&replay.MemoryOptions{
+		Lease: 30 * time.Second,
+		Now:   func() time.Time { return now },
+	})
+	ctx := context.Background()
+	expires := now.Add(5 * time.Minute)
+
+	_, err := store.Reserve(ctx, "Zm9vYmFyYmF6cXV4cXV1eA", expires)
+	fmt.Println("first resume:", err)
+	// The first resume's process crashes before Commit.
+	_, err = store.Reserve(ctx, "Zm9vYmFyYmF6cXV4cXV1eA", expires)
+	fmt.Println("retry at once:", err)
+	now = now.Add(30 * time.Second)
+	_, err = store.Reserve(ctx, "Zm9vYmFyYmF6cXV4cXV1eA", expires)
+	fmt.Println("retry after the lease:", err)
+	// Output:
+	// first resume: <nil>
+	// retry at once: replay: token already used
+	// retry after the lease: <nil>
+}
