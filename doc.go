@@ -1,0 +1,60 @@
+// Package mrtr is the guard of sealed Multi Round-Trip Requests (MCP
+// 2026-07-28, SEP-2322): it turns each paused tools/call, prompts/get or
+// resources/read into an encrypted, bound, expiring and optionally
+// single-use requestState, and checks every resume before a handler sees
+// it.
+//
+// The guard is SDK-agnostic. An adapter (package gosdk, for the official
+// Go SDK) describes each call as a [Request]; [Guard.Begin] checks it and
+// returns the [Flow] the handler works with; the handler either completes
+// or pauses through [Flow.Pause]; [Flow.End] settles the single-use
+// reservation.
+//
+//	g := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{ServerID: "api", Store: replay.NewMemory(nil)})
+//	f, err := g.Begin(ctx, &mrtr.Request{Method: "tools/call", Target: "deploy", ...})
+//	if err != nil { /* a *RejectError (-32602) or ErrStoreUnavailable (-32603) */ }
+//	cont, resumed, err := mrtr.Decode[deployState](f)
+//	if !resumed {
+//		state, _ := f.Pause(deployState{...}, "confirm") // send with the input requests
+//	}
+//	f.End(ctx, handlerErr)
+//
+// # Checks, in order
+//
+// On a call carrying a requestState, Begin runs: the length cap, the token
+// format, the key id, authenticated decryption under this request's binding
+// (method, protocol version, target, server id, principal), the payload
+// decode, expiry with leeway (and issued-at not in the future), the
+// arguments hash in constant time, the round cap, and the single-use
+// reservation when a store is set. Then the handler runs, and End commits
+// the reservation on success or releases it on failure.
+//
+// # Error contract
+//
+// Every rejected requestState is a [*RejectError]: JSON-RPC -32602 with the
+// fixed message "invalid requestState" and data.reason one of invalid,
+// expired, replayed, rounds_exceeded or arguments_changed. Every failure
+// before authentication is "invalid", so the reason tells a forger
+// nothing. A single-use store that cannot decide gives
+// [ErrStoreUnavailable]: -32603 with a generic message, and the handler
+// does not run. Logs carry the reason and a 12-hex-digit fingerprint of
+// the token, never the token or the continuation.
+//
+// # Answers
+//
+// A resumed handler sees only the answers to the keys its sealed round
+// asked ([Flow.Answer]); answers to other keys are dropped. A missing or
+// malformed answer is not an error: the handler simply asks again with a
+// new pause. A call with inputResponses but no requestState is a first
+// call whose answers nobody asked for: [Flow.Unverified] exposes them and
+// the handler decides.
+//
+// # Single use
+//
+// Without a store, a token may be presented again until it expires (the
+// spec allows this; the state is still bound and sealed). With a store
+// (package replay, or replay/redisstore for many nodes), each token runs
+// its handler at most once: it is reserved before the handler, committed
+// when the handler answers (complete or paused again) and released when it
+// fails, so a crash or an error never burns a user's token.
+package mrtr

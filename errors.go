@@ -1,0 +1,57 @@
+package mrtr
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Reason says why a requestState was rejected. It is sent to the client in
+// the error's data, so only reasons that cannot help a forger exist: every
+// failure before authentication is ReasonInvalid.
+type Reason string
+
+// The reasons of the error contract.
+const (
+	ReasonInvalid          Reason = "invalid"           // not a token we sealed for this call and caller
+	ReasonExpired          Reason = "expired"           // authentic, but outside its validity window
+	ReasonReplayed         Reason = "replayed"          // authentic, but already used (single-use store)
+	ReasonRoundsExceeded   Reason = "rounds_exceeded"   // the flow paused more than MaxRounds times
+	ReasonArgumentsChanged Reason = "arguments_changed" // authentic, but the retry's arguments differ
+)
+
+// RejectMessage is the one fixed message of every rejected requestState.
+const RejectMessage = "invalid requestState"
+
+// CodeInvalidParams is the JSON-RPC code of a rejected requestState.
+const CodeInvalidParams = -32602
+
+// CodeInternalError is the JSON-RPC code of a single-use store outage.
+const CodeInternalError = -32603
+
+// RejectError is the error of a rejected requestState. Adapters send it as
+// JSON-RPC error CodeInvalidParams with message RejectMessage and data
+// {"reason": Reason}. Match it with errors.As, or with errors.Is against
+// ErrRejected.
+type RejectError struct {
+	Reason Reason
+}
+
+func (e *RejectError) Error() string { return fmt.Sprintf("mrtr: %s (%s)", RejectMessage, e.Reason) }
+
+// Is makes errors.Is(err, ErrRejected) true for every RejectError.
+func (e *RejectError) Is(target error) bool { return target == ErrRejected }
+
+// ErrRejected matches every *RejectError under errors.Is.
+var ErrRejected = errors.New("mrtr: " + RejectMessage)
+
+// ErrStoreUnavailable reports that the single-use store could not decide.
+// The guard fails closed: adapters answer CodeInternalError with a generic
+// message and the handler does not run.
+var ErrStoreUnavailable = errors.New("mrtr: single-use store unavailable")
+
+// ErrHandlerState reports a handler that set a result's requestState by
+// hand instead of pausing through its Flow: it would have sent a state
+// nobody sealed.
+var ErrHandlerState = errors.New("mrtr: handler set requestState itself; pause through the Flow instead")
+
+func reject(r Reason) error { return &RejectError{Reason: r} }

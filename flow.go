@@ -1,0 +1,231 @@
+package mrtr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/mrtr-go/mrtr/replay"
+	"github.com/mrtr-go/mrtr/reqstate"
+)
+
+// Flow is what a handler sees of one call in a multi-round flow: whether
+// it resumes a pause, the round, a flow id stable across rounds, the
+// verified continuation and the answers to the questions the sealed round
+// asked. A handler pauses through Pause and never handles a raw token.
+//
+// A Flow belongs to one call; its methods are safe for concurrent use.
+type Flow struct {
+	g       *Guard
+	binding reqstate.Binding
+	args    json.RawMessage
+
+	resumed    bool
+	round      int
+	flowID     reqstate.ID
+	cont       json.RawMessage
+	asked      []string
+	answers    map[string]json.RawMessage
+	unverified map[string]json.RawMessage
+	argsHash   reqstate.Hash
+	hashed     bool
+	res        replay.Reservation
+
+	mu     sync.Mutex
+	token  string // the sealed pause, once Pause succeeded
+	paused bool
+	ended  bool
+}
+
+// Resumed reports whether this call carried a verified requestState.
+func (f *Flow) Resumed() bool { return f.resumed }
+
+// Round is the number of pauses so far: 0 on a first call, n when
+// resuming the state issued by the flow's nth pause.
+func (f *Flow) Round() int { return f.round }
+
+// ID is the flow id, constant across all rounds of one flow and unique
+// per flow: use it as an idempotency key for the flow's side effects. On
+// a first call it is assigned when the flow first pauses (empty before).
+func (f *Flow) ID() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.flowID.IsZero() {
+		return ""
+	}
+	return f.flowID.String()
+}
+
+// Asked returns the input request keys the resumed round asked.
+func (f *Flow) Asked() []string { return append([]string(nil), f.asked...) }
+
+// Continuation decodes the verified continuation into v. It returns
+// ErrNoContinuation on a first call or when the pause sealed none.
+func (f *Flow) Continuation(v any) error {
+	if len(f.cont) == 0 {
+		return ErrNoContinuation
+	}
+	if err := json.Unmarshal(f.cont, v); err != nil {
+		return fmt.Errorf("mrtr: decode continuation: %w", err)
+	}
+	return nil
+}
+
+// ErrNoContinuation is returned by Continuation when there is none.
+var ErrNoContinuation = errors.New("mrtr: no continuation")
+
+// Decode returns the flow's verified continuation as a T. ok is false on
+// a first call (or a pause without continuation); err reports a
+// continuation that does not decode into T.
+func Decode[T any](f *Flow) (v T, ok bool, err error) {
+	if err := f.Continuation(&v); err != nil {
+		if errors.Is(err, ErrNoContinuation) {
+			return v, false, nil
+		}
+		return v, false, err
+	}
+	return v, true, nil
+}
+
+// Answer returns the client's answer under key, only if the sealed round
+// asked for key. On a first call there are no verified answers.
+func (f *Flow) Answer(key string) (json.RawMessage, bool) {
+	v, ok := f.answers[key]
+	return v, ok
+}
+
+// Answers returns a copy of the verified answers.
+func (f *Flow) Answers() map[string]json.RawMessage { return maps.Clone(f.answers) }
+
+// Unverified returns an answer sent on a call that carried no
+// requestState: nobody asked for it in a sealed round, so the handler
+// decides whether it may use it (a stateless tool may; a tool relying on
+// its continuation should ask properly first).
+func (f *Flow) Unverified(key string) (json.RawMessage, bool) {
+	v, ok := f.unverified[key]
+	return v, ok
+}
+
+// Pause seals the flow's next round: continuation (any value that
+// encodes to JSON; nil for none) and the keys of the input requests the
+// handler is about to send. It returns the requestState to send with them.
+// A flow that has already paused MaxRounds times gets a *RejectError with
+// ReasonRoundsExceeded instead.
+//
+// Adapters call Pause for the handler; most handlers never call it
+// directly. A Flow pauses at most once.
+func (f *Flow) Pause(continuation any, asked ...string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.paused {
+		return "", errors.New("mrtr: Flow paused twice in one call")
+	}
+	g := f.g
+	next := f.round + 1
+	if next > g.opts.MaxRounds {
+		g.opts.Logger.Warn("mrtr: flow reached the round cap", "method", f.binding.Method, "target", f.binding.Target, "rounds", f.round)
+		return "", reject(ReasonRoundsExceeded)
+	}
+	var cont json.RawMessage
+	switch c := continuation.(type) {
+	case nil:
+	case json.RawMessage:
+		cont = c
+	default:
+		b, err := json.Marshal(c)
+		if err != nil {
+			return "", fmt.Errorf("mrtr: encode continuation: %w", err)
+		}
+		cont = b
+	}
+	if !f.hashed {
+		h, err := reqstate.HashArguments(f.args)
+		if err != nil {
+			return "", fmt.Errorf("mrtr: hash arguments: %w", err)
+		}
+		f.argsHash, f.hashed = h, true
+	}
+	if f.flowID.IsZero() {
+		id, err := reqstate.NewID(g.opts.Rand)
+		if err != nil {
+			return "", err
+		}
+		f.flowID = id
+	}
+	now := g.opts.Now()
+	ttl := g.opts.TTL
+	if f.binding.Principal.Anonymous() {
+		ttl = g.opts.AnonymousTTL
+	}
+	tok, err := g.codec.Seal(f.binding, &reqstate.State{
+		Continuation: cont,
+		Round:        next,
+		IssuedAt:     now,
+		ExpiresAt:    now.Add(ttl),
+		FlowID:       f.flowID,
+		ArgsHash:     f.argsHash,
+		Asked:        asked,
+	})
+	if err != nil {
+		return "", fmt.Errorf("mrtr: seal pause: %w", err)
+	}
+	f.token, f.paused = tok, true
+	return tok, nil
+}
+
+// Paused reports whether Pause succeeded, and the sealed state.
+func (f *Flow) Paused() (requestState string, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.token, f.paused
+}
+
+// End settles the call's single-use reservation, if any: committed when
+// handlerErr is nil (the handler ran and answered, whether it completed or
+// paused again), released otherwise so the user can retry with the same
+// token. End is idempotent; a commit or release that fails is logged and
+// returned, and the reservation's lease then lapses by itself.
+func (f *Flow) End(ctx context.Context, handlerErr error) error {
+	f.mu.Lock()
+	if f.ended || f.res == nil {
+		f.ended = true
+		f.mu.Unlock()
+		return nil
+	}
+	f.ended = true
+	f.mu.Unlock()
+	g := f.g
+	// The request's context may be canceled by now; settling must not be.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.StoreTimeout)
+	defer cancel()
+	var err error
+	op := "commit"
+	if handlerErr == nil {
+		err = f.res.Commit(sctx)
+	} else {
+		op = "release"
+		err = f.res.Release(sctx)
+	}
+	if err != nil {
+		g.opts.Logger.ErrorContext(ctx, "mrtr: single-use store "+op+" failed",
+			"method", f.binding.Method, "target", f.binding.Target, "flow", f.flowID.String(), "error", err)
+		return fmt.Errorf("mrtr: %s reservation: %w", op, err)
+	}
+	return nil
+}
+
+type flowKey struct{}
+
+// NewContext returns ctx carrying f, for handlers behind an adapter.
+func NewContext(ctx context.Context, f *Flow) context.Context {
+	return context.WithValue(ctx, flowKey{}, f)
+}
+
+// FromContext returns the Flow of the call ctx belongs to, or nil.
+func FromContext(ctx context.Context) *Flow {
+	f, _ := ctx.Value(flowKey{}).(*Flow)
+	return f
+}

@@ -1,0 +1,235 @@
+package mrtr
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/mrtr-go/mrtr/replay"
+	"github.com/mrtr-go/mrtr/reqstate"
+)
+
+// Defaults of Options.
+const (
+	DefaultTTL          = 5 * time.Minute
+	DefaultAnonymousTTL = 60 * time.Second
+	DefaultMaxRounds    = 10
+	DefaultLeeway       = 5 * time.Second
+	DefaultServerID     = "mrtr"
+	DefaultStoreTimeout = 2 * time.Second
+)
+
+// Options is the guard's policy. The zero value is a sensible policy:
+// five-minute tokens (one minute for anonymous callers), at most ten
+// pauses per flow, five seconds of clock leeway, and no single-use store
+// (a token may be presented again until it expires, as the spec allows).
+type Options struct {
+	// TTL is the lifetime of a token issued to an authenticated caller.
+	// Zero means DefaultTTL.
+	TTL time.Duration
+	// AnonymousTTL is the lifetime of a token issued to an anonymous
+	// caller. Zero means DefaultAnonymousTTL.
+	AnonymousTTL time.Duration
+	// MaxRounds is how many times one flow may pause. The guard never
+	// seals round MaxRounds+1. Zero means DefaultMaxRounds.
+	MaxRounds int
+	// Leeway is the clock skew tolerated between nodes when judging
+	// expiry. Zero means DefaultLeeway; negative means none.
+	Leeway time.Duration
+	// ServerID is bound into every token, so that a token from one server
+	// (or cluster) does not open on another sharing its keys. Empty means
+	// DefaultServerID.
+	ServerID string
+	// Store, when set, makes every token single use: it is reserved
+	// before the handler runs, committed when the handler succeeds and
+	// released when it fails. Nil means tokens are multi-use within
+	// their TTL.
+	Store replay.Store
+	// StoreTimeout bounds each call to Store. Zero means
+	// DefaultStoreTimeout.
+	StoreTimeout time.Duration
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
+	// Rand is the source of flow ids. Nil means crypto/rand.Reader.
+	Rand io.Reader
+	// Logger receives one line per rejected or failed resume, with the
+	// reason and a short token fingerprint, never the token. Nil means no
+	// logging.
+	Logger *slog.Logger
+}
+
+// Guard derives nothing from the transport: an adapter (package gosdk for
+// the official Go SDK) describes each call as a Request, and the guard
+// opens and checks its requestState, gives the handler a Flow, and seals
+// the next pause. A Guard is safe for concurrent use.
+type Guard struct {
+	codec reqstate.Codec
+	opts  Options
+}
+
+// New returns a guard over codec. A nil codec, or a negative TTL,
+// AnonymousTTL, MaxRounds or StoreTimeout, is a programmer error and
+// panics. opts may be nil.
+func New(codec reqstate.Codec, opts *Options) *Guard {
+	if codec == nil {
+		panic("mrtr: New needs a codec")
+	}
+	g := &Guard{codec: codec}
+	if opts != nil {
+		g.opts = *opts
+	}
+	o := &g.opts
+	if o.TTL < 0 || o.AnonymousTTL < 0 || o.MaxRounds < 0 || o.StoreTimeout < 0 {
+		panic("mrtr: negative TTL, AnonymousTTL, MaxRounds or StoreTimeout")
+	}
+	o.TTL = or(o.TTL, DefaultTTL)
+	o.AnonymousTTL = or(o.AnonymousTTL, DefaultAnonymousTTL)
+	o.MaxRounds = or(o.MaxRounds, DefaultMaxRounds)
+	o.StoreTimeout = or(o.StoreTimeout, DefaultStoreTimeout)
+	o.ServerID = or(o.ServerID, DefaultServerID)
+	switch {
+	case o.Leeway == 0:
+		o.Leeway = DefaultLeeway
+	case o.Leeway < 0:
+		o.Leeway = 0
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return g
+}
+
+func or[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Policy returns the guard's effective options, defaults filled in.
+func (g *Guard) Policy() Options { return g.opts }
+
+// Request is one incoming call, as an adapter derives it from the
+// transport. Everything in it is untrusted except Principal, which the
+// adapter takes from verified credentials.
+type Request struct {
+	// Method is tools/call, prompts/get or resources/read.
+	Method string
+	// ProtocolVersion is the MCP protocol version of this request.
+	ProtocolVersion string
+	// Target is the tool name, prompt name or resource URI.
+	Target string
+	// Principal is the authenticated caller; the zero value is anonymous.
+	Principal reqstate.Principal
+	// Arguments are the call's arguments as JSON (nil when absent).
+	Arguments json.RawMessage
+	// RequestState is the echoed state; empty on a first call.
+	RequestState string
+	// InputResponses are the client's answers, by input request key.
+	InputResponses map[string]json.RawMessage
+}
+
+func (r *Request) binding(serverID string) reqstate.Binding {
+	return reqstate.Binding{
+		Method:          r.Method,
+		ProtocolVersion: r.ProtocolVersion,
+		Target:          r.Target,
+		ServerID:        serverID,
+		Principal:       r.Principal,
+	}
+}
+
+// Begin checks a call and returns the Flow its handler sees. On a first
+// call (no requestState) it never fails. On a resume it runs, in this
+// order: length cap, format, key id, authenticated decryption under this
+// request's binding, payload decode (all four inside the codec, all
+// ReasonInvalid), expiry with leeway (ReasonExpired), the arguments hash
+// in constant time (ReasonArgumentsChanged), the round cap
+// (ReasonRoundsExceeded) and, with a store, the single-use reservation
+// (ReasonReplayed, or ErrStoreUnavailable). Answers under keys the sealed
+// round did not ask for are dropped.
+//
+// Every Flow that Begin returns must be ended with Flow.End, once the
+// handler has run.
+func (g *Guard) Begin(ctx context.Context, r *Request) (*Flow, error) {
+	f := &Flow{g: g, binding: r.binding(g.opts.ServerID), args: r.Arguments}
+	if r.RequestState == "" {
+		if len(r.InputResponses) > 0 {
+			f.unverified = r.InputResponses
+		}
+		return f, nil
+	}
+	fp := fingerprint(r.RequestState)
+	st, err := g.codec.Open(f.binding, r.RequestState)
+	if err != nil {
+		return nil, g.rejected(ctx, r, fp, ReasonInvalid, "")
+	}
+	switch err := st.Check(g.opts.Now(), g.opts.Leeway); {
+	case errors.Is(err, reqstate.ErrNotYetValid):
+		return nil, g.rejected(ctx, r, fp, ReasonExpired, "issued in the future")
+	case err != nil:
+		return nil, g.rejected(ctx, r, fp, ReasonExpired, "")
+	}
+	h, err := reqstate.HashArguments(r.Arguments)
+	if err != nil || subtle.ConstantTimeCompare(h[:], st.ArgsHash[:]) != 1 {
+		return nil, g.rejected(ctx, r, fp, ReasonArgumentsChanged, "")
+	}
+	f.argsHash, f.hashed = h, true
+	if st.Round > g.opts.MaxRounds {
+		return nil, g.rejected(ctx, r, fp, ReasonRoundsExceeded, "")
+	}
+	if g.opts.Store != nil {
+		sctx, cancel := context.WithTimeout(ctx, g.opts.StoreTimeout)
+		res, err := g.opts.Store.Reserve(sctx, st.JTI.String(), st.ExpiresAt.Add(g.opts.Leeway))
+		cancel()
+		switch {
+		case errors.Is(err, replay.ErrReplayed):
+			return nil, g.rejected(ctx, r, fp, ReasonReplayed, "")
+		case err != nil:
+			g.opts.Logger.ErrorContext(ctx, "mrtr: single-use store failed; resume refused",
+				"method", r.Method, "target", r.Target, "token", fp, "error", err)
+			return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		}
+		f.res = res
+	}
+	f.resumed = true
+	f.round = st.Round
+	f.flowID = st.FlowID
+	f.cont = st.Continuation
+	for _, k := range st.Asked {
+		if v, ok := r.InputResponses[k]; ok {
+			if f.answers == nil {
+				f.answers = make(map[string]json.RawMessage, len(st.Asked))
+			}
+			f.answers[k] = v
+		}
+	}
+	f.asked = st.Asked
+	return f, nil
+}
+
+func (g *Guard) rejected(ctx context.Context, r *Request, fp string, reason Reason, detail string) error {
+	attrs := []any{"reason", string(reason), "method", r.Method, "target", r.Target, "token", fp}
+	if detail != "" {
+		attrs = append(attrs, "detail", detail)
+	}
+	g.opts.Logger.WarnContext(ctx, "mrtr: requestState rejected", attrs...)
+	return reject(reason)
+}
+
+// fingerprint is a short, non-reversible name for a token, for logs.
+func fingerprint(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:6])
+}

@@ -1,0 +1,406 @@
+package mrtr
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mrtr-go/mrtr/replay"
+	"github.com/mrtr-go/mrtr/reqstate"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// useMemoryStore in Options.Store asks newFixture for a memory store on the fixture's clock.
+var useMemoryStore replay.Store = &brokenStore{name: "memory placeholder"}
+
+type fixture struct {
+	g     *Guard
+	clk   *clock
+	logs  *bytes.Buffer
+	codec *reqstate.AESGCM
+}
+
+func newFixture(t *testing.T, opts *Options) *fixture {
+	t.Helper()
+	ring, err := reqstate.GenerateKeyRing("k1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
+	logs := new(bytes.Buffer)
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.Now = clk.Now
+	if o.Store == useMemoryStore {
+		o.Store = replay.NewMemory(&replay.MemoryOptions{Now: clk.Now}) // the store judges expiry on the same clock
+	}
+	o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	codec := reqstate.New(ring, nil)
+	return &fixture{g: New(codec, &o), clk: clk, logs: logs, codec: codec}
+}
+
+func deployReq() *Request {
+	return &Request{
+		Method:          "tools/call",
+		ProtocolVersion: "2026-07-28",
+		Target:          "deploy",
+		Principal:       reqstate.Principal{Issuer: "https://id.example", Subject: "alice"},
+		Arguments:       json.RawMessage(`{"service":"api","env":"production"}`),
+	}
+}
+
+type deployCont struct {
+	Service string `json:"service"`
+	Env     string `json:"env"`
+}
+
+// pause runs a first call that pauses and returns the sealed state.
+func (fx *fixture) pause(t *testing.T, r *Request) string {
+	t.Helper()
+	f, err := fx.g.Begin(t.Context(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := f.Pause(deployCont{"api", "production"}, "confirm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.End(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func resume(r *Request, tok string, answers map[string]json.RawMessage) *Request {
+	c := *r
+	c.RequestState = tok
+	c.InputResponses = answers
+	return &c
+}
+
+func wantReason(t *testing.T, err error, want Reason) {
+	t.Helper()
+	var re *RejectError
+	if !errors.As(err, &re) || re.Reason != want || !errors.Is(err, ErrRejected) {
+		t.Fatalf("error %v, want reason %s", err, want)
+	}
+}
+
+func TestFirstCallAndResume(t *testing.T) {
+	fx := newFixture(t, nil)
+	r := deployReq()
+	f, err := fx.g.Begin(t.Context(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Resumed() || f.Round() != 0 || f.ID() != "" {
+		t.Fatalf("first call: resumed=%v round=%d id=%q", f.Resumed(), f.Round(), f.ID())
+	}
+	if _, ok, err := Decode[deployCont](f); ok || err != nil {
+		t.Fatal("first call has a continuation")
+	}
+	tok, err := f.Pause(deployCont{"api", "production"}, "confirm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flowID := f.ID()
+	if _, err := f.Pause(nil); err == nil {
+		t.Fatal("second Pause in one call succeeded")
+	}
+	f.End(t.Context(), nil)
+
+	answers := map[string]json.RawMessage{
+		"confirm": json.RawMessage(`{"action":"accept","content":{"approve":true}}`),
+		"extra":   json.RawMessage(`{"action":"accept"}`),
+	}
+	f2, err := fx.g.Begin(t.Context(), resume(r, tok, answers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok, err := Decode[deployCont](f2)
+	if !ok || err != nil || c != (deployCont{"api", "production"}) {
+		t.Fatalf("continuation %+v %v %v", c, ok, err)
+	}
+	if !f2.Resumed() || f2.Round() != 1 || f2.ID() != flowID {
+		t.Fatalf("resume: resumed=%v round=%d id=%q want %q", f2.Resumed(), f2.Round(), f2.ID(), flowID)
+	}
+	if _, ok := f2.Answer("confirm"); !ok {
+		t.Fatal("asked answer missing")
+	}
+	if _, ok := f2.Answer("extra"); ok {
+		t.Fatal("an answer to an unasked key reached the handler")
+	}
+	if len(f2.Answers()) != 1 || strings.Join(f2.Asked(), ",") != "confirm" {
+		t.Fatalf("answers %v asked %v", f2.Answers(), f2.Asked())
+	}
+	// A third round keeps the flow id and counts on.
+	tok2, err := f2.Pause(nil, "again")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f3, err := fx.g.Begin(t.Context(), resume(r, tok2, nil))
+	if err != nil || f3.Round() != 2 || f3.ID() != flowID {
+		t.Fatalf("round 3: %v round=%d", err, f3.Round())
+	}
+	if err := f3.Continuation(new(deployCont)); !errors.Is(err, ErrNoContinuation) {
+		t.Fatalf("pause without continuation: %v", err)
+	}
+}
+
+func TestUnverifiedAnswers(t *testing.T) {
+	fx := newFixture(t, nil)
+	r := deployReq()
+	r.InputResponses = map[string]json.RawMessage{"user_name": json.RawMessage(`{"action":"accept"}`)}
+	f, err := fx.g.Begin(t.Context(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Answer("user_name"); ok {
+		t.Fatal("an answer without requestState counted as verified")
+	}
+	if _, ok := f.Unverified("user_name"); !ok {
+		t.Fatal("unverified answer not available")
+	}
+}
+
+func TestTamperedTokens(t *testing.T) {
+	fx := newFixture(t, nil)
+	r := deployReq()
+	tok := fx.pause(t, r)
+	for i := range len(tok) {
+		b := []byte(tok)
+		b[i] ^= 0x01
+		_, err := fx.g.Begin(t.Context(), resume(r, string(b), nil))
+		wantReason(t, err, ReasonInvalid)
+	}
+	for _, bad := range []string{tok + "-TAMPERED", tok[:len(tok)-1], "x", strings.Repeat("A", 1<<20)} {
+		_, err := fx.g.Begin(t.Context(), resume(r, bad, nil))
+		wantReason(t, err, ReasonInvalid)
+	}
+	if strings.Contains(fx.logs.String(), tok[10:40]) {
+		t.Fatal("a log line contains the token")
+	}
+	if !strings.Contains(fx.logs.String(), "reason=invalid") || !strings.Contains(fx.logs.String(), "token=") {
+		t.Fatalf("logs lack reason or fingerprint: %s", fx.logs.String()[:200])
+	}
+}
+
+func TestMovedTokens(t *testing.T) {
+	fx := newFixture(t, nil)
+	r := deployReq()
+	tok := fx.pause(t, r)
+	for name, change := range map[string]func(*Request){
+		"tool":      func(r *Request) { r.Target = "transfer" },
+		"prompt":    func(r *Request) { r.Method = "prompts/get" },
+		"resource":  func(r *Request) { r.Method, r.Target = "resources/read", "test://static-text" },
+		"issuer":    func(r *Request) { r.Principal.Issuer = "https://evil.example" },
+		"subject":   func(r *Request) { r.Principal.Subject = "mallory" },
+		"anonymous": func(r *Request) { r.Principal = reqstate.Principal{} },
+		"version":   func(r *Request) { r.ProtocolVersion = "2025-11-25" },
+	} {
+		c := resume(r, tok, nil)
+		change(c)
+		_, err := fx.g.Begin(t.Context(), c)
+		if err == nil {
+			t.Fatalf("%s: moved token accepted", name)
+		}
+		wantReason(t, err, ReasonInvalid)
+	}
+	// Another server sharing the keys.
+	other := New(fx.codec, &Options{ServerID: "other", Now: fx.clk.Now})
+	_, err := other.Begin(t.Context(), resume(r, tok, nil))
+	wantReason(t, err, ReasonInvalid)
+}
+
+func TestArgumentsChanged(t *testing.T) {
+	fx := newFixture(t, nil)
+	r := deployReq()
+	tok := fx.pause(t, r)
+	c := resume(r, tok, nil)
+	c.Arguments = json.RawMessage(`{"service":"api","env":"staging"}`)
+	_, err := fx.g.Begin(t.Context(), c)
+	wantReason(t, err, ReasonArgumentsChanged)
+	// The same arguments in another order and spacing are the same call.
+	c.Arguments = json.RawMessage(`{ "env": "production", "service": "api" }`)
+	if _, err := fx.g.Begin(t.Context(), c); err != nil {
+		t.Fatalf("reordered arguments: %v", err)
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	fx := newFixture(t, &Options{TTL: time.Minute, Leeway: 2 * time.Second})
+	r := deployReq()
+	tok := fx.pause(t, r)
+	fx.clk.Advance(time.Minute + 2*time.Second)
+	if _, err := fx.g.Begin(t.Context(), resume(r, tok, nil)); err != nil {
+		t.Fatalf("within leeway: %v", err)
+	}
+	fx.clk.Advance(time.Millisecond)
+	_, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
+	wantReason(t, err, ReasonExpired)
+
+	// Issued in the future: a node whose clock runs ahead.
+	fx.clk.Advance(-time.Hour)
+	_, err = fx.g.Begin(t.Context(), resume(r, tok, nil))
+	wantReason(t, err, ReasonExpired)
+}
+
+func TestAnonymousTTL(t *testing.T) {
+	fx := newFixture(t, nil)
+	r := deployReq()
+	r.Principal = reqstate.Principal{}
+	tok := fx.pause(t, r)
+	fx.clk.Advance(DefaultAnonymousTTL + DefaultLeeway + time.Millisecond)
+	_, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
+	wantReason(t, err, ReasonExpired)
+}
+
+func TestRoundCap(t *testing.T) {
+	fx := newFixture(t, &Options{MaxRounds: 3})
+	r := deployReq()
+	f, _ := fx.g.Begin(t.Context(), r)
+	for round := 1; ; round++ {
+		tok, err := f.Pause(nil, "k")
+		if round > 3 {
+			wantReason(t, err, ReasonRoundsExceeded)
+			break
+		}
+		if err != nil {
+			t.Fatalf("pause %d: %v", round, err)
+		}
+		if f, err = fx.g.Begin(t.Context(), resume(r, tok, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A token sealed under a higher cap is refused after the cap is lowered.
+	high := New(fx.codec, &Options{MaxRounds: 10, Now: fx.clk.Now})
+	f, _ = high.Begin(t.Context(), r)
+	var tok string
+	for range 5 {
+		tok, _ = f.Pause(nil, "k")
+		f, _ = high.Begin(t.Context(), resume(r, tok, nil))
+	}
+	_, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
+	wantReason(t, err, ReasonRoundsExceeded)
+}
+
+func TestSingleUseConcurrent(t *testing.T) {
+	fx := newFixture(t, &Options{Store: useMemoryStore})
+	r := deployReq()
+	tok := fx.pause(t, r)
+	var ran, replayed atomic.Int32
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			f, err := fx.g.Begin(context.Background(), resume(r, tok, nil))
+			var re *RejectError
+			switch {
+			case err == nil:
+				ran.Add(1)
+				time.Sleep(time.Millisecond) // hold the reservation a while
+				f.End(context.Background(), nil)
+			case errors.As(err, &re) && re.Reason == ReasonReplayed:
+				replayed.Add(1)
+			default:
+				t.Errorf("unexpected error %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if ran.Load() != 1 || replayed.Load() != 31 {
+		t.Fatalf("ran %d, replayed %d; want 1 and 31", ran.Load(), replayed.Load())
+	}
+	_, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
+	wantReason(t, err, ReasonReplayed)
+}
+
+func TestHandlerErrorReleases(t *testing.T) {
+	fx := newFixture(t, &Options{Store: useMemoryStore})
+	r := deployReq()
+	tok := fx.pause(t, r)
+	f, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.End(t.Context(), errors.New("handler failed"))
+	f, err = fx.g.Begin(t.Context(), resume(r, tok, nil))
+	if err != nil {
+		t.Fatalf("token burnt by a failed handler: %v", err)
+	}
+	f.End(t.Context(), nil)
+	_, err = fx.g.Begin(t.Context(), resume(r, tok, nil))
+	wantReason(t, err, ReasonReplayed)
+}
+
+type brokenStore struct{ name string }
+
+func (*brokenStore) Reserve(context.Context, string, time.Time) (replay.Reservation, error) {
+	return nil, errors.New("connection refused")
+}
+
+func TestStoreOutageFailsClosed(t *testing.T) {
+	fx := newFixture(t, &Options{Store: &brokenStore{}})
+	r := deployReq()
+	tok := fx.pause(t, r) // pausing needs no store
+	_, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
+	if !errors.Is(err, ErrStoreUnavailable) || errors.Is(err, ErrRejected) {
+		t.Fatalf("store outage: %v", err)
+	}
+	// First calls are not resumes and keep working.
+	if _, err := fx.g.Begin(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestContext(t *testing.T) {
+	fx := newFixture(t, nil)
+	f, _ := fx.g.Begin(t.Context(), deployReq())
+	if FromContext(NewContext(t.Context(), f)) != f || FromContext(t.Context()) != nil {
+		t.Fatal("context round trip")
+	}
+}
+
+func TestNewDefaultsAndPanics(t *testing.T) {
+	ring, _ := reqstate.GenerateKeyRing("k", nil)
+	p := New(reqstate.New(ring, nil), nil).Policy()
+	if p.TTL != DefaultTTL || p.AnonymousTTL != DefaultAnonymousTTL || p.MaxRounds != DefaultMaxRounds ||
+		p.Leeway != DefaultLeeway || p.ServerID != DefaultServerID || p.StoreTimeout != DefaultStoreTimeout {
+		t.Fatalf("defaults: %+v", p)
+	}
+	if p := New(reqstate.New(ring, nil), &Options{Leeway: -1}).Policy(); p.Leeway != 0 {
+		t.Fatal("negative leeway should mean none")
+	}
+	for name, f := range map[string]func(){
+		"nil codec":    func() { New(nil, nil) },
+		"negative ttl": func() { New(reqstate.New(ring, nil), &Options{TTL: -1}) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
