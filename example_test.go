@@ -34,7 +34,7 @@ func Example() {
 	f.End(ctx, nil)
 
 	call.RequestState = state
-	call.InputResponses = map[string]json.RawMessage{
+	call.InputResponses = map[string]any{
 		"confirm":  json.RawMessage(`{"action":"accept","content":{"approve":true}}`),
 		"injected": json.RawMessage(`{"action":"accept"}`),
 	}

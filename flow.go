@@ -28,8 +28,8 @@ type Flow struct {
 	flowID     reqstate.ID
 	cont       json.RawMessage
 	asked      []string
-	answers    map[string]json.RawMessage
-	unverified map[string]json.RawMessage
+	answers    map[string]any
+	unverified map[string]any
 	argsHash   reqstate.Hash
 	hashed     bool
 	res        replay.Reservation
@@ -92,19 +92,19 @@ func Decode[T any](f *Flow) (v T, ok bool, err error) {
 
 // Answer returns the client's answer under key, only if the sealed round
 // asked for key. On a first call there are no verified answers.
-func (f *Flow) Answer(key string) (json.RawMessage, bool) {
+func (f *Flow) Answer(key string) (any, bool) {
 	v, ok := f.answers[key]
 	return v, ok
 }
 
 // Answers returns a copy of the verified answers.
-func (f *Flow) Answers() map[string]json.RawMessage { return maps.Clone(f.answers) }
+func (f *Flow) Answers() map[string]any { return maps.Clone(f.answers) }
 
 // Unverified returns an answer sent on a call that carried no
 // requestState: nobody asked for it in a sealed round, so the handler
 // decides whether it may use it (a stateless tool may; a tool relying on
 // its continuation should ask properly first).
-func (f *Flow) Unverified(key string) (json.RawMessage, bool) {
+func (f *Flow) Unverified(key string) (any, bool) {
 	v, ok := f.unverified[key]
 	return v, ok
 }

@@ -136,8 +136,10 @@ type Request struct {
 	Arguments json.RawMessage
 	// RequestState is the echoed state; empty on a first call.
 	RequestState string
-	// InputResponses are the client's answers, by input request key.
-	InputResponses map[string]json.RawMessage
+	// InputResponses are the client's answers, by input request key, as
+	// the adapter decoded them (package gosdk passes the SDK's typed
+	// results; an adapter without types may pass json.RawMessage).
+	InputResponses map[string]any
 }
 
 func (r *Request) binding(serverID string) reqstate.Binding {
@@ -210,7 +212,7 @@ func (g *Guard) Begin(ctx context.Context, r *Request) (*Flow, error) {
 	for _, k := range st.Asked {
 		if v, ok := r.InputResponses[k]; ok {
 			if f.answers == nil {
-				f.answers = make(map[string]json.RawMessage, len(st.Asked))
+				f.answers = make(map[string]any, len(st.Asked))
 			}
 			f.answers[k] = v
 		}

@@ -91,7 +91,7 @@ func (fx *fixture) pause(t *testing.T, r *Request) string {
 	return tok
 }
 
-func resume(r *Request, tok string, answers map[string]json.RawMessage) *Request {
+func resume(r *Request, tok string, answers map[string]any) *Request {
 	c := *r
 	c.RequestState = tok
 	c.InputResponses = answers
@@ -129,7 +129,7 @@ func TestFirstCallAndResume(t *testing.T) {
 	}
 	f.End(t.Context(), nil)
 
-	answers := map[string]json.RawMessage{
+	answers := map[string]any{
 		"confirm": json.RawMessage(`{"action":"accept","content":{"approve":true}}`),
 		"extra":   json.RawMessage(`{"action":"accept"}`),
 	}
@@ -170,7 +170,7 @@ func TestFirstCallAndResume(t *testing.T) {
 func TestUnverifiedAnswers(t *testing.T) {
 	fx := newFixture(t, nil)
 	r := deployReq()
-	r.InputResponses = map[string]json.RawMessage{"user_name": json.RawMessage(`{"action":"accept"}`)}
+	r.InputResponses = map[string]any{"user_name": json.RawMessage(`{"action":"accept"}`)}
 	f, err := fx.g.Begin(t.Context(), r)
 	if err != nil {
 		t.Fatal(err)
