@@ -1,0 +1,128 @@
+// Package redisstore is a [replay.Store] kept in Redis, for several server
+// replicas that must share one record of which tokens have been used.
+//
+//	store, err := redisstore.NewFromURL("rediss://:password@redis.internal:6379/0", nil)
+//	if err != nil {
+//		return err
+//	}
+//	defer store.Close()
+//
+// The store keeps the contract of package replay, which its tests check with
+// the suite in [github.com/mrtr-go/mrtr/replay/replaytest] against a real
+// redis-server. Every decision is made by one atomic command or script on the
+// server, so any number of processes can share a store.
+//
+// # Keys
+//
+// Each token id that is reserved or consumed has one string key,
+// Options.Prefix followed by the id ("mrtr:replay:" by default). Its value
+// names the state and the reservation that wrote it:
+//
+//	reserved:<owner>   reserved, until the lease lapses (Redis expires the key)
+//	consumed:<owner>   committed, until the token expires
+//	replayed:<owner>   committed by a reservation whose lease had lapsed and
+//	                   which took the id from a later one, until the token expires
+//
+// The owner is a random token (128 bits and more, from crypto/rand) that
+// Reserve draws for each reservation. No key outlives its token: a reserved
+// key lives min(lease, time to expiry), rounded down to the millisecond, and a
+// consumed one lives until the token's expiry, rounded up. Nothing else is
+// stored and nothing needs cleaning up.
+//
+// # Operations
+//
+// Reserve is one command:
+//
+//	SET <key> reserved:<owner> NX PX <min(lease, time to expiry)>
+//
+// NX makes the claim atomic: of any number of concurrent Reserves, exactly
+// one creates the key and every other is refused with ErrReplayed. PX makes
+// the claim a lease that Redis ends by itself, so a process that crashes
+// between Reserve and Commit does not burn the token. Setting value and
+// expiry in one command leaves no moment in which a key exists without an
+// expiry. When NX refuses, Reserve reads the key once more: go-redis resends
+// a command whose reply it lost, and a resent SET finds the value its first
+// copy wrote; Reserve then keeps the reservation instead of reporting its own
+// claim as a replay.
+//
+// Commit and Release are Lua scripts, run with EVALSHA (and EVAL when the
+// server's script cache does not have them, after a restart say), so that
+// reading the key and acting on what it holds is one atomic step:
+//
+//   - Release deletes the key only if it still holds reserved:<owner>. A late
+//     Release, after the lease lapsed and another reservation claimed the id,
+//     leaves that reservation alone.
+//   - Commit writes consumed:<owner> with the token's remaining lifetime if
+//     the key holds reserved:<owner>, or holds nothing (the lease lapsed and
+//     nobody claimed the id since): a late Commit still consumes the id. If
+//     another reservation holds the id, Commit overwrites it with
+//     replayed:<owner> and returns ErrReplayed, so the id stays consumed
+//     whatever the other one does. If the id is consumed already, Commit
+//     returns ErrReplayed and changes nothing. A Commit for a token that has
+//     expired returns nil without a round trip.
+//
+// Both scripts recognize their own earlier write, so a Commit or Release
+// retried after an error returns what the lost first attempt would have.
+//
+// Expiry is judged by two clocks. Reserve and Commit compute lifetimes from
+// Options.Now (the clock that also judges the tokens) and hand Redis relative
+// durations (PX), never absolute times, so a Redis host whose clock is off
+// cannot shorten how long a used token stays consumed.
+//
+// # Failures
+//
+// The store fails closed. [replay.ErrReplayed] means the server saw the id
+// held or consumed, and nothing else does. A timeout, a refused connection,
+// an error reply, an unexpected value or a canceled context returns an error
+// "redisstore: reserve: <cause>" (commit, release) that wraps the cause, so
+// that errors.Is finds context.DeadlineExceeded, context.Canceled and the
+// like, and the guard rejects the request rather than run it unguarded.
+// Errors never contain ids, owner tokens or passwords.
+//
+// Options.Timeout (500ms by default) bounds every call, go-redis's own
+// retries included, even when the client would wait longer: a Redis that
+// stops answering costs each request at most the timeout. go-redis redials
+// by itself, so once Redis is back the same Store works again; there is
+// nothing to recreate.
+//
+// A call that fails may still have taken effect on the server. A Reserve
+// that returned an error may have claimed the id: the claim lapses with the
+// lease, and until then the token is refused. A Commit or Release that
+// returned an error may be retried; if it is not, the lease lapses by itself
+// and the token can be used again, as package replay documents.
+//
+// # Deployment
+//
+// The store is only as durable as the Redis behind it. Consumed ids live in
+// memory: if Redis restarts without persistence, or fails over to a replica
+// that had not received the last writes (replication is asynchronous), the
+// ids consumed in that window are forgotten, and their tokens can be used
+// once more until they expire. Token lifetimes bound that window; enable AOF
+// (appendonly yes) where it matters.
+//
+// Redis must not evict these keys. Use maxmemory-policy noeviction: a full
+// server then refuses writes, and Reserve fails closed. A policy that evicts
+// keys with an expiry (volatile-lru, volatile-ttl, allkeys-*) would drop
+// consumed marks and let tokens be replayed.
+//
+// # Sizing
+//
+// There is one key per token reserved or consumed and not yet expired: the
+// number of live tokens that were used, times about 200 bytes (a 22-character
+// id with the default prefix, measured with Redis 7). A key lives at most
+// until its token expires, so memory follows the rate of use times the token
+// lifetime, not history.
+//
+// # Cluster
+//
+// Every operation touches exactly one key, so the store works unchanged with
+// Redis Cluster (pass a *redis.ClusterClient to [New]), with Sentinel
+// failover clients, and with client-side sharding (*redis.Ring). Each id
+// hashes to its own slot; no hash tags are needed.
+//
+// # Connections
+//
+// [New] takes any redis.UniversalClient the caller configured, and leaves it
+// open on Close. [NewFromURL] creates a client from a redis://, rediss://
+// (TLS) or unix:// URL, with password and database, and closes it on Close.
+package redisstore

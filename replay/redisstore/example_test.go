@@ -1,0 +1,71 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"log"
+	"net/http"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mrtr-go/mrtr/replay"
+	"github.com/mrtr-go/mrtr/replay/redisstore"
+)
+
+// Replicas behind a load balancer share one Redis, so a token used on one
+// replica is refused on every other. The examples need a server, so they are
+// compiled but not run; the tests run the same calls against a real one.
+func Example() {
+	store, err := redisstore.NewFromURL("redis://localhost:6379/0", &redisstore.Options{
+		Lease: time.Minute, // longer than the slowest handler
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	ctx := context.Background()
+	if err := store.Ping(ctx); err != nil {
+		log.Printf("redis is not answering yet: %v", err) // requests fail closed until it does
+	}
+
+	// What a guard does with each token it resumes.
+	resume := func(ctx context.Context, jti string, expires time.Time, handler func(context.Context) error) int {
+		res, err := store.Reserve(ctx, jti, expires)
+		switch {
+		case errors.Is(err, replay.ErrReplayed):
+			return http.StatusConflict // the token was used
+		case err != nil:
+			return http.StatusServiceUnavailable // Redis could not decide: fail closed
+		}
+		done, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if err := handler(ctx); err != nil {
+			_ = res.Release(done) // the user may retry with the same token
+			return http.StatusInternalServerError
+		}
+		if err := res.Commit(done); err != nil && !errors.Is(err, replay.ErrReplayed) {
+			log.Printf("commit: %v", err) // the lease lapses by itself
+		}
+		return http.StatusOK
+	}
+
+	status := resume(ctx, "Zm9vYmFyYmF6cXV4cXV1eA", time.Now().Add(5*time.Minute), func(context.Context) error {
+		return nil
+	})
+	log.Println(status)
+}
+
+// New takes a client the application configured, here for Redis Cluster:
+// every operation touches one key, so ids spread over all shards.
+func ExampleNew() {
+	client := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                 []string{"redis-0:6379", "redis-1:6379", "redis-2:6379"},
+		ContextTimeoutEnabled: true,
+	})
+	defer client.Close()
+
+	store := redisstore.New(client, &redisstore.Options{Prefix: "myapp:replay:"})
+	_ = store // a replay.Store, ready for a guard
+}

@@ -1,0 +1,367 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mrtr-go/mrtr/replay"
+)
+
+// DefaultPrefix is the key prefix when Options.Prefix is empty.
+const DefaultPrefix = "mrtr:replay:"
+
+// DefaultTimeout bounds each operation's round trips when Options.Timeout is
+// zero.
+const DefaultTimeout = 500 * time.Millisecond
+
+// Values stored under an id's key. Each is followed by the owner token of the
+// reservation that wrote it, so that a call retried after a lost reply
+// recognizes its own earlier write (see doc.go).
+const (
+	reservedTag = "reserved:" // held by a reservation, for at most the lease
+	consumedTag = "consumed:" // committed by the reservation named
+	replayedTag = "replayed:" // committed by the reservation named, which took it from another (ErrReplayed)
+)
+
+// commitScript consumes an id for a reservation.
+//
+//	KEYS[1]  the id's key
+//	ARGV[1]  the reservation's owner token
+//	ARGV[2]  milliseconds until the token expires (at least 1)
+//
+// It returns 0 if the id is now consumed by this reservation and 1 if
+// another reservation held or consumed it (ErrReplayed). It is idempotent: a
+// retry after a lost reply finds its own write and returns the same answer.
+var commitScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+local owner = ARGV[1]
+if v == 'consumed:' .. owner then return 0 end
+if v == 'replayed:' .. owner then return 1 end
+if v == false or v == 'reserved:' .. owner then
+	redis.call('SET', KEYS[1], 'consumed:' .. owner, 'PX', ARGV[2])
+	return 0
+end
+if string.sub(v, 1, 9) == 'reserved:' then
+	redis.call('SET', KEYS[1], 'replayed:' .. owner, 'PX', ARGV[2])
+end
+return 1
+`)
+
+// releaseScript deletes an id's key if the reservation still holds it.
+//
+//	KEYS[1]  the id's key
+//	ARGV[1]  the reservation's owner token
+//
+// It returns the number of keys deleted.
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == 'reserved:' .. ARGV[1] then
+	return redis.call('DEL', KEYS[1])
+end
+return 0
+`)
+
+// Options configures [New] and [NewFromURL]. The zero value is ready to use.
+type Options struct {
+	// Prefix starts every key the store writes. Stores that share a Redis
+	// database and a prefix share their ids. Empty means DefaultPrefix.
+	Prefix string
+
+	// Lease bounds how long a reservation holds its id without Commit or
+	// Release. A reservation never outlives its token's expiry. Zero means
+	// replay.DefaultLease; a negative value panics.
+	Lease time.Duration
+
+	// Timeout bounds each Reserve, Commit, Release and Ping, including
+	// go-redis's own retries: when it passes, the call returns an error
+	// wrapping context.DeadlineExceeded, even if the client is still
+	// waiting for Redis. Zero means DefaultTimeout; a negative value panics.
+	Timeout time.Duration
+
+	// Now reports the current time. Nil means time.Now. The store reads it
+	// only to turn a token's expiry into a relative lifetime (PX); Redis
+	// expires the keys by its own clock.
+	Now func() time.Time
+}
+
+// Store is a [replay.Store] kept in Redis, shared by every process that uses
+// the same server, database and prefix.
+//
+// A Store must be created with [New] or [NewFromURL]. It is safe for
+// concurrent use by multiple goroutines, and so are its reservations.
+type Store struct {
+	client     redis.UniversalClient
+	owned      bool // created by NewFromURL: Close closes the client
+	prefix     string
+	lease      time.Duration
+	timeout    time.Duration
+	errTimeout error
+	now        func() time.Time
+}
+
+var _ replay.Store = (*Store)(nil)
+
+// New returns a Store that keeps ids through client, configured by opts. A
+// nil opts is the same as a zero Options. The caller keeps ownership of
+// client: Close does not close it.
+//
+// It panics if client is nil or Lease or Timeout is negative.
+func New(client redis.UniversalClient, opts *Options) *Store {
+	if client == nil {
+		panic("redisstore: nil client")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	switch {
+	case o.Lease < 0:
+		panic("redisstore: negative Options.Lease")
+	case o.Lease == 0:
+		o.Lease = replay.DefaultLease
+	}
+	switch {
+	case o.Timeout < 0:
+		panic("redisstore: negative Options.Timeout")
+	case o.Timeout == 0:
+		o.Timeout = DefaultTimeout
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Store{
+		client:     client,
+		prefix:     o.Prefix,
+		lease:      o.Lease,
+		timeout:    o.Timeout,
+		errTimeout: fmt.Errorf("no reply within %v: %w", o.Timeout, context.DeadlineExceeded),
+		now:        o.Now,
+	}
+}
+
+// NewFromURL connects to the server that rawURL names and returns a Store
+// that owns the connection: Close closes it. It accepts what
+// [redis.ParseURL] accepts:
+//
+//	redis://[[user]:password@]host[:port][/db][?option=value...]
+//	rediss://...   the same over TLS
+//	unix://[[user]:password@]/path/to/redis.sock[?db=N]
+//
+// It does not connect yet; call [Store.Ping] to check the server. The client
+// it creates honours context deadlines on socket reads and writes
+// (ContextTimeoutEnabled). The error never contains the URL, which may hold
+// a password.
+//
+// It panics if Lease or Timeout in opts is negative.
+func NewFromURL(rawURL string, opts *Options) (*Store, error) {
+	ro, err := redis.ParseURL(rawURL)
+	if err != nil {
+		// url.Parse's errors quote the whole URL, password included.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("redisstore: parse URL: %w", err)
+	}
+	ro.ContextTimeoutEnabled = true
+	client, err := newClient(ro)
+	if err != nil {
+		return nil, err
+	}
+	s := New(client, opts)
+	s.owned = true
+	return s, nil
+}
+
+// newClient calls redis.NewClient, which panics on some options that a URL
+// can set (pool_size=-1): a bad URL is bad runtime data, so it becomes an
+// error. NewClient releases what it allocated before it panics.
+func newClient(o *redis.Options) (c *redis.Client, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c, err = nil, fmt.Errorf("redisstore: URL options: %v", r)
+		}
+	}()
+	return redis.NewClient(o), nil
+}
+
+// Close closes the client if the store created it ([NewFromURL]), and does
+// nothing otherwise. The store must not be used after Close.
+func (s *Store) Close() error {
+	if !s.owned {
+		return nil
+	}
+	if err := s.client.Close(); err != nil {
+		return fmt.Errorf("redisstore: close: %w", err)
+	}
+	return nil
+}
+
+// Ping checks that the server answers within the store's timeout.
+func (s *Store) Ping(ctx context.Context) error {
+	_, err := roundTrip(ctx, s, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, s.client.Ping(ctx).Err()
+	})
+	if err != nil {
+		return fmt.Errorf("redisstore: ping: %w", err)
+	}
+	return nil
+}
+
+// Reserve implements [replay.Store]. It returns ErrReplayed if id is held or
+// expires is not at least a millisecond after the current time, and a
+// wrapped error, never ErrReplayed, if Redis does not answer within the
+// timeout or answers with an error.
+func (s *Store) Reserve(ctx context.Context, id string, expires time.Time) (replay.Reservation, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redisstore: reserve: %w", err)
+	}
+	// Redis counts whole milliseconds. Round the lease down so that it never
+	// outlives the token; a token with under a millisecond left is as good
+	// as expired.
+	px := min(s.lease, expires.Sub(s.now())).Truncate(time.Millisecond)
+	if px <= 0 {
+		return nil, replay.ErrReplayed
+	}
+	r := &reservation{s: s, key: s.prefix + id, owner: rand.Text(), expires: expires}
+	val := reservedTag + r.owner
+	won, err := roundTrip(ctx, s, func(ctx context.Context) (bool, error) {
+		err := s.client.SetArgs(ctx, r.key, val, redis.SetArgs{Mode: "NX", TTL: px}).Err()
+		if !errors.Is(err, redis.Nil) {
+			return err == nil, err
+		}
+		// NX refused. go-redis resends a command whose reply it lost, so
+		// the value in the way may be this very reservation's.
+		cur, err := s.client.Get(ctx, r.key).Result()
+		if errors.Is(err, redis.Nil) {
+			return false, nil // held a moment ago, by someone else
+		}
+		return cur == val, err
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("redisstore: reserve: %w", err)
+	case !won:
+		return nil, replay.ErrReplayed
+	}
+	return r, nil
+}
+
+// reservation is one claim on an id, named by a random owner token.
+type reservation struct {
+	s       *Store
+	key     string
+	owner   string // rand.Text: 130 random bits in 26 base32 characters
+	expires time.Time
+
+	// mu serializes Commit and Release, so that concurrent calls on one
+	// reservation run one after the other and later ones see done.
+	mu   sync.Mutex
+	done bool // Commit or Release returned nil or ErrReplayed
+}
+
+// Commit implements [replay.Reservation].
+func (r *reservation) Commit(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: commit: %w", err)
+	}
+	ttl := r.expires.Sub(r.s.now())
+	if ttl <= 0 {
+		// The token has expired and cannot be replayed. The lease ended at
+		// the token's expiry at the latest: there is nothing to keep or
+		// delete.
+		r.done = true
+		return nil
+	}
+	// Round up: the consumed mark must not vanish before the token expires.
+	ms := (ttl + time.Millisecond - 1) / time.Millisecond
+	n, err := roundTrip(ctx, r.s, func(ctx context.Context) (int64, error) {
+		return commitScript.Run(ctx, r.s.client, []string{r.key}, r.owner, int64(ms)).Int64()
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("redisstore: commit: %w", err)
+	case n != 0 && n != 1:
+		return fmt.Errorf("redisstore: commit: unexpected reply %d", n)
+	}
+	r.done = true
+	if n == 1 {
+		return replay.ErrReplayed
+	}
+	return nil
+}
+
+// Release implements [replay.Reservation].
+func (r *reservation) Release(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: release: %w", err)
+	}
+	_, err := roundTrip(ctx, r.s, func(ctx context.Context) (int64, error) {
+		return releaseScript.Run(ctx, r.s.client, []string{r.key}, r.owner).Int64()
+	})
+	if err != nil {
+		return fmt.Errorf("redisstore: release: %w", err)
+	}
+	r.done = true
+	return nil
+}
+
+// roundTrip runs op with a context that ends after s.timeout, and returns
+// when op does or when that context ends, whichever is first.
+//
+// A client without ContextTimeoutEnabled ignores context deadlines on socket
+// reads: it would wait out its ReadTimeout (seconds) and retry, for each of
+// MaxRetries, on a server that has stopped answering. Running op in its own
+// goroutine keeps the caller's wait bounded by s.timeout whatever the client
+// is configured to do; op then ends by the client's own timeouts.
+func roundTrip[T any](ctx context.Context, s *Store, op func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, s.errTimeout)
+	defer cancel()
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := op(ctx)
+		done <- result{v, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		select {
+		case r = <-done: // finished at the same moment: keep its answer
+		default:
+			return r.v, context.Cause(ctx)
+		}
+	}
+	if r.err != nil && ctx.Err() != nil {
+		// Most likely the deadline made op fail (an i/o timeout from a
+		// client that honours it): say so, for errors.Is.
+		if errors.Is(r.err, ctx.Err()) {
+			r.err = context.Cause(ctx)
+		} else {
+			r.err = fmt.Errorf("%w: %w", context.Cause(ctx), r.err)
+		}
+	}
+	return r.v, r.err
+}

@@ -1,0 +1,511 @@
+package redisstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mrtr-go/mrtr/internal/testredis"
+	"github.com/mrtr-go/mrtr/replay"
+	"github.com/mrtr-go/mrtr/replay/redisstore"
+	"github.com/mrtr-go/mrtr/replay/replaytest"
+)
+
+// testLease is the lease the contract suite runs with. The suite sleeps a
+// few leases per subtest and needs the store's clock (Redis's) to agree with
+// time.Now to within a quarter of it.
+const testLease = 300 * time.Millisecond
+
+// bound is how long a call to an unreachable or frozen Redis may take before
+// a test calls it a hang. It is far above the timeouts the tests configure,
+// and far below go-redis's own read timeouts.
+const bound = 10 * time.Second
+
+// newID returns a fresh id shaped like a token's jti.
+func newID() string { return rand.Text()[:22] }
+
+// newPrefix returns a key prefix no other test uses, so that tests sharing a
+// server (MRTR_TEST_REDIS_URL) cannot see each other's keys.
+func newPrefix() string { return "mrtr:test:" + rand.Text()[:8] + ":" }
+
+func newStore(t *testing.T, url string, opts *redisstore.Options) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.NewFromURL(url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+func newClient(t *testing.T, url string) *redis.Client {
+	t.Helper()
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(o)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func runContract(t *testing.T, store replay.Store) {
+	replaytest.Run(t, func(t *testing.T) replaytest.Fixture {
+		return replaytest.Fixture{
+			Store:   store,
+			Now:     time.Now,
+			Advance: time.Sleep,
+			Lease:   testLease,
+		}
+	})
+}
+
+func TestContract(t *testing.T) {
+	url := testredis.Start(t)
+	opts := func() *redisstore.Options {
+		return &redisstore.Options{Prefix: newPrefix(), Lease: testLease}
+	}
+	t.Run("URL", func(t *testing.T) {
+		t.Parallel()
+		runContract(t, newStore(t, url, opts()))
+	})
+	// A client as go-redis makes it by default, without
+	// ContextTimeoutEnabled, shared with the caller.
+	t.Run("Client", func(t *testing.T) {
+		t.Parallel()
+		runContract(t, redisstore.New(newClient(t, url), opts()))
+	})
+	// go-redis resends a command whose reply it lost, so the server may run
+	// any command twice. Here every command does run twice, and the second
+	// reply is the one the store sees.
+	t.Run("EveryCommandTwice", func(t *testing.T) {
+		t.Parallel()
+		c := newClient(t, url)
+		c.AddHook(twice{})
+		runContract(t, redisstore.New(c, opts()))
+	})
+}
+
+// twice is a go-redis hook that sends every command once more before
+// sending it for real, as a retry after a lost reply does.
+type twice struct{}
+
+func (twice) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (twice) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		_ = next(ctx, redis.NewCmd(ctx, cmd.Args()...))
+		return next(ctx, cmd)
+	}
+}
+
+func (twice) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// Of many concurrent Reserves of one id, exactly one wins and every other is
+// refused with ErrReplayed.
+func TestConcurrentReserve(t *testing.T) {
+	const goroutines, rounds = 64, 20
+	store := newStore(t, testredis.Start(t), &redisstore.Options{Prefix: newPrefix()})
+	ctx := t.Context()
+	exp := time.Now().Add(time.Hour)
+	for range rounds {
+		id := newID()
+		var (
+			start, done sync.WaitGroup
+			mu          sync.Mutex
+			won         int
+			errs        []error
+		)
+		start.Add(1)
+		for range goroutines {
+			done.Go(func() {
+				start.Wait()
+				r, err := store.Reserve(ctx, id, exp)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil && r != nil:
+					won++
+				case !errors.Is(err, replay.ErrReplayed):
+					errs = append(errs, err)
+				}
+			})
+		}
+		start.Done()
+		done.Wait()
+		if won != 1 || len(errs) != 0 {
+			t.Fatalf("%d concurrent Reserves: %d won, unexpected errors %v; want exactly 1 winner", goroutines, won, errs)
+		}
+	}
+}
+
+// Stores with different prefixes on one server do not see each other's ids;
+// the keys are laid out as documented.
+func TestPrefix(t *testing.T) {
+	url := testredis.Start(t)
+	ctx := t.Context()
+	raw := newClient(t, url)
+	pa, pb := newPrefix(), newPrefix()
+	a := newStore(t, url, &redisstore.Options{Prefix: pa})
+	b := newStore(t, url, &redisstore.Options{Prefix: pb})
+	id, exp := newID(), time.Now().Add(time.Hour)
+
+	ra, err := a.Reserve(ctx, id, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Reserve(ctx, id, exp); err != nil {
+		t.Fatalf("Reserve in another prefix = %v, want nil", err)
+	}
+	if v := raw.Get(ctx, pa+id).Val(); !strings.HasPrefix(v, "reserved:") {
+		t.Fatalf("value under %q = %q, want reserved:<owner>", pa+id, v)
+	}
+	if ttl := raw.PTTL(ctx, pa+id).Val(); ttl <= 0 || ttl > replay.DefaultLease {
+		t.Fatalf("PTTL of a reservation = %v, want (0, %v]", ttl, replay.DefaultLease)
+	}
+	if err := ra.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := raw.Get(ctx, pa+id).Val(); !strings.HasPrefix(v, "consumed:") {
+		t.Fatalf("value after Commit = %q, want consumed:<owner>", v)
+	}
+	if ttl := raw.PTTL(ctx, pa+id).Val(); ttl <= replay.DefaultLease || ttl > time.Hour {
+		t.Fatalf("PTTL of a consumed id = %v, want about an hour", ttl)
+	}
+	if _, err := a.Reserve(ctx, id, exp); !errors.Is(err, replay.ErrReplayed) {
+		t.Fatalf("Reserve after Commit = %v, want ErrReplayed", err)
+	}
+	if _, err := b.Reserve(ctx, id, exp); !errors.Is(err, replay.ErrReplayed) {
+		t.Fatalf("second Reserve in the other prefix = %v, want ErrReplayed", err)
+	}
+
+	// The default prefix.
+	def := redisstore.New(raw, nil)
+	id = newID()
+	if _, err := def.Reserve(ctx, id, exp); err != nil {
+		t.Fatal(err)
+	}
+	if n := raw.Exists(ctx, redisstore.DefaultPrefix+id).Val(); n != 1 {
+		t.Fatalf("no key %q", redisstore.DefaultPrefix+id)
+	}
+	raw.Del(ctx, redisstore.DefaultPrefix+id)
+}
+
+// Redis going away makes every call fail closed within the timeout, and the
+// same Store works again once Redis is back on the same address.
+func TestOutage(t *testing.T) {
+	srv := testredis.StartServer(t)
+	store := newStore(t, srv.URL(), &redisstore.Options{Prefix: newPrefix(), Timeout: 200 * time.Millisecond})
+	ctx := t.Context()
+	exp := time.Now().Add(time.Hour)
+
+	held, before := newID(), newID()
+	r, err := store.Reserve(ctx, held, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Stop()
+	failsClosed(t, "Reserve", func() error { _, err := store.Reserve(ctx, before, exp); return err })
+	failsClosed(t, "Commit", func() error { return r.Commit(ctx) })
+	failsClosed(t, "Release", func() error { return r.Release(ctx) })
+	failsClosed(t, "Ping", func() error { return store.Ping(ctx) })
+
+	srv.Start()
+	eventually(t, "Reserve after restart", func() error { _, err := store.Reserve(ctx, before, exp); return err })
+	// The restart lost every key and the script cache: the retried Commit
+	// runs the script with EVAL and consumes an id whose key is gone.
+	if err := r.Commit(ctx); err != nil {
+		t.Fatalf("Commit retried after restart = %v, want nil", err)
+	}
+	if _, err := store.Reserve(ctx, held, exp); !errors.Is(err, replay.ErrReplayed) {
+		t.Fatalf("Reserve after Commit = %v, want ErrReplayed", err)
+	}
+}
+
+// A Redis that accepts connections but answers nothing costs each call at
+// most about the timeout, whether or not the client honours context
+// deadlines itself.
+func TestUnresponsive(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func(t *testing.T, url string, opts *redisstore.Options) *redisstore.Store
+	}{
+		{"URL", newStore},
+		{"Client", func(t *testing.T, url string, opts *redisstore.Options) *redisstore.Store {
+			o, err := redis.ParseURL(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A client that would wait a minute for each reply, and retry.
+			o.ReadTimeout, o.WriteTimeout = time.Minute, time.Minute
+			c := redis.NewClient(o)
+			t.Cleanup(func() { _ = c.Close() })
+			return redisstore.New(c, opts)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := testredis.StartServer(t)
+			store := tc.store(t, srv.URL(), &redisstore.Options{Prefix: newPrefix(), Timeout: 200 * time.Millisecond})
+			ctx := t.Context()
+			exp := time.Now().Add(time.Hour)
+			r, err := store.Reserve(ctx, newID(), exp)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			srv.Pause()
+			defer srv.Resume()
+			for _, op := range []struct {
+				name string
+				f    func() error
+			}{
+				{"Reserve", func() error { _, err := store.Reserve(ctx, newID(), exp); return err }},
+				{"Commit", func() error { return r.Commit(ctx) }},
+				{"Release", func() error { return r.Release(ctx) }},
+				{"Ping", func() error { return store.Ping(ctx) }},
+			} {
+				err := failsClosed(t, op.name, op.f)
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("%s on a frozen server = %v, want an error wrapping context.DeadlineExceeded", op.name, err)
+				}
+			}
+
+			srv.Resume()
+			eventually(t, "Reserve after resume", func() error { _, err := store.Reserve(ctx, newID(), exp); return err })
+			if err := r.Commit(ctx); err != nil {
+				t.Fatalf("Commit retried after resume = %v, want nil", err)
+			}
+		})
+	}
+}
+
+// failsClosed checks that f returns an error other than ErrReplayed, and
+// returns within bound.
+func failsClosed(t *testing.T, name string, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		if err == nil || errors.Is(err, replay.ErrReplayed) {
+			t.Fatalf("%s without a server = %v, want an error other than ErrReplayed", name, err)
+		}
+		if !strings.HasPrefix(err.Error(), "redisstore: ") {
+			t.Errorf("%s error %q does not start with redisstore: ", name, err)
+		}
+		t.Logf("%s failed closed after %v: %v", name, time.Since(start).Round(time.Millisecond), err)
+		return err
+	case <-time.After(bound):
+		t.Fatalf("%s without a server did not return within %v", name, bound)
+		return nil
+	}
+}
+
+// eventually retries f until it returns nil, for up to bound.
+func eventually(t *testing.T, name string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for tries := 1; ; tries++ {
+		err := f()
+		if err == nil {
+			t.Logf("%s succeeded after %d tries", name, tries)
+			return
+		}
+		if errors.Is(err, replay.ErrReplayed) || time.Now().After(deadline) {
+			t.Fatalf("%s = %v after %d tries", name, err, tries)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A done context fails each call with the context's error and leaves the
+// reservation usable.
+func TestContextErrors(t *testing.T) {
+	store := newStore(t, testredis.Start(t), &redisstore.Options{Prefix: newPrefix()})
+	ctx := t.Context()
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	expired, cancel2 := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel2()
+	id, exp := newID(), time.Now().Add(time.Hour)
+
+	if _, err := store.Reserve(expired, id, exp); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Reserve = %v, want DeadlineExceeded", err)
+	}
+	r, err := store.Reserve(ctx, id, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Release(canceled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Release = %v, want Canceled", err)
+	}
+	if err := r.Commit(canceled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Commit = %v, want Canceled", err)
+	}
+	if err := store.Ping(canceled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Ping = %v, want Canceled", err)
+	}
+	// The failed calls changed nothing: the id is still held, and the
+	// reservation can still be committed.
+	if _, err := store.Reserve(ctx, id, exp); !errors.Is(err, replay.ErrReplayed) {
+		t.Fatalf("Reserve of a held id = %v, want ErrReplayed", err)
+	}
+	if err := r.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Concurrent Commits and Releases of one reservation take effect once.
+func TestConcurrentCalls(t *testing.T) {
+	store := newStore(t, testredis.Start(t), &redisstore.Options{Prefix: newPrefix()})
+	ctx := t.Context()
+	id, exp := newID(), time.Now().Add(time.Hour)
+	r, err := store.Reserve(ctx, id, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for range 16 {
+		wg.Go(func() { errs <- r.Commit(ctx) })
+		wg.Go(func() { errs <- r.Release(ctx) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("concurrent Commit/Release = %v, want nil", err)
+		}
+	}
+}
+
+func TestNewFromURL(t *testing.T) {
+	const secret = "s3cr3t-pw"
+	for _, u := range []string{
+		"",
+		"localhost:6379",
+		"http://localhost:6379",
+		"redis://localhost:6379/notanumber",
+		"redis://localhost:6379/0/1",
+		"redis://localhost:6379/0?no_such_option=1",
+		"redis://localhost:6379/0?dial_timeout=soon",
+		"redis://:" + secret + "@local host:6379/0",
+		"redis://:" + secret + "@localhost:port/0",
+		"redis://:" + secret + "@[::1/0",
+		"unix://",
+		"redis://localhost:6379/0?pool_size=-1", // go-redis panics on it
+	} {
+		s, err := redisstore.NewFromURL(u, nil)
+		if err == nil {
+			s.Close()
+			t.Errorf("NewFromURL(%q) succeeded, want an error", u)
+			continue
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "redisstore: ") || strings.Contains(msg, secret) {
+			t.Errorf("NewFromURL(%q) error %q: want a redisstore error without the password", u, msg)
+		}
+	}
+
+	for _, u := range []string{
+		"redis://localhost",
+		"redis://user:" + secret + "@localhost:6380/3",
+		"rediss://:" + secret + "@redis.example:6380/1?dial_timeout=2s",
+		"unix:///run/redis.sock?db=2",
+	} {
+		s, err := redisstore.NewFromURL(u, nil)
+		if err != nil {
+			t.Errorf("NewFromURL(%q) = %v", u, err)
+			continue
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("Close = %v", err)
+		}
+	}
+}
+
+// NewFromURL passes user, password and database through to the server.
+func TestNewFromURLAuth(t *testing.T) {
+	srv := testredis.StartServer(t)
+	ctx := t.Context()
+	raw := newClient(t, srv.URL())
+	const user, pw = "mrtr-test", "pw-for-test"
+	if err := raw.Do(ctx, "ACL", "SETUSER", user, "on", ">"+pw, "~*", "+@all").Err(); err != nil {
+		t.Skipf("ACL SETUSER: %v", err)
+	}
+	t.Cleanup(func() { raw.Do(context.Background(), "ACL", "DELUSER", user) })
+
+	prefix := newPrefix()
+	good := newStore(t, "redis://"+user+":"+pw+"@"+srv.Addr()+"/5", &redisstore.Options{Prefix: prefix})
+	id := newID()
+	if _, err := good.Reserve(ctx, id, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	o, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.DB = 5
+	db5 := redis.NewClient(o)
+	defer db5.Close()
+	if n := db5.Exists(ctx, prefix+id).Val(); n != 1 {
+		t.Fatalf("key not in database 5")
+	}
+
+	bad := newStore(t, "redis://"+user+":wrong-pw@"+srv.Addr()+"/5", nil)
+	if err := bad.Ping(ctx); err == nil || strings.Contains(err.Error(), "wrong-pw") {
+		t.Fatalf("Ping with a wrong password = %v", err)
+	}
+	if _, err := bad.Reserve(ctx, newID(), time.Now().Add(time.Hour)); err == nil || errors.Is(err, replay.ErrReplayed) {
+		t.Fatalf("Reserve with a wrong password = %v, want an error other than ErrReplayed", err)
+	}
+}
+
+func TestNewPanics(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	for name, f := range map[string]func(){
+		"nil client":       func() { redisstore.New(nil, nil) },
+		"negative lease":   func() { redisstore.New(c, &redisstore.Options{Lease: -1}) },
+		"negative timeout": func() { redisstore.New(c, &redisstore.Options{Timeout: -1}) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+// New does not take ownership of the client.
+func TestCloseLeavesClient(t *testing.T) {
+	url := testredis.Start(t)
+	c := newClient(t, url)
+	s := redisstore.New(c, nil)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ping(t.Context()).Err(); err != nil {
+		t.Fatalf("client closed by Store.Close: %v", err)
+	}
+}
