@@ -115,10 +115,14 @@ func (c *AESGCM) Seal(b Binding, s *State) (string, error) {
 	// One buffer holds the nonce, the plaintext encrypted in place, the
 	// tag and, after them, the associated data.
 	buf := make([]byte, nonceSize, rawLen+aadLen(kid, &b))
+	// Randomness is read into buf, never straight into s, so that s does
+	// not escape to the heap through the io.Reader interface.
 	if s.JTI.IsZero() {
-		if _, err := io.ReadFull(c.rand, s.JTI[:]); err != nil {
+		jti := buf[:len(s.JTI)] // rawLen > len(s.JTI): room before the nonce is read
+		if _, err := io.ReadFull(c.rand, jti); err != nil {
 			return "", fmt.Errorf("reqstate: read random jti: %w", err)
 		}
+		copy(s.JTI[:], jti)
 	}
 	if _, err := io.ReadFull(c.rand, buf[:nonceSize]); err != nil {
 		return "", fmt.Errorf("reqstate: read random nonce: %w", err)
