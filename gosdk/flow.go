@@ -47,6 +47,9 @@ func (f *Flow[C]) Round() int { return f.f.Round() }
 // flow pauses.
 func (f *Flow[C]) ID() string { return f.f.ID() }
 
+// Asked returns the input request keys the resumed round asked.
+func (f *Flow[C]) Asked() []string { return f.f.Asked() }
+
 // State returns the verified continuation sealed by the previous pause,
 // and false on a first call (or when that pause sealed none).
 func (f *Flow[C]) State() (C, bool) { return f.state, f.hasCont }

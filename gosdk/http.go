@@ -17,6 +17,10 @@ type HTTPOptions struct {
 	JSONResponse bool
 	// Logger is passed to go-sdk's transports. Nil means theirs.
 	Logger *slog.Logger
+	// EventStore lets legacy (2025-11-25) clients resume an event stream
+	// that broke mid-call. Nil means go-sdk's bounded in-memory store; the
+	// 2026-07-28 wire has no resumability and never uses it.
+	EventStore mcp.EventStore
 }
 
 // NewHTTPHandler serves s over Streamable HTTP to clients of every
@@ -35,8 +39,11 @@ func NewHTTPHandler(s *mcp.Server, opts *HTTPOptions) http.Handler {
 	modern := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: o.JSONResponse, Logger: o.Logger, MaxRequestBodyBytes: o.MaxRequestBodyBytes,
 	})
+	if o.EventStore == nil {
+		o.EventStore = mcp.NewMemoryEventStore(nil)
+	}
 	legacy := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
-		Logger: o.Logger, MaxRequestBodyBytes: o.MaxRequestBodyBytes,
+		Logger: o.Logger, MaxRequestBodyBytes: o.MaxRequestBodyBytes, EventStore: o.EventStore,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= modernVersion {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -36,14 +37,14 @@ func (a *Adapter) legacyRounds(ctx context.Context, method string, req mcp.Reque
 			return res, nil
 		}
 		if len(reqs) == 0 {
-			return nil, fmt.Errorf("the server is busy, retry later")
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server is busy, retry later"}
 		}
 		responses := make(mcp.InputResponseMap, len(reqs))
 		for _, k := range slices.Sorted(maps.Keys(reqs)) {
 			r, err := fulfil(ctx, ss, reqs[k])
 			if err != nil {
 				a.logger.WarnContext(ctx, "gosdk: legacy client did not answer an input request", "method", method, "key", k, "error", err)
-				return nil, fmt.Errorf("input request %q: %w", k, err)
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("input request %q was not answered", k)}
 			}
 			responses[k] = r
 		}

@@ -1,6 +1,6 @@
 // Command mrtr runs and operates MCP servers whose Multi Round-Trip
-// Requests are sealed by mrtr: key generation and rotation today, the
-// reference server and a terminal client as they land.
+// Requests are sealed by mrtr: the reference server (serve), a terminal
+// client (call), and key generation and rotation (keygen, keys).
 package main
 
 import (
@@ -17,6 +17,7 @@ import (
 const usage = `mrtr: sealed Multi Round-Trip Requests for MCP servers
 
 Usage:
+  mrtr serve [flags]                     run the reference MCP server (Streamable HTTP at /mcp, or --stdio)
   mrtr keygen [--id ID] [--out FILE]     print (or write) a new key ring
   mrtr keys check FILE                   validate a key ring and list its key ids
   mrtr keys rotate FILE [--id ID]        put a new primary key first, keep the rest
@@ -51,6 +52,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 	}
 	var err error
 	switch args[0] {
+	case "serve":
+		err = a.serve(ctx, args[1:])
 	case "keygen":
 		err = a.keygen(args[1:])
 	case "keys":

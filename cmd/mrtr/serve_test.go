@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/mrtr-go/mrtr/reqstate"
+)
+
+func TestParseServeFlagsAndEnv(t *testing.T) {
+	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
+		return map[string]string{"MRTR_TTL": "90s", "MRTR_MAX_ROUNDS": "4", "MRTR_ADDR": "127.0.0.1:9999", "MRTR_LOG_FORMAT": "json"}[k]
+	}}
+	c, err := a.parseServe([]string{"--max-rounds", "6", "--server-id", "node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ttl != 90*time.Second || c.maxRounds != 6 || c.addr != "127.0.0.1:9999" || c.serverID != "node-a" || c.logFormat != "json" || c.replay != "memory" {
+		t.Fatalf("config %+v", c)
+	}
+	for _, bad := range [][]string{
+		{"--ttl", "0s"}, {"--ttl", "soon"}, {"--max-rounds", "0"}, {"--replay", "mysql://x"},
+		{"--log-format", "xml"}, {"--max-body", "10"}, {"--log-level", "loud"}, {"--stdio", "maybe"}, {"extra"}, {"--nope"},
+	} {
+		if _, err := a.parseServe(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+	a.getenv = func(k string) string {
+		if k == "MRTR_TTL" {
+			return "forever"
+		}
+		return ""
+	}
+	if _, err := a.parseServe(nil); err == nil || !strings.Contains(err.Error(), "MRTR_TTL") {
+		t.Fatalf("bad env: %v", err)
+	}
+}
+
+func TestLoadKeysSources(t *testing.T) {
+	ring, _ := reqstate.GenerateKeyRing("envkey", nil)
+	data, _ := ring.MarshalJSON()
+	path := filepath.Join(t.TempDir(), "keys.json")
+	other, _ := reqstate.GenerateKeyRing("filekey", nil)
+	fdata, _ := other.MarshalJSON()
+	os.WriteFile(path, fdata, 0o600)
+
+	env := map[string]string{"MRTR_KEYS": string(data)}
+	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string { return env[k] }}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "envkey"},
+		{[]string{"--keys", path}, "filekey"},
+	} {
+		c, err := a.parseServe(tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, eph, err := c.loadKeys()
+		if err != nil || eph || r.Primary() != tc.want {
+			t.Fatalf("%v: %v %v %v", tc.args, r, eph, err)
+		}
+	}
+	env["MRTR_KEYS"] = `{"keys":[{"id":"x","secret":"c2hvcnQ="}]}`
+	c, _ := a.parseServe(nil)
+	if _, _, err := c.loadKeys(); err == nil || !strings.Contains(err.Error(), "MRTR_KEYS") || strings.Contains(err.Error(), "c2hvcnQ") {
+		t.Fatalf("bad MRTR_KEYS: %v", err)
+	}
+	delete(env, "MRTR_KEYS")
+	c, _ = a.parseServe(nil)
+	if _, eph, err := c.loadKeys(); err != nil || !eph {
+		t.Fatal("no keys should give an ephemeral ring")
+	}
+}
+
+func TestServeRejectsBadStartup(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--keys", "/nonexistent/keys.json"},
+		{"serve", "--addr", "256.0.0.1:99999"},
+		{"serve", "--replay", "redis://[bad"},
+	} {
+		code, _, errOut := runApp(t, args...)
+		if code != 1 || errOut == "" {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+}
+
+func TestLocalOnly(t *testing.T) {
+	h := localOnly([]string{"mcp.internal"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, tc := range []struct {
+		host, origin string
+		want         int
+	}{
+		{"127.0.0.1:8080", "", 200},
+		{"localhost:8080", "http://localhost:3000", 200},
+		{"[::1]:8080", "", 200},
+		{"mcp.internal", "", 200},
+		{"evil.example.com", "", 403},
+		{"127.0.0.1:8080", "http://evil.example.com", 403},
+		{"127.0.0.1:8080", "null", 403},
+		{"localhost.evil.com", "", 403},
+	} {
+		r := httptest.NewRequest("POST", "/mcp", nil)
+		r.Host = tc.host
+		if tc.origin != "" {
+			r.Header.Set("Origin", tc.origin)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tc.want {
+			t.Errorf("host %q origin %q: %d, want %d", tc.host, tc.origin, w.Code, tc.want)
+		}
+	}
+}
+
+func signJWT(t *testing.T, secret string, claims jwt.MapClaims, method jwt.SigningMethod) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(method, claims).SignedString([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestRequireJWT(t *testing.T) {
+	var got string
+	h := requireJWT("s3cret", "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = "reached" }))
+	exp := time.Now().Add(time.Hour).Unix()
+	for _, tc := range []struct {
+		name, auth string
+		want       int
+	}{
+		{"none", "", 401},
+		{"garbage", "Bearer abc", 401},
+		{"good", "Bearer " + signJWT(t, "s3cret", jwt.MapClaims{"sub": "alice", "iss": "me", "exp": exp}, jwt.SigningMethodHS256), 200},
+		{"wrong secret", "Bearer " + signJWT(t, "other", jwt.MapClaims{"sub": "alice", "exp": exp}, jwt.SigningMethodHS256), 401},
+		{"expired", "Bearer " + signJWT(t, "s3cret", jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(-time.Hour).Unix()}, jwt.SigningMethodHS256), 401},
+		{"no exp", "Bearer " + signJWT(t, "s3cret", jwt.MapClaims{"sub": "alice"}, jwt.SigningMethodHS256), 401},
+		{"no sub", "Bearer " + signJWT(t, "s3cret", jwt.MapClaims{"exp": exp}, jwt.SigningMethodHS256), 401},
+		{"HS512", "Bearer " + signJWT(t, "s3cret", jwt.MapClaims{"sub": "alice", "exp": exp}, jwt.SigningMethodHS512), 401},
+	} {
+		got = ""
+		r := httptest.NewRequest("POST", "/mcp", nil)
+		if tc.auth != "" {
+			r.Header.Set("Authorization", tc.auth)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tc.want && !(tc.want == 200 && got == "reached") {
+			t.Errorf("%s: %d, want %d", tc.name, w.Code, tc.want)
+		}
+		if tc.want == 401 && !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("%s: no WWW-Authenticate challenge", tc.name)
+		}
+	}
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// startServe runs `mrtr serve` in-process on a free loopback port and
+// returns its /mcp URL and log.
+func startServe(t *testing.T, args ...string) (string, *syncBuffer) {
+	t.Helper()
+	logs := new(syncBuffer)
+	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs, getenv: func(string) string { return "" }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- a.run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("serve exited %d: %s", code, logs.String())
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		sc := bufio.NewScanner(strings.NewReader(logs.String()))
+		for sc.Scan() {
+			var line struct{ Msg, URL string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "mrtr serving" {
+				return line.URL, logs
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("serve did not start: %s", logs.String())
+	return "", nil
+}
+
+func TestServeEphemeralWarningAndShutdown(t *testing.T) {
+	url, logs := startServe(t)
+	if !strings.Contains(logs.String(), "NO KEY RING GIVEN") {
+		t.Fatal("no loud warning for an ephemeral key ring")
+	}
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 400 || resp.StatusCode >= 500 {
+		t.Fatalf("malformed body: HTTP %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package e2e
+
+import "os/exec"
+
+func setProcAttr(*exec.Cmd) {}
