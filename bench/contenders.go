@@ -25,6 +25,8 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/gorilla/securecookie"
+	sjson "github.com/segmentio/encoding/json"
+
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -134,9 +136,11 @@ func newKey() []byte {
 	return k
 }
 
-// --- mrtr: the public reqstate API, as a tool would call it. ---
+// --- mrtr: what the guard does for a handler's pause and resume. ---
 
-// Mrtr seals with reqstate.AESGCM.
+// Mrtr seals with reqstate.AESGCM and encodes the continuation with
+// segmentio/encoding/json, the codec mrtr's guard uses for continuations
+// (Flow.Pause, mrtr.Decode) and go-sdk uses for all its JSON.
 type Mrtr struct{ codec *reqstate.AESGCM }
 
 // NewMrtr returns the reqstate contender with a fresh key.
@@ -150,7 +154,7 @@ func NewMrtr() *Mrtr {
 
 // Seal marshals the continuation and seals it with the metadata.
 func (c *Mrtr) Seal(f *Fixture, now time.Time) (string, error) {
-	cont, err := json.Marshal(&f.Cont)
+	cont, err := sjson.Marshal(&f.Cont)
 	if err != nil {
 		return "", err
 	}
@@ -173,7 +177,7 @@ func (c *Mrtr) Open(b reqstate.Binding, token string, out *Opened) error {
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(st.Continuation, &out.Cont); err != nil {
+	if err := sjson.Unmarshal(st.Continuation, &out.Cont); err != nil {
 		return err
 	}
 	out.Meta = Meta{

@@ -116,15 +116,16 @@ func (c *AESGCM) Seal(b Binding, s *State) (string, error) {
 	// tag and, after them, the associated data.
 	buf := make([]byte, nonceSize, rawLen+aadLen(kid, &b))
 	// Randomness is read into buf, never straight into s, so that s does
-	// not escape to the heap through the io.Reader interface.
+	// not escape to the heap through the io.Reader interface; jti and
+	// nonce come from one read (rawLen leaves room for both).
 	if s.JTI.IsZero() {
-		jti := buf[:len(s.JTI)] // rawLen > len(s.JTI): room before the nonce is read
-		if _, err := io.ReadFull(c.rand, jti); err != nil {
-			return "", fmt.Errorf("reqstate: read random jti: %w", err)
+		rnd := buf[:len(s.JTI)+nonceSize]
+		if _, err := io.ReadFull(c.rand, rnd); err != nil {
+			return "", fmt.Errorf("reqstate: read random jti and nonce: %w", err)
 		}
-		copy(s.JTI[:], jti)
-	}
-	if _, err := io.ReadFull(c.rand, buf[:nonceSize]); err != nil {
+		copy(s.JTI[:], rnd)
+		copy(buf[:nonceSize], rnd[len(s.JTI):])
+	} else if _, err := io.ReadFull(c.rand, buf[:nonceSize]); err != nil {
 		return "", fmt.Errorf("reqstate: read random nonce: %w", err)
 	}
 	buf = s.appendPayload(buf)
