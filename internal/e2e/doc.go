@@ -1,11 +1,17 @@
 // Package e2e holds the end-to-end tests of the reference server: the mrtr
 // binary is built once and run as `mrtr serve` on 127.0.0.1, then driven by
-// the official MCP conformance harness and by MCP clients that nobody in this
+// the official MCP conformance harness, by MCP clients that nobody in this
 // module wrote (go-sdk's, mark3labs/mcp-go's and the TypeScript SDK's), each
-// through its own Multi Round-Trip Request loop.
+// through its own Multi Round-Trip Request loop, and by multi-node tests:
+// two servers sharing a key ring and a real Redis (pause on one node, resume
+// on the other; 30 concurrent resumes of one token; a Redis outage and
+// recovery; a key rotation rolled out node by node) and a bounded load test
+// (-load.duration, 3 s by default; see docs/BENCHMARKS.md).
 //
 // The package has no non-test code. The conformance and TypeScript tests need
 // the pinned harness in conformance/node_modules (scripts/conformance-setup.sh);
 // they skip without it unless MRTR_REQUIRE_CONFORMANCE=1, which installs it
-// first and makes its absence a failure.
+// first and makes its absence a failure. The Redis tests start redis-server
+// through internal/testredis and likewise fail instead of skipping when
+// MRTR_REQUIRE_REDIS=1 (make test sets both).
 package e2e
