@@ -18,6 +18,7 @@ const usage = `mrtr: sealed Multi Round-Trip Requests for MCP servers
 
 Usage:
   mrtr serve [flags]                     run the reference MCP server (Streamable HTTP at /mcp, or --stdio)
+  mrtr call URL TOOL [--arg k=v ...]     call a tool, answering its questions in the terminal
   mrtr keygen [--id ID] [--out FILE]     print (or write) a new key ring
   mrtr keys check FILE                   validate a key ring and list its key ids
   mrtr keys rotate FILE [--id ID]        put a new primary key first, keep the rest
@@ -54,6 +55,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 	switch args[0] {
 	case "serve":
 		err = a.serve(ctx, args[1:])
+	case "call":
+		err = a.call(ctx, args[1:])
 	case "keygen":
 		err = a.keygen(args[1:])
 	case "keys":

@@ -1,0 +1,544 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/gosdk"
+	"github.com/mrtr-go/mrtr/reqstate"
+)
+
+const testBearer = "sekrit-token-value"
+
+// startCallServer runs an MCP server with mrtr-sealed fixture tools over
+// loopback HTTP, serving both protocol generations at /mcp and, behind a
+// bearer token, at /auth/mcp. It returns the server's base URL.
+func startCallServer(t *testing.T) string {
+	t.Helper()
+	ring, err := reqstate.GenerateKeyRing("test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "call-test", Version: "1"}, nil)
+	ad := gosdk.Install(s, mrtr.New(reqstate.New(ring, nil), nil), nil)
+	text := func(s string) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+	}
+
+	// approve: two rounds, one yes/no question.
+	type service struct {
+		Service string `json:"service"`
+	}
+	approve := func(msg string) mcp.InputRequestMap {
+		return mcp.InputRequestMap{"confirm": &mcp.ElicitParams{Message: msg, RequestedSchema: map[string]any{
+			"type": "object", "required": []string{"approve"},
+			"properties": map[string]any{"approve": map[string]any{"type": "boolean", "title": "Approve?"}},
+		}}}
+	}
+	gosdk.AddTool(ad, &mcp.Tool{Name: "approve", Description: "asks before deploying"},
+		func(ctx context.Context, req *mcp.CallToolRequest, args service, flow *gosdk.ToolFlow[service]) (*mcp.CallToolResult, error) {
+			st, resumed := flow.State()
+			if !resumed {
+				return flow.Ask(args, approve("Deploy "+args.Service+"?"))
+			}
+			ans, ok := flow.Elicited("confirm")
+			switch {
+			case !ok:
+				return flow.Ask(st, approve("Please answer: deploy "+st.Service+"?"))
+			case ans.Action != "accept":
+				return text("not deployed: " + ans.Action), nil
+			case ans.Content["approve"] == true:
+				return text("deployed " + st.Service), nil
+			}
+			return text("not deployed: not approved"), nil
+		})
+
+	// guess: as many rounds as it takes.
+	type game struct {
+		Secret  int `json:"secret"`
+		Guesses int `json:"guesses"`
+	}
+	guess := func(msg string) mcp.InputRequestMap {
+		return mcp.InputRequestMap{"guess": &mcp.ElicitParams{Message: msg, RequestedSchema: map[string]any{
+			"type": "object", "required": []string{"guess"},
+			"properties": map[string]any{"guess": map[string]any{
+				"type": "integer", "title": "Your guess", "minimum": 1, "maximum": 100}},
+		}}}
+	}
+	gosdk.AddTool(ad, &mcp.Tool{Name: "guess", Description: "guess the secret number"},
+		func(ctx context.Context, req *mcp.CallToolRequest, args struct {
+			Secret int `json:"secret"`
+		}, flow *gosdk.ToolFlow[game]) (*mcp.CallToolResult, error) {
+			st, resumed := flow.State()
+			if !resumed {
+				return flow.Ask(game{Secret: args.Secret}, guess("Guess a number between 1 and 100."))
+			}
+			ans, ok := flow.Elicited("guess")
+			if !ok || ans.Action != "accept" {
+				return text(fmt.Sprintf("gave up after %d guesses", st.Guesses)), nil
+			}
+			g, _ := ans.Content["guess"].(float64)
+			st.Guesses++
+			switch {
+			case int(g) > st.Secret:
+				return flow.Ask(st, guess(fmt.Sprintf("Lower than %d. Guess again.", int(g))))
+			case int(g) < st.Secret:
+				return flow.Ask(st, guess(fmt.Sprintf("Higher than %d. Guess again.", int(g))))
+			}
+			return text(fmt.Sprintf("correct: %d after %d guesses", st.Secret, st.Guesses)), nil
+		})
+
+	object := map[string]any{"type": "object"}
+	s.AddTool(&mcp.Tool{Name: "kinds", InputSchema: object}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{
+			&mcp.TextContent{Text: "hello"},
+			&mcp.ImageContent{MIMEType: "image/png", Data: make([]byte, 100)},
+			&mcp.AudioContent{MIMEType: "audio/wav", Data: make([]byte, 7)},
+			&mcp.ResourceLink{URI: "test://link", Name: "link"},
+			&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "test://blob", MIMEType: "application/octet-stream", Blob: []byte("abc")}},
+		}, StructuredContent: map[string]any{"n": 1, "s": "x"}}, nil
+	})
+	s.AddTool(&mcp.Tool{Name: "structured", InputSchema: object}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"ok":true}`}}, StructuredContent: map[string]any{"ok": true}}, nil
+	})
+	s.AddTool(&mcp.Tool{Name: "fail", InputSchema: object}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "backend down"}}}, nil
+	})
+	s.AddTool(&mcp.Tool{Name: "rpcerr", InputSchema: object}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid requestState", Data: json.RawMessage(`{"reason":"expired"}`)}
+	})
+	s.AddTool(&mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object", "properties": map[string]any{
+		"name": map[string]any{"type": "string"}, "maybe": map[string]any{"type": []any{"string", "null"}},
+		"n": map[string]any{"type": "integer"}, "any": map[string]any{},
+	}}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		d := json.NewDecoder(bytes.NewReader(req.Params.Arguments))
+		d.UseNumber()
+		var v any
+		d.Decode(&v)
+		b, _ := json.Marshal(v) // sorted keys
+		return text(string(b)), nil
+	})
+	done := make(chan struct{})
+	s.AddTool(&mcp.Tool{Name: "slow", InputSchema: object}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		case <-time.After(time.Minute):
+		}
+		return text("late"), nil
+	})
+
+	h := gosdk.NewHTTPHandler(s, nil)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	mux.Handle("/auth/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+testBearer {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	srv := httptest.NewServer(mux) // 127.0.0.1
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(done) }) // runs first: lets a slow handler finish
+	return srv.URL
+}
+
+// runCall runs `mrtr call` with stdin, an environment and args, and
+// returns its error and output.
+func runCall(t *testing.T, ctx context.Context, stdin io.Reader, env map[string]string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	a := &app{stdin: stdin, stdout: &out, stderr: &errb, getenv: func(k string) string { return env[k] }}
+	err = a.call(ctx, args)
+	return out.String(), errb.String(), err
+}
+
+// wantInOrder checks that s holds each of subs, in order.
+func wantInOrder(t *testing.T, s string, subs ...string) {
+	t.Helper()
+	rest := s
+	for _, sub := range subs {
+		i := strings.Index(rest, sub)
+		if i < 0 {
+			t.Fatalf("output lacks %q (in order):\n%s", sub, s)
+		}
+		rest = rest[i+len(sub):]
+	}
+}
+
+func TestCallMultiRound(t *testing.T) {
+	url := startCallServer(t) + "/mcp"
+	for _, wire := range []string{"2026-07-28", "legacy"} {
+		var legacy []string
+		if wire == "legacy" {
+			legacy = []string{"--legacy"}
+		}
+		t.Run(wire, func(t *testing.T) {
+			tests := []struct {
+				name, stdin string
+				args        []string
+				want        []string
+			}{
+				{"approve", "y\ny\n", []string{"approve", "--arg", "service=api"},
+					[]string{"Deploy api?\nAnswer? [Y]es / [n]o (decline) / [c]ancel: ",
+						"approve (boolean, required): Approve?\napprove [y/n]: ", "deployed api\n"}},
+				{"approve, not approved", "\nno\n", []string{"approve", "--arg", "service=api"},
+					[]string{"approve [y/n]: ", "not deployed: not approved\n"}},
+				{"decline", "n\n", []string{"approve", "--arg", "service=api"},
+					[]string{"[c]ancel: ", "not deployed: decline\n"}},
+				{"cancel", "c\n", []string{"approve", "--arg", "service=api"},
+					[]string{"[c]ancel: ", "not deployed: cancel\n"}},
+				{"end of input cancels", "", []string{"approve", "--arg", "service=api"},
+					[]string{"(end of input: cancel)", "not deployed: cancel\n"}},
+				{"guess", "y\n50\ny\n0\n25\n\n42\n", []string{"guess", "--args-json", `{"secret":42}`},
+					[]string{"Guess a number between 1 and 100.\n", "guess (integer, required, >= 1, <= 100): Your guess\nguess: ",
+						"Lower than 50. Guess again.\n", "guess: ", "  must be at least 1\nguess: ",
+						"Higher than 25. Guess again.\n", "guess: ", "correct: 42 after 3 guesses\n"}},
+				{"guess, give up", "y\n50\nc\n", []string{"guess", "--arg", "secret=42"},
+					[]string{"Lower than 50", "gave up after 1 guesses\n"}},
+			}
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					args := append(append([]string{url}, tt.args...), legacy...)
+					out, errOut, err := runCall(t, t.Context(), strings.NewReader(tt.stdin), nil, args...)
+					if err != nil {
+						t.Fatalf("call: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+					}
+					wantInOrder(t, out, tt.want...)
+				})
+			}
+		})
+	}
+}
+
+func TestCallResults(t *testing.T) {
+	base := startCallServer(t)
+	url := base + "/mcp"
+	t.Run("content kinds", func(t *testing.T) {
+		out, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, url, "kinds")
+		want := "hello\n[image image/png, 100 bytes]\n[audio audio/wav, 7 bytes]\n[resource link test://link (link)]\n" +
+			"[resource test://blob, application/octet-stream, 3 bytes]\n{\n  \"n\": 1,\n  \"s\": \"x\"\n}\n"
+		if err != nil || out != want {
+			t.Fatalf("%v\n%q\nwant\n%q", err, out, want)
+		}
+	})
+	t.Run("structured content shown once", func(t *testing.T) {
+		out, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, url, "structured")
+		if err != nil || out != "{\n  \"ok\": true\n}\n" {
+			t.Fatalf("%v %q", err, out)
+		}
+	})
+	t.Run("tool error", func(t *testing.T) {
+		out, errOut, err := runCall(t, t.Context(), strings.NewReader(""), nil, url, "fail")
+		if err == nil || err.Error() != "tool fail reported an error" || out != "" || errOut != "backend down\n" {
+			t.Fatalf("%v stdout %q stderr %q", err, out, errOut)
+		}
+	})
+	t.Run("JSON-RPC error", func(t *testing.T) {
+		_, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, url, "rpcerr")
+		if err == nil || err.Error() != "error -32602: invalid requestState\n  data: {\"reason\":\"expired\"}" {
+			t.Fatalf("%v", err)
+		}
+	})
+	t.Run("unknown tool", func(t *testing.T) {
+		_, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, url, "nope")
+		if err == nil || !strings.HasPrefix(err.Error(), "error -32602: ") {
+			t.Fatalf("%v", err)
+		}
+	})
+	t.Run("arguments", func(t *testing.T) {
+		out, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, url, "echo",
+			"--args-json", `{"name":"x","n":1,"obj":{"a":[1,2]}}`, "--arg", "name=123", "--arg", "n=7",
+			"--arg", "maybe=true", "--arg", "any=12", "--arg", "big=12345678901234567890", "--arg", "s=hello world")
+		want := `{"any":12,"big":12345678901234567890,"maybe":"true","n":7,"name":"123","obj":{"a":[1,2]},"s":"hello world"}` + "\n"
+		if err != nil || out != want {
+			t.Fatalf("%v\n%s\nwant\n%s", err, out, want)
+		}
+	})
+	t.Run("bearer token", func(t *testing.T) {
+		auth := base + "/auth/mcp"
+		out, _, err := runCall(t, t.Context(), strings.NewReader(""), map[string]string{"MRTR_BEARER": testBearer}, auth, "kinds")
+		if err != nil || !strings.HasPrefix(out, "hello\n") {
+			t.Fatalf("$MRTR_BEARER: %v %q", err, out)
+		}
+		out, _, err = runCall(t, t.Context(), strings.NewReader(""), map[string]string{"MRTR_BEARER": "wrong"}, auth, "kinds", "--bearer", testBearer)
+		if err != nil || !strings.HasPrefix(out, "hello\n") {
+			t.Fatalf("--bearer: %v %q", err, out)
+		}
+		_, errOut, err := runCall(t, t.Context(), strings.NewReader(""), map[string]string{"MRTR_BEARER": "wrong-token"}, auth, "kinds")
+		if err == nil || !strings.Contains(err.Error(), "Unauthorized") || strings.Contains(err.Error()+errOut, "wrong-token") {
+			t.Fatalf("wrong token: %v %q", err, errOut)
+		}
+	})
+	t.Run("no server", func(t *testing.T) {
+		srv := httptest.NewServer(http.NotFoundHandler())
+		srv.Close()
+		_, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, srv.URL+"/mcp", "kinds")
+		if err == nil || !strings.HasPrefix(err.Error(), "connect: ") {
+			t.Fatalf("%v", err)
+		}
+	})
+}
+
+func TestCallTimeout(t *testing.T) {
+	url := startCallServer(t) + "/mcp"
+	t.Run("server too slow", func(t *testing.T) {
+		_, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, url, "slow", "--timeout", "200ms")
+		if err == nil || err.Error() != "no answer from the server within 200ms" {
+			t.Fatalf("%v", err)
+		}
+	})
+	for _, legacy := range []string{"--legacy=false", "--legacy"} {
+		t.Run("time at a prompt does not count "+legacy, func(t *testing.T) {
+			r, w := io.Pipe()
+			go func() {
+				time.Sleep(600 * time.Millisecond)
+				io.WriteString(w, "y\n")
+				time.Sleep(600 * time.Millisecond)
+				io.WriteString(w, "y\n")
+			}()
+			out, _, err := runCall(t, t.Context(), r, nil, url, "approve", "--arg", "service=api", "--timeout", "300ms", legacy)
+			if err != nil || !strings.HasSuffix(out, "deployed api\n") {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+		t.Run("interrupted at a prompt "+legacy, func(t *testing.T) {
+			r, _ := io.Pipe() // nobody answers
+			ctx, cancel := context.WithCancel(t.Context())
+			time.AfterFunc(200*time.Millisecond, cancel)
+			out, _, err := runCall(t, ctx, r, nil, url, "approve", "--arg", "service=api", legacy)
+			if err == nil || err.Error() != "interrupted" || !strings.Contains(out, "[c]ancel: ") {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+}
+
+func TestCallUsage(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want error
+		msg  string
+	}{
+		{[]string{"--help"}, flag.ErrHelp, "Usage: mrtr call URL TOOL"},
+		{nil, errUsage, "Usage: mrtr call URL TOOL"},
+		{[]string{"http://127.0.0.1:1/mcp"}, errUsage, "Usage:"},
+		{[]string{"ftp://x/mcp", "t"}, errUsage, "URL must be an http:// or https:// URL"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "--arg", "novalue"}, errUsage, "want k=v"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "--args-json", "[1]"}, errUsage, "--args-json: want a JSON object"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "--args-json", "{} {}"}, errUsage, "--args-json: want a JSON object"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "--timeout", "-1s"}, errUsage, "--timeout must not be negative"},
+	} {
+		_, errOut, err := runCall(t, t.Context(), strings.NewReader(""), nil, tt.args...)
+		if !errors.Is(err, tt.want) || !strings.Contains(errOut, tt.msg) {
+			t.Errorf("%q: %v, stderr %q; want %v and %q", tt.args, err, errOut, tt.want, tt.msg)
+		}
+	}
+	_, errOut, err := runCall(t, t.Context(), strings.NewReader(""), nil, "http://example.com/mcp", "t", "--bearer", "a\nb")
+	if err == nil || errors.Is(err, errUsage) || strings.Contains(err.Error()+errOut, "a\nb") {
+		t.Errorf("bad token: %v %q", err, errOut)
+	}
+}
+
+func TestToolArguments(t *testing.T) {
+	args, typed, err := toolArguments(`{"a":1,"b":"x"}`, []string{"b=2", "c=abc", "d=null", `e="q"`, "f=[1", "g=", "h=a=b", "b=3", "a=x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"a": "x", "b": json.Number("3"), "c": "abc", "d": nil, "e": "q", "f": "[1", "g": "", "h": "a=b"}
+	if !reflect.DeepEqual(args, want) {
+		t.Fatalf("args %#v\nwant %#v", args, want)
+	}
+	if wantTyped := map[string]string{"b": "3", "d": "null"}; !reflect.DeepEqual(typed, wantTyped) {
+		t.Fatalf("typed %v, want %v", typed, wantTyped)
+	}
+}
+
+// TestCallHelperProcess is the mrtr command when TestCallInTerminal runs
+// this test binary under a pseudo-terminal.
+func TestCallHelperProcess(t *testing.T) {
+	if os.Getenv("MRTR_TEST_HELPER") != "1" {
+		t.Skip("the mrtr command for TestCallInTerminal")
+	}
+	args := os.Args
+	for i, a := range args {
+		if a == "--" {
+			args = args[i+1:]
+			break
+		}
+	}
+	os.Args = append([]string{"mrtr"}, args...)
+	main()
+}
+
+// terminal is the person's side of a pseudo-terminal running mrtr.
+type terminal struct {
+	t       *testing.T
+	pty     *os.File
+	mu      sync.Mutex
+	screen  []byte // everything shown, without carriage returns
+	read    int    // how far expect has read
+	changed chan struct{}
+	closed  chan struct{}
+}
+
+func startTerminal(t *testing.T, args ...string) (*terminal, *exec.Cmd) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestCallHelperProcess$", "--"}, args...)...)
+	cmd.Env = append(os.Environ(), "MRTR_TEST_HELPER=1", "MRTR_BEARER=")
+	f, err := pty.Start(cmd)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	tm := &terminal{t: t, pty: f, changed: make(chan struct{}, 1), closed: make(chan struct{})}
+	go func() {
+		defer close(tm.closed)
+		buf := make([]byte, 4096)
+		for {
+			n, err := f.Read(buf)
+			tm.mu.Lock()
+			tm.screen = append(tm.screen, bytes.ReplaceAll(buf[:n], []byte("\r"), nil)...)
+			tm.mu.Unlock()
+			select {
+			case tm.changed <- struct{}{}:
+			default:
+			}
+			if err != nil { // EIO once the command has exited
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		f.Close()
+	})
+	return tm, cmd
+}
+
+// expect waits until the terminal shows s after what was already read.
+func (tm *terminal) expect(s string) {
+	tm.t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		tm.mu.Lock()
+		i := bytes.Index(tm.screen[tm.read:], []byte(s))
+		if i >= 0 {
+			tm.read += i + len(s)
+		}
+		screen := string(tm.screen)
+		tm.mu.Unlock()
+		if i >= 0 {
+			return
+		}
+		select {
+		case <-tm.changed:
+		case <-tm.closed:
+			tm.mu.Lock()
+			done := bytes.Contains(tm.screen[tm.read:], []byte(s))
+			tm.mu.Unlock()
+			if !done {
+				tm.t.Fatalf("the command ended without showing %q; the terminal shows:\n%s", s, screen)
+			}
+		case <-timeout:
+			tm.t.Fatalf("waited for %q; the terminal shows:\n%s", s, screen)
+		}
+	}
+}
+
+// answer types a line and presses Enter.
+func (tm *terminal) answer(s string) {
+	tm.t.Helper()
+	if _, err := tm.pty.Write([]byte(s + "\r")); err != nil {
+		tm.t.Fatal(err)
+	}
+}
+
+// TestCallInTerminal plays the guessing game as a person would, through a
+// real pseudo-terminal: line discipline, echo, Enter, Ctrl-D and Ctrl-C.
+func TestCallInTerminal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the command in a pseudo-terminal")
+	}
+	url := startCallServer(t) + "/mcp"
+	wait := func(t *testing.T, cmd *exec.Cmd, tm *terminal) int {
+		t.Helper()
+		err := cmd.Wait()
+		<-tm.closed
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode()
+	}
+
+	t.Run("guess", func(t *testing.T) {
+		tm, cmd := startTerminal(t, "call", url, "guess", "--arg", "secret=42")
+		tm.expect("Guess a number between 1 and 100.\nAnswer? [Y]es / [n]o (decline) / [c]ancel: ")
+		tm.answer("") // Enter: yes
+		tm.expect("guess (integer, required, >= 1, <= 100): Your guess\nguess: ")
+		tm.answer("fifty")
+		tm.expect("fifty\n") // echoed by the terminal
+		tm.expect(`"fifty" is not an integer` + "\nguess: ")
+		tm.answer("50")
+		tm.expect("Lower than 50. Guess again.\nAnswer? [Y]es / [n]o (decline) / [c]ancel: ")
+		tm.answer("y")
+		tm.expect("guess: ")
+		tm.answer("150")
+		tm.expect("must be at most 100\nguess: ")
+		tm.answer("25")
+		tm.expect("Higher than 25. Guess again.\nAnswer? [Y]es / [n]o (decline) / [c]ancel: ")
+		tm.answer("yes")
+		tm.expect("guess: ")
+		tm.answer("42")
+		tm.expect("\ncorrect: 42 after 3 guesses\n")
+		if code := wait(t, cmd, tm); code != 0 {
+			t.Fatalf("exit code %d", code)
+		}
+	})
+
+	t.Run("Ctrl-D cancels", func(t *testing.T) {
+		tm, cmd := startTerminal(t, "call", url, "guess", "--arg", "secret=42")
+		tm.expect("[c]ancel: ")
+		tm.answer("y")
+		tm.expect("guess: ")
+		tm.answer("10")
+		tm.expect("Higher than 10")
+		tm.expect("[c]ancel: ")
+		tm.pty.Write([]byte{4}) // VEOF at the start of a line: end of input
+		tm.expect("(end of input: cancel)\n")
+		tm.expect("gave up after 1 guesses\n")
+		if code := wait(t, cmd, tm); code != 0 {
+			t.Fatalf("exit code %d", code)
+		}
+	})
+
+	t.Run("Ctrl-C interrupts", func(t *testing.T) {
+		tm, cmd := startTerminal(t, "call", url, "guess", "--arg", "secret=42")
+		tm.expect("[c]ancel: ")
+		tm.pty.Write([]byte{3}) // VINTR: SIGINT to the foreground process group
+		tm.expect("mrtr call: interrupted\n")
+		if code := wait(t, cmd, tm); code != 1 {
+			t.Fatalf("exit code %d", code)
+		}
+	})
+}
