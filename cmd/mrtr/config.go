@@ -197,9 +197,11 @@ func (c *serveConfig) loadKeys() (ring *reqstate.KeyRing, ephemeral bool, err er
 	return ring, true, err
 }
 
-func (c *serveConfig) logger(w io.Writer) *slog.Logger {
+// logger returns the server's logger, at the configured level but never
+// below floor.
+func (c *serveConfig) logger(w io.Writer, floor slog.Level) *slog.Logger {
 	level, _ := parseLevel(c.logLevel)
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: max(level, floor)}
 	if c.logFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}

@@ -29,7 +29,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := c.logger(a.stderr)
+	log := c.logger(a.stderr, slog.LevelDebug)
 	ring, ephemeral, err := c.loadKeys()
 	if err != nil {
 		return err
@@ -47,7 +47,13 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	guard := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{
 		TTL: c.ttl, AnonymousTTL: c.anonTTL, MaxRounds: c.maxRounds, ServerID: c.serverID, Store: store, Logger: log,
 	})
-	server := demo.NewServer(guard, &demo.Options{Name: "mrtr", Version: version, Logger: log})
+	// go-sdk logs every session at info level (one per request on the
+	// stateless wire); keep its lines for --log-level debug.
+	sdkLog := c.logger(a.stderr, slog.LevelWarn)
+	if lvl, _ := parseLevel(c.logLevel); lvl <= slog.LevelDebug {
+		sdkLog = log
+	}
+	server := demo.NewServer(guard, &demo.Options{Name: "mrtr", Version: version, Logger: sdkLog})
 	log.Info("mrtr policy", "keys", ring.IDs(), "server_id", c.serverID, "ttl", c.ttl, "anonymous_ttl", c.anonTTL,
 		"max_rounds", c.maxRounds, "replay", c.replayName(), "auth", c.authSecret != "")
 
