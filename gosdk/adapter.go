@@ -202,7 +202,18 @@ type call struct {
 	args      json.RawMessage
 	state     string
 	responses mcp.InputResponseMap
-	caps      *mcp.ClientCapabilities
+	// fullCaps is go-sdk's accessor for the client's capabilities; it is
+	// costly (a JSON round trip), so it runs only when a handler asks.
+	fullCaps func() *mcp.ClientCapabilities
+
+	capsOnce sync.Once
+	caps     capSet
+}
+
+// declared returns what the client declared, computed once.
+func (c *call) declared() capSet {
+	c.capsOnce.Do(func() { c.caps = declaredCapabilities(c.req, c.fullCaps) })
+	return c.caps
 }
 
 // begin runs the guard's checks for a call.

@@ -21,13 +21,13 @@ type Flow[C any] struct {
 	f       *mrtr.Flow
 	state   C
 	hasCont bool
-	caps    *mcp.ClientCapabilities
+	call    *call
 	rec     *callRecord
 	legacy  bool // the client predates 2026-07-28 (go-sdk's bridge answers)
 }
 
 func newFlow[C any](ctx context.Context, f *mrtr.Flow, c *call) (*Flow[C], error) {
-	fl := &Flow[C]{f: f, caps: c.caps, rec: recordFrom(ctx), legacy: legacySession(c.req)}
+	fl := &Flow[C]{f: f, call: c, rec: recordFrom(ctx), legacy: legacySession(c.req)}
 	st, ok, err := mrtr.Decode[C](f)
 	if err != nil {
 		return nil, err
@@ -104,21 +104,23 @@ func answer[T mcp.InputResponse](v any, ok bool) (T, bool) {
 }
 
 // Capabilities returns the client capabilities declared on this request
-// (never nil).
+// (never nil), as go-sdk decodes them.
 func (f *Flow[C]) Capabilities() *mcp.ClientCapabilities {
-	if f.caps == nil {
-		return &mcp.ClientCapabilities{}
+	if c := f.call.fullCaps(); c != nil {
+		return c
 	}
-	return f.caps
+	return &mcp.ClientCapabilities{}
 }
 
 // Supports reports whether this request's client declared the capability
 // input request r needs. Ask refuses requests it does not support.
-func (f *Flow[C]) Supports(r mcp.InputRequest) bool { return requiredCapability(f.caps, r) == "" }
+func (f *Flow[C]) Supports(r mcp.InputRequest) bool {
+	return requiredCapability(f.call.declared(), r) == ""
+}
 
 // pause seals the next round and records the token for the middleware.
 func (f *Flow[C]) pause(state C, reqs mcp.InputRequestMap) (string, error) {
-	if missing := missingCapabilities(f.caps, reqs); missing != nil {
+	if missing := missingCapabilities(f.call.declared(), reqs); missing != nil {
 		return "", missing
 	}
 	var cont any = state

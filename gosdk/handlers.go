@@ -30,7 +30,7 @@ func AddTool[In, C any](a *Adapter, t *mcp.Tool, h ToolHandler[In, C]) {
 	mcp.AddTool(a.server, t, func(ctx context.Context, req *mcp.CallToolRequest, args In) (*mcp.CallToolResult, any, error) {
 		p := *req.Params
 		c := &call{req: req, method: methodCallTool, target: p.Name, version: req.ProtocolVersion(),
-			args: p.Arguments, state: p.RequestState, responses: p.InputResponses, caps: req.ClientCapabilities()}
+			args: p.Arguments, state: p.RequestState, responses: p.InputResponses, fullCaps: req.ClientCapabilities}
 		p.RequestState, p.InputResponses = "", nil
 		clean := &mcp.CallToolRequest{Session: req.Session, Params: &p, Extra: req.Extra}
 		res, err := run(ctx, a, c, func(ctx context.Context, fl *Flow[C]) (*mcp.CallToolResult, error) {
@@ -49,7 +49,7 @@ func AddPrompt[C any](a *Adapter, p *mcp.Prompt, h PromptHandler[C]) {
 			args, _ = json.Marshal(params.Arguments) // map[string]string always encodes
 		}
 		c := &call{req: req, method: methodGetPrompt, target: params.Name, version: req.ProtocolVersion(),
-			args: args, state: params.RequestState, responses: params.InputResponses, caps: req.ClientCapabilities()}
+			args: args, state: params.RequestState, responses: params.InputResponses, fullCaps: req.ClientCapabilities}
 		params.RequestState, params.InputResponses = "", nil
 		clean := &mcp.GetPromptRequest{Session: req.Session, Params: &params, Extra: req.Extra}
 		return run(ctx, a, c, func(ctx context.Context, fl *Flow[C]) (*mcp.GetPromptResult, error) {
@@ -74,7 +74,7 @@ func resourceHandler[C any](a *Adapter, h ResourceHandler[C]) mcp.ResourceHandle
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		params := *req.Params
 		c := &call{req: req, method: methodReadResource, target: params.URI, version: req.ProtocolVersion(),
-			state: params.RequestState, responses: params.InputResponses, caps: req.ClientCapabilities()}
+			state: params.RequestState, responses: params.InputResponses, fullCaps: req.ClientCapabilities}
 		params.RequestState, params.InputResponses = "", nil
 		clean := &mcp.ReadResourceRequest{Session: req.Session, Params: &params, Extra: req.Extra}
 		return run(ctx, a, c, func(ctx context.Context, fl *Flow[C]) (*mcp.ReadResourceResult, error) {
@@ -137,5 +137,8 @@ func (a *Adapter) checkResult(c *call, f interface{ Paused() (string, bool) }, r
 			return mrtr.ErrHandlerState
 		}
 	}
-	return missingCapabilities(c.caps, reqs)
+	if len(reqs) == 0 {
+		return nil
+	}
+	return missingCapabilities(c.declared(), reqs)
 }

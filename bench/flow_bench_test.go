@@ -1,0 +1,70 @@
+package bench
+
+import (
+	"context"
+	"runtime"
+	"testing"
+)
+
+// BenchmarkFlow runs one complete 2-round elicitation flow per op (a
+// CallTool that go-sdk's client carries through both rounds: two HTTP
+// POSTs, the elicitation answered in between) over loopback HTTP, for
+// every FlowEndpoint. Allocations count both client and server.
+//
+// Every run of a sub-benchmark (each of -count N) starts a FlowServer of
+// its own, serving all the endpoints on one mux, and collects garbage
+// before timing. Sharing one server across runs made them unequal: the
+// sealed endpoint's single-use store keeps every consumed id for the
+// token's lifetime (60 s for an anonymous caller), so each run inherited
+// the live heap of all the sealed runs before it, and with it a different
+// garbage collection rate. gc/op reports that rate: go-sdk allocates about
+// 1.5 MB per flow against a live heap of about 1 MB, so the collector runs
+// every one or two flows and its cost is a large part of every op.
+// cpu-ns/op is the CPU time (user and system, all threads: client, server,
+// collector) per op; on a shared machine it moves less than the wall time,
+// which also counts the time spent waiting for a core.
+//
+// go test runs the -count repetitions of each sub-benchmark back to back
+// (sealed ×N, then sealed-nostore ×N, then plain ×N), so on a noisy
+// machine a burst of load can land on one of them only; flow_interleaved.sh
+// runs them interleaved instead.
+//
+// Run: go test -run '^$' -bench Flow -count 10 (see docs/BENCHMARKS.md).
+func BenchmarkFlow(b *testing.B) {
+	ctx := context.Background()
+	for _, ep := range FlowEndpoints {
+		b.Run(ep.Name, func(b *testing.B) {
+			fs := NewFlowServer()
+			defer fs.Close()
+			cs, err := fs.Connect(ctx, ep.Path, FlowClientOptions(false))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cs.Close()
+			// One untimed flow warms the connection and the caches.
+			if got, err := FlowCall(ctx, cs); err != nil || got != FlowWant {
+				b.Fatalf("warm-up: %q, %v", got, err)
+			}
+			runtime.GC()
+			b.ReportAllocs()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			gcs, cpu := ms.NumGC, processCPU()
+			b.ResetTimer()
+			for b.Loop() {
+				got, err := FlowCall(ctx, cs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if got != FlowWant {
+					b.Fatalf("got %q, want %q", got, FlowWant)
+				}
+			}
+			if cpu > 0 {
+				b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			}
+			runtime.ReadMemStats(&ms)
+			b.ReportMetric(float64(ms.NumGC-gcs)/float64(b.N), "gc/op")
+		})
+	}
+}

@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestFlow proves every endpoint of BenchmarkFlow measures a working
+// path: each call completes in exactly two rounds (two handler runs, two
+// HTTP requests), mostly on a reused connection, and returns the right text.
+func TestFlow(t *testing.T) {
+	fs := NewFlowServer()
+	defer fs.Close()
+	for _, ep := range FlowEndpoints {
+		t.Run(ep.Name, func(t *testing.T) {
+			cs, err := fs.Connect(t.Context(), ep.Path, FlowClientOptions(false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if _, err := FlowCall(t.Context(), cs); err != nil { // warm the connection
+				t.Fatal(err)
+			}
+			const n = 50
+			conns0, reqs0, runs0 := fs.Counters()
+			for range n {
+				got, err := FlowCall(t.Context(), cs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != FlowWant {
+					t.Fatalf("got %q, want %q", got, FlowWant)
+				}
+			}
+			conns, reqs, runs := fs.Counters()
+			if d := runs - runs0; d != 2*n {
+				t.Errorf("%d handler runs for %d calls, want %d", d, n, 2*n)
+			}
+			if d := reqs - reqs0; d != 2*n {
+				t.Errorf("%d HTTP requests for %d calls, want %d", d, n, 2*n)
+			}
+			// go-sdk's client now and then dials anew (about one call in
+			// a hundred, on every endpoint alike); most calls must reuse.
+			if d := conns - conns0; d > n/10 {
+				t.Errorf("%d new connections for %d calls: keep-alive is not working", d, n)
+			}
+		})
+	}
+}
+
+// TestFlowState checks by hand what each endpoint puts on the wire: the
+// plain one its plaintext state, the sealed ones an opaque token that
+// does not open once altered, and only the sealed endpoint with a store
+// refuses the second use of a token.
+func TestFlowState(t *testing.T) {
+	fs := NewFlowServer()
+	defer fs.Close()
+	for _, ep := range FlowEndpoints {
+		t.Run(ep.Name, func(t *testing.T) {
+			cs, err := fs.Connect(t.Context(), ep.Path, FlowClientOptions(true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "deploy", Arguments: FlowCallArgs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.NeedsInput() || res.InputRequests["confirm"] == nil || res.RequestState == "" {
+				t.Fatalf("round 1 did not pause: %+v", res)
+			}
+			state := res.RequestState
+			sealed := ep.Name != "plain"
+			if !sealed && state != "service=api;env=production" {
+				t.Fatalf("plain state %q", state)
+			}
+			// Short words could occur in random base64url by chance; these cannot.
+			if sealed && (strings.Contains(state, "service") || strings.Contains(state, "production")) {
+				t.Fatalf("sealed state %q shows its content", state)
+			}
+			retry := func(state string) (*mcp.CallToolResult, error) {
+				return cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "deploy", Arguments: FlowCallArgs, RequestState: state,
+					InputResponses: mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}}})
+			}
+			if sealed {
+				alt := []byte(state)
+				alt[len(alt)/2] ^= 1
+				if _, err := retry(string(alt)); !isInvalidState(err) {
+					t.Errorf("altered token: %v, want invalid requestState", err)
+				}
+			}
+			for i := range 2 {
+				res, err := retry(state)
+				if i == 1 && ep.Name == "sealed" {
+					if !isInvalidState(err) {
+						t.Errorf("second use of a token: %v, want invalid requestState (single use)", err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("use %d: %v", i+1, err)
+				}
+				if tc, ok := res.Content[0].(*mcp.TextContent); res.NeedsInput() || len(res.Content) != 1 || !ok || tc.Text != FlowWant {
+					t.Fatalf("use %d: %+v", i+1, res)
+				}
+			}
+		})
+	}
+}
+
+func isInvalidState(err error) bool {
+	var je *jsonrpc.Error
+	return errors.As(err, &je) && je.Code == -32602 && je.Message == "invalid requestState"
+}
