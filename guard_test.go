@@ -12,28 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrtr-go/mrtr/internal/fakeclock"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // useMemoryStore in Options.Store asks newFixture for a memory store on the fixture's clock.
 var useMemoryStore replay.Store = &brokenStore{name: "memory placeholder"}
 
 type fixture struct {
 	g     *Guard
-	clk   *clock
+	clk   *fakeclock.Clock
 	logs  *bytes.Buffer
 	codec *reqstate.AESGCM
 }
@@ -44,7 +33,7 @@ func newFixture(t *testing.T, opts *Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &clock{t: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
+	clk := fakeclock.New(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
 	logs := new(bytes.Buffer)
 	o := Options{}
 	if opts != nil {

@@ -19,26 +19,14 @@ import (
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/gosdk"
+	"github.com/mrtr-go/mrtr/internal/fakeclock"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
-// clock is a settable clock shared by the guard and the replay store.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 type env struct {
 	url   string
-	clk   *clock
+	clk   *fakeclock.Clock
 	ring  *reqstate.KeyRing
 	runs  atomic.Int32 // handler runs that resumed a flow
 	fail  atomic.Bool  // make the next resumed deploy fail
@@ -82,7 +70,7 @@ func text(s string) *mcp.CallToolResult {
 // resource over loopback HTTP, serving both protocol generations.
 func startServer(t *testing.T, o serverOpts) *env {
 	t.Helper()
-	e := &env{clk: &clock{t: time.Now()}}
+	e := &env{clk: fakeclock.New(time.Now())}
 	e.ring = o.ring
 	if e.ring == nil {
 		var err error
