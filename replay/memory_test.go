@@ -4,35 +4,17 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mrtr-go/mrtr/internal/fakeclock"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/replay/replaytest"
 )
 
-// fakeClock is a clock that moves only when told to.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+func newFakeClock() *fakeclock.Clock {
+	return fakeclock.New(time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC))
 }
 
 func TestMemoryContract(t *testing.T) {
@@ -56,7 +38,7 @@ func TestMemoryContract(t *testing.T) {
 }
 
 // newMemory returns a store on a fake clock with a one-minute lease.
-func newMemory(maxEntries int) (*replay.Memory, *fakeClock) {
+func newMemory(maxEntries int) (*replay.Memory, *fakeclock.Clock) {
 	clk := newFakeClock()
 	m := replay.NewMemory(&replay.MemoryOptions{MaxEntries: maxEntries, Lease: time.Minute, Now: clk.Now})
 	return m, clk
