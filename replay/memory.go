@@ -2,13 +2,16 @@ package replay
 
 import (
 	"context"
+	"crypto/sha256"
+	"math"
 	"sync"
 	"time"
 )
 
 // DefaultMaxEntries is the number of entries a [Memory] store holds when
-// MemoryOptions.MaxEntries is zero. An entry with a 22-byte id takes about
-// 160 bytes, so a full store of the default size takes about 160 MiB.
+// MemoryOptions.MaxEntries is zero. An entry takes about 120 bytes whatever
+// the length of its id, so a full store of the default size takes about
+// 128 MiB.
 const DefaultMaxEntries = 1 << 20
 
 // DefaultLease is how long a reservation lasts when MemoryOptions.Lease is
@@ -25,7 +28,7 @@ const evictBatch = 16
 type MemoryOptions struct {
 	// MaxEntries bounds the reserved and consumed ids held at once. When the
 	// store is full of unexpired entries, Reserve returns ErrFull. Zero means
-	// DefaultMaxEntries; a negative value panics.
+	// DefaultMaxEntries; a negative value, or one above 1<<31-1, panics.
 	MaxEntries int
 
 	// Lease bounds how long a reservation holds its id without Commit or
@@ -44,18 +47,53 @@ type MemoryOptions struct {
 // Memory holds at most MaxEntries ids and forgets each one at its deadline
 // (the lease for a reservation, the token's expiry for a consumed id).
 // Expired entries are removed a few at a time by later calls, in deadline
-// order, so every call does O(log n) work.
+// order, so every call does O(log n) work. Deadlines follow the wall clock
+// that Now reports.
+//
+// Nothing the store holds contains a pointer (ids are kept as fixed-size
+// keys, deadlines as integers, the deadline heap as indexes), so however many
+// ids it holds, the garbage collector has nothing in it to scan. Its memory
+// grows with the largest number of ids held at once and is reused, not
+// returned.
 //
 // A Memory must be created with [NewMemory]. It is safe for concurrent use by
 // multiple goroutines. It never blocks on I/O, so Commit and Release ignore
 // their context.
 type Memory struct {
-	mu         sync.Mutex
-	entries    map[string]*claim
-	queue      claimQueue // the claims in entries, earliest deadline first
+	mu      sync.Mutex
+	index   map[memKey]int32 // id -> its slot in entries
+	entries []entry          // the slots; a free one has gen 0
+	free    []int32          // free slots in entries, reused last freed first
+	queue   deadlineQueue    // the held slots, earliest deadline first
+	gen     uint64           // the generation of the last entry stored
+
 	maxEntries int
-	lease      time.Duration
+	lease      int64 // nanoseconds
 	now        func() time.Time
+}
+
+// memKey is an id in fixed size: ids of up to keyInline bytes are stored
+// whole behind their length, longer ones as a SHA-256 prefix behind a marker
+// no length takes, so that two ids share a key only if they are equal or
+// their hashes collide on 184 bits.
+type memKey [24]byte
+
+const (
+	keyInline = len(memKey{}) - 1
+	keyHashed = 0xff
+)
+
+func keyOf(id string) memKey {
+	var k memKey
+	if len(id) <= keyInline {
+		k[0] = byte(len(id))
+		copy(k[1:], id)
+		return k
+	}
+	sum := sha256.Sum256([]byte(id))
+	k[0] = keyHashed
+	copy(k[1:], sum[:])
+	return k
 }
 
 type claimState uint8
@@ -65,21 +103,21 @@ const (
 	consumed
 )
 
-// claim is both a map entry and the Reservation that created it: pointer
-// identity tells a reservation whether it still owns its id, so a stale
-// Release after its lease lapsed cannot free another reservation's claim.
-// Its deadline lives in its queue slot. Every field is guarded by m.mu.
-type claim struct {
-	m       *Memory
-	id      string
-	expires time.Time // the token's expiry
-	index   int       // position in m.queue, or -1 when not in the store
-	state   claimState
-	done    bool // Commit or Release has taken effect
+// entry is one held id. gen identifies the claim that stored it: no two
+// claims in the life of a store get the same gen, so a reservation that finds
+// its gen in its slot still owns its id, and a stale Release after its lease
+// lapsed cannot free another reservation's claim. The entry's deadline lives
+// in its queue slot.
+type entry struct {
+	key   memKey
+	gen   uint64
+	pos   int32 // position in the queue
+	state claimState
 }
 
 // NewMemory returns an empty Memory configured by opts. A nil opts is the
-// same as a zero MemoryOptions. It panics if MaxEntries or Lease is negative.
+// same as a zero MemoryOptions. It panics if MaxEntries or Lease is negative,
+// or MaxEntries is above 1<<31-1.
 func NewMemory(opts *MemoryOptions) *Memory {
 	var o MemoryOptions
 	if opts != nil {
@@ -88,6 +126,8 @@ func NewMemory(opts *MemoryOptions) *Memory {
 	switch {
 	case o.MaxEntries < 0:
 		panic("replay: negative MemoryOptions.MaxEntries")
+	case o.MaxEntries > math.MaxInt32:
+		panic("replay: MemoryOptions.MaxEntries above 1<<31-1")
 	case o.MaxEntries == 0:
 		o.MaxEntries = DefaultMaxEntries
 	}
@@ -101,9 +141,9 @@ func NewMemory(opts *MemoryOptions) *Memory {
 		o.Now = time.Now
 	}
 	return &Memory{
-		entries:    make(map[string]*claim),
+		index:      make(map[memKey]int32),
 		maxEntries: o.MaxEntries,
-		lease:      o.Lease,
+		lease:      int64(o.Lease),
 		now:        o.Now,
 	}
 }
@@ -115,31 +155,29 @@ func (m *Memory) Reserve(ctx context.Context, id string, expires time.Time) (Res
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	k := keyOf(id)
+	exp := unixNano(expires)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now()
-	if !expires.After(now) {
+	now := unixNano(m.now())
+	if exp <= now {
 		return nil, ErrReplayed
 	}
 	m.evict(now, evictBatch)
-	if c, ok := m.entries[id]; ok {
-		if m.live(c, now) {
+	if s, ok := m.index[k]; ok {
+		if m.live(s, now) {
 			return nil, ErrReplayed
 		}
-		m.remove(c)
+		m.remove(s)
 	}
 	// evict removes expired entries earliest first, so if the store is still
 	// full, every entry in it is unexpired.
-	if len(m.entries) >= m.maxEntries {
+	if len(m.index) >= m.maxEntries {
 		return nil, ErrFull
 	}
-	deadline := now.Add(m.lease)
-	if expires.Before(deadline) {
-		deadline = expires
-	}
-	c := &claim{m: m, id: id, state: reserved, expires: expires}
-	m.insert(c, deadline)
-	return c, nil
+	r := &memReservation{m: m, key: k, expires: exp}
+	r.slot, r.gen = m.insert(k, reserved, min(exp, satAdd(now, m.lease)))
+	return r, nil
 }
 
 // Len reports how many unexpired ids the store holds, reserved or consumed.
@@ -147,172 +185,215 @@ func (m *Memory) Reserve(ctx context.Context, id string, expires time.Time) (Res
 func (m *Memory) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.evict(m.now(), len(m.queue))
-	return len(m.entries)
+	m.evict(unixNano(m.now()), len(m.queue))
+	return len(m.index)
+}
+
+// memReservation is a claim made by [Memory.Reserve]. Every field after key
+// is guarded by m.mu.
+type memReservation struct {
+	m       *Memory
+	key     memKey
+	expires int64 // the token's expiry
+	slot    int32 // where the claim was stored
+	gen     uint64
+	done    bool // Commit or Release has taken effect
+}
+
+// owns reports whether r's claim is still in the store.
+func (r *memReservation) owns() bool {
+	return r.m.entries[r.slot].gen == r.gen
 }
 
 // Commit implements [Reservation].
-func (c *claim) Commit(context.Context) error {
-	m := c.m
+func (r *memReservation) Commit(context.Context) error {
+	m := r.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c.done {
+	if r.done {
 		return nil
 	}
-	now := m.now()
-	cur := m.entries[c.id]
-	if !c.expires.After(now) {
+	now := unixNano(m.now())
+	if r.expires <= now {
 		// The token has expired and cannot be replayed: keep nothing.
-		if cur == c {
-			m.remove(c)
+		if r.owns() {
+			m.remove(r.slot)
 		}
-		c.done = true
+		r.done = true
 		return nil
 	}
-	if cur == c {
+	if r.owns() {
 		// Still ours (perhaps past the lease, but nobody took it since).
-		c.state = consumed
-		m.queue[c.index].deadline = c.expires
-		m.queue.fix(c.index)
-		c.done = true
+		e := &m.entries[r.slot]
+		e.state = consumed
+		m.queue[e.pos].deadline = r.expires
+		m.fix(int(e.pos))
+		r.done = true
 		return nil
 	}
 	// The lease lapsed and the id was dropped, released, or claimed anew.
 	var err error
-	if cur != nil && m.live(cur, now) {
+	cur, held := m.index[r.key]
+	if held && m.live(cur, now) {
 		err = ErrReplayed
-		if cur.state == consumed {
-			c.done = true
+		if m.entries[cur].state == consumed {
+			r.done = true
 			return err
 		}
 		// Another reservation holds the id while this handler has already
 		// succeeded: consume the id now so that the other's Release cannot
 		// make the token usable a third time.
 	}
-	if cur != nil {
+	if held {
 		m.remove(cur)
-	} else if len(m.entries) >= m.maxEntries {
-		if m.evict(now, evictBatch); len(m.entries) >= m.maxEntries {
+	} else if len(m.index) >= m.maxEntries {
+		if m.evict(now, evictBatch); len(m.index) >= m.maxEntries {
 			return ErrFull
 		}
 	}
-	c.state = consumed
-	m.insert(c, c.expires)
-	c.done = true
+	m.insert(r.key, consumed, r.expires)
+	r.done = true
 	return err
 }
 
 // Release implements [Reservation].
-func (c *claim) Release(context.Context) error {
-	m := c.m
+func (r *memReservation) Release(context.Context) error {
+	m := r.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c.done {
+	if r.done {
 		return nil
 	}
-	if m.entries[c.id] == c {
-		m.remove(c)
+	if r.owns() {
+		m.remove(r.slot)
 	}
-	c.done = true
+	r.done = true
 	return nil
 }
 
-// live reports whether c, which is in the store, still counts at time now.
-func (m *Memory) live(c *claim, now time.Time) bool {
-	return now.Before(m.queue[c.index].deadline)
+// live reports whether the entry in slot s still counts at time now.
+func (m *Memory) live(s int32, now int64) bool {
+	return now < m.queue[m.entries[s].pos].deadline
 }
 
-func (m *Memory) insert(c *claim, deadline time.Time) {
-	m.entries[c.id] = c
-	m.queue.push(slot{deadline: deadline, c: c})
+// insert stores k until deadline and returns its slot and generation.
+func (m *Memory) insert(k memKey, state claimState, deadline int64) (int32, uint64) {
+	var s int32
+	if n := len(m.free); n > 0 {
+		s = m.free[n-1]
+		m.free = m.free[:n-1]
+	} else {
+		s = int32(len(m.entries))
+		m.entries = append(m.entries, entry{})
+	}
+	m.gen++
+	m.entries[s] = entry{key: k, gen: m.gen, state: state}
+	m.index[k] = s
+	m.queue = append(m.queue, queued{deadline: deadline, slot: s})
+	m.up(len(m.queue) - 1)
+	return s, m.gen
 }
 
-func (m *Memory) remove(c *claim) {
-	m.queue.remove(c.index)
-	delete(m.entries, c.id)
+// remove forgets the entry in slot s.
+func (m *Memory) remove(s int32) {
+	e := &m.entries[s]
+	delete(m.index, e.key)
+	i, last := int(e.pos), len(m.queue)-1
+	*e = entry{}
+	m.free = append(m.free, s)
+	if i != last {
+		m.set(i, m.queue[last])
+	}
+	m.queue = m.queue[:last]
+	if i != last {
+		m.fix(i)
+	}
 }
 
 // evict removes up to limit expired entries, earliest deadline first.
-func (m *Memory) evict(now time.Time, limit int) {
-	for ; limit > 0 && len(m.queue) > 0 && !now.Before(m.queue[0].deadline); limit-- {
-		m.remove(m.queue[0].c)
+func (m *Memory) evict(now int64, limit int) {
+	for ; limit > 0 && len(m.queue) > 0 && now >= m.queue[0].deadline; limit-- {
+		m.remove(m.queue[0].slot)
 	}
 }
 
-// claimQueue is a binary min-heap of claims by deadline. Each claim records
-// its index so that it can be moved or removed in O(log n). The deadline sits
-// in the slot rather than the claim so that sifting compares adjacent memory
-// instead of chasing pointers.
-type claimQueue []slot
+// deadlineQueue is a binary min-heap of held slots by deadline. Each entry
+// records its position so that it can be moved or removed in O(log n). The
+// deadline sits in the queue rather than the entry so that sifting compares
+// adjacent memory.
+type deadlineQueue []queued
 
-type slot struct {
-	deadline time.Time // the claim is absent from deadline on
-	c        *claim
+type queued struct {
+	deadline int64 // Unix nanoseconds; the entry is absent from then on
+	slot     int32
 }
 
-func (q *claimQueue) push(s slot) {
-	*q = append(*q, s)
-	q.set(len(*q)-1, s)
-	q.up(len(*q) - 1)
-}
-
-// remove takes out the slot at i.
-func (q *claimQueue) remove(i int) {
-	h := *q
-	last := len(h) - 1
-	h[i].c.index = -1
-	if i != last {
-		q.set(i, h[last])
-	}
-	h[last] = slot{}
-	*q = h[:last]
-	if i != last {
-		q.fix(i)
-	}
+// set puts q at position i of the queue and records i in its entry.
+func (m *Memory) set(i int, q queued) {
+	m.queue[i] = q
+	m.entries[q.slot].pos = int32(i)
 }
 
 // fix restores heap order after the deadline at i changed.
-func (q claimQueue) fix(i int) {
-	if !q.down(i) {
-		q.up(i)
+func (m *Memory) fix(i int) {
+	if !m.down(i) {
+		m.up(i)
 	}
 }
 
-func (q claimQueue) set(i int, s slot) {
-	q[i] = s
-	s.c.index = i
-}
-
-func (q claimQueue) up(i int) {
-	s := q[i]
+func (m *Memory) up(i int) {
+	q := m.queue
+	x := q[i]
 	for i > 0 {
 		parent := (i - 1) / 2
-		if !s.deadline.Before(q[parent].deadline) {
+		if x.deadline >= q[parent].deadline {
 			break
 		}
-		q.set(i, q[parent])
+		m.set(i, q[parent])
 		i = parent
 	}
-	q.set(i, s)
+	m.set(i, x)
 }
 
-// down sifts the slot at i toward the leaves and reports whether it moved.
-func (q claimQueue) down(i int) bool {
-	s, start := q[i], i
+// down sifts the entry at i toward the leaves and reports whether it moved.
+func (m *Memory) down(i int) bool {
+	q := m.queue
+	x, start := q[i], i
 	for {
 		child := 2*i + 1
 		if child >= len(q) {
 			break
 		}
-		if r := child + 1; r < len(q) && q[r].deadline.Before(q[child].deadline) {
+		if r := child + 1; r < len(q) && q[r].deadline < q[child].deadline {
 			child = r
 		}
-		if !q[child].deadline.Before(s.deadline) {
+		if q[child].deadline >= x.deadline {
 			break
 		}
-		q.set(i, q[child])
+		m.set(i, q[child])
 		i = child
 	}
-	q.set(i, s)
+	m.set(i, x)
 	return i != start
+}
+
+// unixNano is t in nanoseconds since the Unix epoch, saturated to the int64
+// range (about the years 1678 to 2262) where t.UnixNano is undefined.
+func unixNano(t time.Time) int64 {
+	const maxSec = math.MaxInt64/int64(time.Second) - 1
+	switch s := t.Unix(); {
+	case s > maxSec:
+		return math.MaxInt64
+	case s < -maxSec:
+		return math.MinInt64
+	}
+	return t.UnixNano()
+}
+
+// satAdd is a+b for b >= 0, saturated at math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

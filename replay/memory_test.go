@@ -3,6 +3,8 @@ package replay_test
 import (
 	"context"
 	"errors"
+	"math"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -179,14 +181,17 @@ func TestNewMemoryNil(t *testing.T) {
 }
 
 func TestNewMemoryPanics(t *testing.T) {
+	huge := math.MaxInt32
+	huge++ // computed, so that the test builds where int has 32 bits
 	for name, opts := range map[string]*replay.MemoryOptions{
-		"MaxEntries": {MaxEntries: -1},
-		"Lease":      {Lease: -time.Second},
+		"negative MaxEntries": {MaxEntries: -1},
+		"huge MaxEntries":     {MaxEntries: huge},
+		"negative Lease":      {Lease: -time.Second},
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
 				if recover() == nil {
-					t.Errorf("NewMemory with a negative %s did not panic", name)
+					t.Errorf("NewMemory with a %s did not panic", name)
 				}
 			}()
 			replay.NewMemory(opts)
@@ -274,5 +279,36 @@ func putHex(dst []byte, v uint64) {
 	for i := len(dst) - 1; i >= 0; i-- {
 		dst[i] = "0123456789abcdef"[v&0xf]
 		v >>= 4
+	}
+}
+
+// BenchmarkGC measures what a full store costs every garbage collection of
+// the process that holds it: one collection with the store holding n
+// consumed ids, against one with the store empty.
+func BenchmarkGC(b *testing.B) {
+	for _, n := range []int{0, 100_000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			ctx := context.Background()
+			exp := time.Now().Add(time.Hour)
+			m := replay.NewMemory(nil)
+			var id [22]byte
+			for i := range n {
+				putHex(id[:], uint64(i))
+				r, err := m.Reserve(ctx, string(id[:]), exp)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := r.Commit(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.GC()
+			for b.Loop() {
+				runtime.GC()
+			}
+			if m.Len() != n {
+				b.Fatalf("store holds %d ids, want %d", m.Len(), n)
+			}
+		})
 	}
 }
