@@ -201,7 +201,7 @@ func (f *Flow) End(ctx context.Context, handlerErr error) error {
 	f.mu.Unlock()
 	g := f.g
 	// The request's context may be canceled by now; settling must not be.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.StoreTimeout)
+	sctx, cancel := g.storeContext(context.WithoutCancel(ctx))
 	defer cancel()
 	var err error
 	op := "commit"

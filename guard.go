@@ -52,7 +52,8 @@ type Options struct {
 	// released when it fails. Nil means tokens are multi-use within
 	// their TTL.
 	Store replay.Store
-	// StoreTimeout bounds each call to Store. Zero means
+	// StoreTimeout bounds each call to Store, except for a store that
+	// implements replay.NonBlocking, whose calls never wait. Zero means
 	// DefaultStoreTimeout.
 	StoreTimeout time.Duration
 	// Now is the clock. Nil means time.Now.
@@ -172,35 +173,34 @@ func (g *Guard) Begin(ctx context.Context, r *Request) (*Flow, error) {
 		}
 		return f, nil
 	}
-	fp := fingerprint(r.RequestState)
 	st, err := g.codec.Open(f.binding, r.RequestState)
 	if err != nil {
-		return nil, g.rejected(ctx, r, fp, ReasonInvalid, "")
+		return nil, g.rejected(ctx, r, ReasonInvalid, "")
 	}
 	switch err := st.Check(g.opts.Now(), g.opts.Leeway); {
 	case errors.Is(err, reqstate.ErrNotYetValid):
-		return nil, g.rejected(ctx, r, fp, ReasonExpired, "issued in the future")
+		return nil, g.rejected(ctx, r, ReasonExpired, "issued in the future")
 	case err != nil:
-		return nil, g.rejected(ctx, r, fp, ReasonExpired, "")
+		return nil, g.rejected(ctx, r, ReasonExpired, "")
 	}
 	h, err := reqstate.HashArguments(r.Arguments)
 	if err != nil || subtle.ConstantTimeCompare(h[:], st.ArgsHash[:]) != 1 {
-		return nil, g.rejected(ctx, r, fp, ReasonArgumentsChanged, "")
+		return nil, g.rejected(ctx, r, ReasonArgumentsChanged, "")
 	}
 	f.argsHash, f.hashed = h, true
 	if st.Round > g.opts.MaxRounds {
-		return nil, g.rejected(ctx, r, fp, ReasonRoundsExceeded, "")
+		return nil, g.rejected(ctx, r, ReasonRoundsExceeded, "")
 	}
 	if g.opts.Store != nil {
-		sctx, cancel := context.WithTimeout(ctx, g.opts.StoreTimeout)
+		sctx, cancel := g.storeContext(ctx)
 		res, err := g.opts.Store.Reserve(sctx, st.JTI.String(), st.ExpiresAt.Add(g.opts.Leeway))
 		cancel()
 		switch {
 		case errors.Is(err, replay.ErrReplayed):
-			return nil, g.rejected(ctx, r, fp, ReasonReplayed, "")
+			return nil, g.rejected(ctx, r, ReasonReplayed, "")
 		case err != nil:
 			g.opts.Logger.ErrorContext(ctx, "mrtr: single-use store failed; resume refused",
-				"method", r.Method, "target", r.Target, "token", fp, "error", err)
+				"method", r.Method, "target", r.Target, "token", fingerprint(r.RequestState), "error", err)
 			return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 		}
 		f.res = res
@@ -221,13 +221,22 @@ func (g *Guard) Begin(ctx context.Context, r *Request) (*Flow, error) {
 	return f, nil
 }
 
-func (g *Guard) rejected(ctx context.Context, r *Request, fp string, reason Reason, detail string) error {
-	attrs := []any{"reason", string(reason), "method", r.Method, "target", r.Target, "token", fp}
+func (g *Guard) rejected(ctx context.Context, r *Request, reason Reason, detail string) error {
+	attrs := []any{"reason", string(reason), "method", r.Method, "target", r.Target, "token", fingerprint(r.RequestState)}
 	if detail != "" {
 		attrs = append(attrs, "detail", detail)
 	}
 	g.opts.Logger.WarnContext(ctx, "mrtr: requestState rejected", attrs...)
 	return reject(reason)
+}
+
+// storeContext returns the context for one call to the store: ctx bounded
+// by StoreTimeout, or ctx itself for a store whose calls never wait.
+func (g *Guard) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := g.opts.Store.(replay.NonBlocking); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, g.opts.StoreTimeout)
 }
 
 // fingerprint is a short, non-reversible name for a token, for logs.

@@ -361,6 +361,84 @@ func TestStoreOutageFailsClosed(t *testing.T) {
 	}
 }
 
+// recordingStore wraps a store and records whether each call's context
+// carried a deadline. It does not implement replay.NonBlocking unless
+// wrapped in nonBlockingStore.
+type recordingStore struct {
+	inner     replay.Store
+	deadlines []bool // one per Reserve, Commit or Release, in order
+}
+
+func (s *recordingStore) Reserve(ctx context.Context, id string, exp time.Time) (replay.Reservation, error) {
+	_, ok := ctx.Deadline()
+	s.deadlines = append(s.deadlines, ok)
+	res, err := s.inner.Reserve(ctx, id, exp)
+	if err != nil {
+		return nil, err
+	}
+	return recordingReservation{res, s}, nil
+}
+
+type recordingReservation struct {
+	replay.Reservation
+	s *recordingStore
+}
+
+func (r recordingReservation) Commit(ctx context.Context) error {
+	_, ok := ctx.Deadline()
+	r.s.deadlines = append(r.s.deadlines, ok)
+	return r.Reservation.Commit(ctx)
+}
+
+type nonBlockingStore struct{ *recordingStore }
+
+func (nonBlockingStore) NonBlocking() {}
+
+// TestStoreTimeout checks that every call to a store that may block is
+// bounded by StoreTimeout, and that a store that never blocks is called
+// without a timer.
+func TestStoreTimeout(t *testing.T) {
+	for _, nonBlocking := range []bool{false, true} {
+		rec := &recordingStore{}
+		var store replay.Store = rec
+		if nonBlocking {
+			store = nonBlockingStore{rec}
+		}
+		fx := newFixture(t, &Options{Store: store})
+		rec.inner = replay.NewMemory(&replay.MemoryOptions{Now: fx.clk.Now})
+		r := deployReq()
+		tok := fx.pause(t, r)
+		f, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.End(t.Context(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.deadlines) != 2 || rec.deadlines[0] == nonBlocking || rec.deadlines[1] == nonBlocking {
+			t.Errorf("NonBlocking %v: deadlines on Reserve and Commit = %v, want %v", nonBlocking, rec.deadlines, !nonBlocking)
+		}
+	}
+}
+
+// hangingStore blocks every Reserve until its context is done.
+type hangingStore struct{}
+
+func (hangingStore) Reserve(ctx context.Context, _ string, _ time.Time) (replay.Reservation, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func TestStoreTimeoutFailsClosed(t *testing.T) {
+	fx := newFixture(t, &Options{Store: hangingStore{}, StoreTimeout: 10 * time.Millisecond})
+	r := deployReq()
+	tok := fx.pause(t, r)
+	_, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
+	if !errors.Is(err, ErrStoreUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hanging store: %v, want ErrStoreUnavailable from the deadline", err)
+	}
+}
+
 func TestContext(t *testing.T) {
 	fx := newFixture(t, nil)
 	f, _ := fx.g.Begin(t.Context(), deployReq())

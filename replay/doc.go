@@ -64,4 +64,6 @@
 // replicas behind a load balancer need one store they all share (a Redis
 // implementation lives in a sibling package). Every implementation must pass
 // the contract suite in package [github.com/mrtr-go/mrtr/replay/replaytest].
+// A store whose calls never wait may implement [NonBlocking], so that
+// callers skip the per-call timeout they would otherwise set up.
 package replay

@@ -180,6 +180,9 @@ func (m *Memory) Reserve(ctx context.Context, id string, expires time.Time) (Res
 	return r, nil
 }
 
+// NonBlocking implements [NonBlocking]: no call to a Memory waits on I/O.
+func (m *Memory) NonBlocking() {}
+
 // Len reports how many unexpired ids the store holds, reserved or consumed.
 // It removes the expired entries first.
 func (m *Memory) Len() int {

@@ -19,6 +19,8 @@ func newFakeClock() *fakeclock.Clock {
 	return fakeclock.New(time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC))
 }
 
+var _ replay.NonBlocking = (*replay.Memory)(nil)
+
 func TestMemoryContract(t *testing.T) {
 	for _, lease := range []time.Duration{time.Second, replay.DefaultLease} {
 		t.Run(lease.String(), func(t *testing.T) {

@@ -61,3 +61,15 @@ type Reservation interface {
 	// claimed the id leaves that other reservation alone.
 	Release(ctx context.Context) error
 }
+
+// NonBlocking is implemented by a [Store] whose Reserve, and whose
+// Reservations' Commit and Release, return without waiting on anything
+// (no I/O, no lock held across I/O), as [Memory] does. A caller that bounds
+// each store call with a timeout may skip that for such a store: the
+// timeout could never fire, and setting one up costs a timer and a context
+// per call.
+type NonBlocking interface {
+	Store
+	// NonBlocking marks the store; it does nothing.
+	NonBlocking()
+}
