@@ -35,7 +35,7 @@ fuzz:
 
 # The comparison benchmarks compile and run once (timings are never asserted).
 bench-check:
-	cd bench && $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./...
+	cd bench && $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./... -flow.warmup 0
 
 # The main job: the reference server on embedded defaults.
 serve:
