@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/replay/redisstore"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -26,6 +27,7 @@ type serveConfig struct {
 	maxRounds    int
 	serverID     string
 	replay       string
+	replayTO     time.Duration // bound on each call to a Redis store
 	authSecret   string
 	authIssuer   string
 	logFormat    string
@@ -51,7 +53,7 @@ func (a *app) serveFlags(c *serveConfig) (*flag.FlagSet, []envFlag) {
 		fs.StringVar(p, name, def, usage+" ($"+env+")")
 		vars = append(vars, envFlag{name, env})
 	}
-	var ttl, anonTTL, maxRounds, maxBody, stdio string
+	var ttl, anonTTL, maxRounds, maxBody, stdio, replayTO string
 	str(&c.addr, "addr", "127.0.0.1:8080", "listen address of the Streamable HTTP endpoint /mcp")
 	str(&stdio, "stdio", "false", "serve MCP on stdin/stdout instead of HTTP")
 	str(&c.keysFile, "keys", "", "key ring file (JSON); $MRTR_KEYS may hold the JSON itself; none: an ephemeral ring")
@@ -60,6 +62,7 @@ func (a *app) serveFlags(c *serveConfig) (*flag.FlagSet, []envFlag) {
 	str(&maxRounds, "max-rounds", strconv.Itoa(mrtr.DefaultMaxRounds), "how many times one flow may pause")
 	str(&c.serverID, "server-id", mrtr.DefaultServerID, "server id bound into every requestState (same on every node of a cluster)")
 	str(&c.replay, "replay", "memory", "single-use store: memory, off, or redis://host:port/db (rediss:// for TLS)")
+	str(&replayTO, "replay-timeout", redisstore.DefaultTimeout.String(), "with a redis:// store: how long one store call may take before the resume fails closed")
 	str(&c.authSecret, "auth-hs256-secret", "", "require a bearer JWT signed with this HS256 secret (sub and exp checked)")
 	str(&c.authIssuer, "auth-issuer", "", "with --auth-hs256-secret: require this iss claim")
 	str(&c.logFormat, "log-format", "text", "log format: text or json")
@@ -75,6 +78,9 @@ func (a *app) serveFlags(c *serveConfig) (*flag.FlagSet, []envFlag) {
 			return err
 		}
 		if c.anonTTL, err = positiveDuration("anonymous-ttl", anonTTL); err != nil {
+			return err
+		}
+		if c.replayTO, err = positiveDuration("replay-timeout", replayTO); err != nil {
 			return err
 		}
 		if c.maxRounds, err = strconv.Atoi(maxRounds); err != nil || c.maxRounds < 1 {

@@ -46,6 +46,9 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	defer closeStore()
 	guard := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{
 		TTL: c.ttl, AnonymousTTL: c.anonTTL, MaxRounds: c.maxRounds, ServerID: c.serverID, Store: store, Logger: log,
+		// The Redis store bounds each call by --replay-timeout itself; the
+		// guard's own bound must not cut it shorter.
+		StoreTimeout: max(mrtr.DefaultStoreTimeout, c.replayTO+time.Second),
 	})
 	// go-sdk logs every session at info level (one per request on the
 	// stateless wire); keep its lines for --log-level debug.
@@ -84,7 +87,7 @@ func (c *serveConfig) openStore(ctx context.Context, log *slog.Logger) (replay.S
 	case "memory":
 		return replay.NewMemory(nil), func() {}, nil
 	}
-	s, err := redisstore.NewFromURL(c.replay, nil)
+	s, err := redisstore.NewFromURL(c.replay, &redisstore.Options{Timeout: c.replayTO})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--replay: %w", err)
 	}

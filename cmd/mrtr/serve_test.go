@@ -22,18 +22,19 @@ import (
 
 func TestParseServeFlagsAndEnv(t *testing.T) {
 	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
-		return map[string]string{"MRTR_TTL": "90s", "MRTR_MAX_ROUNDS": "4", "MRTR_ADDR": "127.0.0.1:9999", "MRTR_LOG_FORMAT": "json"}[k]
+		return map[string]string{"MRTR_TTL": "90s", "MRTR_MAX_ROUNDS": "4", "MRTR_ADDR": "127.0.0.1:9999", "MRTR_LOG_FORMAT": "json", "MRTR_REPLAY_TIMEOUT": "3s"}[k]
 	}}
 	c, err := a.parseServe([]string{"--max-rounds", "6", "--server-id", "node-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ttl != 90*time.Second || c.maxRounds != 6 || c.addr != "127.0.0.1:9999" || c.serverID != "node-a" || c.logFormat != "json" || c.replay != "memory" {
+	if c.ttl != 90*time.Second || c.maxRounds != 6 || c.addr != "127.0.0.1:9999" || c.serverID != "node-a" || c.logFormat != "json" || c.replay != "memory" || c.replayTO != 3*time.Second {
 		t.Fatalf("config %+v", c)
 	}
 	for _, bad := range [][]string{
 		{"--ttl", "0s"}, {"--ttl", "soon"}, {"--max-rounds", "0"}, {"--replay", "mysql://x"},
 		{"--log-format", "xml"}, {"--max-body", "10"}, {"--log-level", "loud"}, {"--stdio", "maybe"}, {"extra"}, {"--nope"},
+		{"--replay-timeout", "0s"}, {"--replay-timeout", "-1s"}, {"--replay-timeout", "fast"},
 	} {
 		if _, err := a.parseServe(bad); err == nil {
 			t.Errorf("%v accepted", bad)
@@ -47,6 +48,14 @@ func TestParseServeFlagsAndEnv(t *testing.T) {
 	}
 	if _, err := a.parseServe(nil); err == nil || !strings.Contains(err.Error(), "MRTR_TTL") {
 		t.Fatalf("bad env: %v", err)
+	}
+	a.getenv = func(string) string { return "" }
+	c, err = a.parseServe(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.replayTO != 500*time.Millisecond {
+		t.Fatalf("default --replay-timeout = %v, want 500ms", c.replayTO)
 	}
 }
 
