@@ -31,7 +31,7 @@ unit:
 
 # Short fuzzing of every decoder of untrusted input (longer runs: FUZZTIME=50000000x make fuzz).
 fuzz:
-	@for f in FuzzOpen FuzzMalleability FuzzRoundTrip FuzzDecodePayload FuzzCanonicalize FuzzBindingInjective FuzzValidJSON; do \
+	@for f in FuzzOpen FuzzMalleability FuzzRoundTrip FuzzDecodePayload FuzzCanonicalize FuzzCanonicalizeReference FuzzBindingInjective FuzzValidJSON; do \
 		echo "fuzz reqstate $$f ($(FUZZTIME))"; \
 		out=$$($(GO) test ./reqstate -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
 	done

@@ -1,6 +1,8 @@
 package reqstate
 
 import (
+	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"fmt"
 	"math"
@@ -20,8 +22,8 @@ const MaxJSONDepth = 64
 // input or JSON null) hash as the empty object {}, so a call that omits
 // arguments and one that sends {} are the same call.
 func HashArguments(args []byte) (Hash, error) {
-	trimmed := strings.TrimSpace(string(args))
-	if trimmed == "" || trimmed == "null" {
+	trimmed := bytes.TrimSpace(args)
+	if len(trimmed) == 0 || string(trimmed) == "null" {
 		return sha256.Sum256([]byte("{}")), nil
 	}
 	c, err := Canonicalize(args)
@@ -56,6 +58,7 @@ func Canonicalize(src []byte) ([]byte, error) {
 type jcsParser struct {
 	src []byte
 	pos int
+	tmp []byte // reused for decoding strings that hold escapes
 }
 
 func (p *jcsParser) fail(what string) error {
@@ -83,11 +86,7 @@ func (p *jcsParser) value(dst []byte, depth int) ([]byte, error) {
 	case c == '[':
 		return p.array(dst, depth+1)
 	case c == '"':
-		s, err := p.string()
-		if err != nil {
-			return nil, err
-		}
-		return appendJCSString(dst, s), nil
+		return p.appendString(dst)
 	case c == '-' || '0' <= c && c <= '9':
 		return p.number(dst)
 	default:
@@ -135,11 +134,14 @@ func (p *jcsParser) array(dst []byte, depth int) ([]byte, error) {
 	}
 }
 
+// jcsMember is one member of an object being canonicalized: where its
+// decoded name and its canonical value sit in the object's scratch buffer.
 type jcsMember struct {
-	name  string
-	key   []uint16 // name in UTF-16 code units, the sort key
-	value []byte   // canonical value
+	name, value span
 }
+
+// span is the byte range [start, end) of a buffer.
+type span struct{ start, end int }
 
 func (p *jcsParser) object(dst []byte, depth int) ([]byte, error) {
 	if depth > MaxJSONDepth {
@@ -151,27 +153,35 @@ func (p *jcsParser) object(dst []byte, depth int) ([]byte, error) {
 		p.pos++
 		return append(dst, '{', '}'), nil
 	}
-	var members []jcsMember
+	// Names and values go into one scratch buffer, referred to by offsets,
+	// so that an object costs one allocation however many members it has.
+	var small [8]jcsMember
+	members := small[:0]
+	scratch := make([]byte, 0, min(len(p.src)-p.pos, 256))
 	for {
 		p.skipSpace()
 		if p.pos >= len(p.src) || p.src[p.pos] != '"' {
 			return nil, p.fail("expected member name")
 		}
-		name, err := p.string()
-		if err != nil {
+		var m jcsMember
+		var err error
+		m.name.start = len(scratch)
+		if scratch, err = p.decodeString(scratch); err != nil {
 			return nil, err
 		}
+		m.name.end = len(scratch)
 		p.skipSpace()
 		if p.pos >= len(p.src) || p.src[p.pos] != ':' {
 			return nil, p.fail("expected : after member name")
 		}
 		p.pos++
 		p.skipSpace()
-		v, err := p.value(nil, depth)
-		if err != nil {
+		m.value.start = len(scratch)
+		if scratch, err = p.value(scratch, depth); err != nil {
 			return nil, err
 		}
-		members = append(members, jcsMember{name: name, key: utf16.Encode([]rune(name)), value: v})
+		m.value.end = len(scratch)
+		members = append(members, m)
 		p.skipSpace()
 		if p.pos >= len(p.src) {
 			return nil, p.fail("unterminated object")
@@ -186,43 +196,126 @@ func (p *jcsParser) object(dst []byte, depth int) ([]byte, error) {
 		p.pos++
 		break
 	}
-	slices.SortFunc(members, func(a, b jcsMember) int { return slices.Compare(a.key, b.key) })
+	name := func(m jcsMember) []byte { return scratch[m.name.start:m.name.end] }
+	slices.SortFunc(members, func(a, b jcsMember) int { return compareUTF16(name(a), name(b)) })
 	dst = append(dst, '{')
 	for i, m := range members {
 		if i > 0 {
-			if m.name == members[i-1].name {
+			if bytes.Equal(name(m), name(members[i-1])) {
 				return nil, fmt.Errorf("%w: duplicate member name in object ending at offset %d", ErrJSON, p.pos)
 			}
 			dst = append(dst, ',')
 		}
-		dst = appendJCSString(dst, m.name)
+		dst = appendJCSString(dst, name(m))
 		dst = append(dst, ':')
-		dst = append(dst, m.value...)
+		dst = append(dst, scratch[m.value.start:m.value.end]...)
 	}
 	return append(dst, '}'), nil
 }
 
-// string parses a JSON string at p.pos and returns its value as UTF-8.
-func (p *jcsParser) string() (string, error) {
+// compareUTF16 compares two valid UTF-8 strings by their UTF-16 code units,
+// the order RFC 8785 sorts member names in, without converting them. It
+// differs from comparing the bytes only where a character above U+FFFF
+// (a surrogate pair in UTF-16, D800-DBFF first) meets one in U+E000-U+FFFF.
+func compareUTF16(a, b []byte) int {
+	for len(a) > 0 && len(b) > 0 {
+		ra, na := utf8.DecodeRune(a)
+		rb, nb := utf8.DecodeRune(b)
+		if ra != rb {
+			return cmp.Compare(utf16Units(ra), utf16Units(rb))
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// utf16Units packs the UTF-16 encoding of r so that comparing two packed
+// values compares the encodings: the first code unit in the high half, the
+// second (for a surrogate pair) in the low half.
+func utf16Units(r rune) uint32 {
+	if r < 0x10000 {
+		return uint32(r) << 16
+	}
+	hi, lo := utf16.EncodeRune(r)
+	return uint32(hi)<<16 | uint32(lo)
+}
+
+// appendString parses a JSON string at p.pos and appends its RFC 8785
+// form. A string without escapes is already canonical (it cannot hold a
+// quote, a backslash or a control character unescaped), so it is copied
+// as it is; one with escapes is decoded and escaped again.
+func (p *jcsParser) appendString(dst []byte) ([]byte, error) {
+	start := p.pos
+	end, escaped, err := p.scanString()
+	if err != nil {
+		return nil, err
+	}
+	if !escaped {
+		p.pos = end
+		return append(dst, p.src[start:end]...), nil
+	}
+	p.pos = start
+	p.tmp, err = p.decodeString(p.tmp[:0])
+	if err != nil {
+		return nil, err
+	}
+	return appendJCSString(dst, p.tmp), nil
+}
+
+// scanString finds the end of the JSON string at p.pos (just past its
+// closing quote), checking it as decodeString does. At the first escape it
+// stops and reports escaped, leaving the string to decodeString.
+func (p *jcsParser) scanString() (end int, escaped bool, err error) {
+	i := p.pos + 1 // opening quote
+	for {
+		if i >= len(p.src) {
+			p.pos = i
+			return 0, false, p.fail("unterminated string")
+		}
+		c := p.src[i]
+		switch {
+		case c == '"':
+			return i + 1, false, nil
+		case c < 0x20:
+			p.pos = i
+			return 0, false, p.fail("control character in string")
+		case c == '\\':
+			return 0, true, nil // decodeString takes it from here
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(p.src[i:])
+			if r == utf8.RuneError && size == 1 {
+				p.pos = i
+				return 0, false, p.fail("invalid UTF-8")
+			}
+			i += size
+		}
+	}
+}
+
+// decodeString parses a JSON string at p.pos and appends its value, as
+// UTF-8, to dst.
+func (p *jcsParser) decodeString(dst []byte) ([]byte, error) {
 	p.pos++ // opening quote
-	var b strings.Builder
 	start := p.pos
 	for {
 		if p.pos >= len(p.src) {
-			return "", p.fail("unterminated string")
+			return nil, p.fail("unterminated string")
 		}
 		c := p.src[p.pos]
 		switch {
 		case c == '"':
-			b.Write(p.src[start:p.pos])
+			dst = append(dst, p.src[start:p.pos]...)
 			p.pos++
-			return b.String(), nil
+			return dst, nil
 		case c < 0x20:
-			return "", p.fail("control character in string")
+			return nil, p.fail("control character in string")
 		case c == '\\':
-			b.Write(p.src[start:p.pos])
-			if err := p.escape(&b); err != nil {
-				return "", err
+			dst = append(dst, p.src[start:p.pos]...)
+			var err error
+			if dst, err = p.escape(dst); err != nil {
+				return nil, err
 			}
 			start = p.pos
 		case c < utf8.RuneSelf:
@@ -230,47 +323,45 @@ func (p *jcsParser) string() (string, error) {
 		default:
 			r, size := utf8.DecodeRune(p.src[p.pos:])
 			if r == utf8.RuneError && size == 1 {
-				return "", p.fail("invalid UTF-8")
+				return nil, p.fail("invalid UTF-8")
 			}
 			p.pos += size
 		}
 	}
 }
 
-// escape decodes one escape sequence at p.pos (the backslash) into b.
-func (p *jcsParser) escape(b *strings.Builder) error {
+// escape decodes one escape sequence at p.pos (the backslash) and appends
+// it to dst.
+func (p *jcsParser) escape(dst []byte) ([]byte, error) {
 	if p.pos+1 >= len(p.src) {
-		return p.fail("unterminated escape")
+		return nil, p.fail("unterminated escape")
 	}
 	c := p.src[p.pos+1]
 	if simple := strings.IndexByte(`"\/bfnrt`, c); simple >= 0 {
-		b.WriteByte("\"\\/\b\f\n\r\t"[simple])
 		p.pos += 2
-		return nil
+		return append(dst, "\"\\/\b\f\n\r\t"[simple]), nil
 	}
 	if c != 'u' {
-		return p.fail("invalid escape")
+		return nil, p.fail("invalid escape")
 	}
 	r, ok := p.hex4(p.pos + 2)
 	if !ok {
-		return p.fail("invalid \\u escape")
+		return nil, p.fail("invalid \\u escape")
 	}
 	p.pos += 6
 	switch {
 	case utf16.IsSurrogate(r) && r < 0xDC00: // high surrogate: a low one must follow
 		if p.pos+1 < len(p.src) && p.src[p.pos] == '\\' && p.src[p.pos+1] == 'u' {
 			if lo, ok := p.hex4(p.pos + 2); ok && 0xDC00 <= lo && lo <= 0xDFFF {
-				b.WriteRune(utf16.DecodeRune(r, lo))
 				p.pos += 6
-				return nil
+				return utf8.AppendRune(dst, utf16.DecodeRune(r, lo)), nil
 			}
 		}
-		return p.fail("lone surrogate")
+		return nil, p.fail("lone surrogate")
 	case utf16.IsSurrogate(r):
-		return p.fail("lone surrogate")
+		return nil, p.fail("lone surrogate")
 	}
-	b.WriteRune(r)
-	return nil
+	return utf8.AppendRune(dst, r), nil
 }
 
 func (p *jcsParser) hex4(at int) (rune, bool) {
@@ -313,6 +404,18 @@ func (p *jcsParser) number(dst []byte) ([]byte, error) {
 		p.pos++
 	} else if digits() == 0 {
 		return nil, p.fail("invalid number")
+	}
+	if p.pos == len(p.src) || p.src[p.pos] != '.' && p.src[p.pos] != 'e' && p.src[p.pos] != 'E' {
+		// An integer of at most 15 digits is exact in a double, and
+		// ECMAScript writes it as it is (JSON allows no leading zeros),
+		// save -0: no need to parse and format it.
+		lit := p.src[start:p.pos]
+		if n := len(lit); n <= 15 || n == 16 && lit[0] == '-' {
+			if string(lit) == "-0" {
+				return append(dst, '0'), nil
+			}
+			return append(dst, lit...), nil
+		}
 	}
 	if p.pos < len(p.src) && p.src[p.pos] == '.' {
 		p.pos++
@@ -391,7 +494,7 @@ func AppendES6Number(dst []byte, f float64) []byte {
 // only " and \ and the control characters are escaped, with the short
 // forms \b \t \n \f \r where they exist and \u00xx (lower-case hex) for
 // the rest; everything else is written as UTF-8.
-func appendJCSString(dst []byte, s string) []byte {
+func appendJCSString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	for i := 0; i < len(s); i++ {
