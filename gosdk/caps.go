@@ -109,9 +109,12 @@ func requiredCapability(caps capSet, r mcp.InputRequest) string {
 // missingCapabilities returns the -32021 error for the requests of reqs
 // the client cannot answer, or nil when it can answer them all.
 func missingCapabilities(caps capSet, reqs mcp.InputRequestMap) error {
-	need := map[string]bool{}
-	for _, k := range slices.Sorted(maps.Keys(reqs)) {
-		if c := requiredCapability(caps, reqs[k]); c != "" {
+	var need map[string]bool // allocated only when something is missing
+	for _, r := range reqs {
+		if c := requiredCapability(caps, r); c != "" {
+			if need == nil {
+				need = map[string]bool{}
+			}
 			need[c] = true
 		}
 	}
