@@ -118,36 +118,9 @@ func (twice) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPi
 func TestConcurrentReserve(t *testing.T) {
 	const goroutines, rounds = 64, 20
 	store := newStore(t, testredis.Start(t), &redisstore.Options{Prefix: newPrefix()})
-	ctx := t.Context()
 	exp := time.Now().Add(time.Hour)
 	for range rounds {
-		id := newID()
-		var (
-			start, done sync.WaitGroup
-			mu          sync.Mutex
-			won         int
-			errs        []error
-		)
-		start.Add(1)
-		for range goroutines {
-			done.Go(func() {
-				start.Wait()
-				r, err := store.Reserve(ctx, id, exp)
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err == nil && r != nil:
-					won++
-				case !errors.Is(err, replay.ErrReplayed):
-					errs = append(errs, err)
-				}
-			})
-		}
-		start.Done()
-		done.Wait()
-		if won != 1 || len(errs) != 0 {
-			t.Fatalf("%d concurrent Reserves: %d won, unexpected errors %v; want exactly 1 winner", goroutines, won, errs)
-		}
+		replaytest.RaceReserve(t, store, newID(), exp, goroutines)
 	}
 }
 

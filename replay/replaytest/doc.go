@@ -35,4 +35,9 @@
 // Every subtest calls newFixture once and calls t.Parallel, so fixtures must
 // not share a fake clock. Fixtures may share a backend (one Redis database,
 // say): each subtest uses fresh random ids shaped like real token ids.
+//
+// # Beyond Run
+//
+// [RaceReserve] is the suite's race of concurrent Reserves of one id, for a
+// store to run more often or wider than Run does.
 package replaytest
