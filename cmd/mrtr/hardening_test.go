@@ -236,4 +236,3 @@ func TestServeMaxSessions(t *testing.T) {
 		t.Fatalf("--session-timeout not applied: %s", logs.String())
 	}
 }
-
