@@ -99,6 +99,7 @@ func tokenPrincipal(_ context.Context, req mcp.Request) (reqstate.Principal, err
 type callRecord struct {
 	mu     sync.Mutex
 	sealed []string
+	logger *slog.Logger // the adapter's
 }
 
 func (r *callRecord) add(tok string) {
@@ -129,7 +130,7 @@ func (a *Adapter) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		rec := recordFrom(ctx)
 		if rec == nil {
-			rec = new(callRecord)
+			rec = &callRecord{logger: a.logger}
 			ctx = context.WithValue(ctx, recordKey{}, rec)
 		}
 		res, err := next(ctx, method, req)
