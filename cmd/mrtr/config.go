@@ -205,7 +205,7 @@ func flagType(fl *flag.Flag) string {
 // MCP over HTTP.
 func commonFlags(f *flags, c *commonConfig) {
 	f.String(&c.addr, "addr", "127.0.0.1:8080", "listen address of the Streamable HTTP endpoint /mcp")
-	f.String(&c.keysFile, "keys", "", "key ring file (JSON); $MRTR_KEYS may hold the JSON itself; none: an ephemeral ring")
+	f.String(&c.keysFile, "keys", "", "key ring `FILE` (JSON; $MRTR_KEYS may hold a path or the JSON itself); none: an ephemeral ring")
 	// MRTR_KEYS holds a path or, starting with "{", the ring itself.
 	f.envs[len(f.envs)-1].apply = func(v string) {
 		if strings.HasPrefix(strings.TrimSpace(v), "{") {
@@ -257,7 +257,7 @@ func serveFlags(f *flags, c *serveConfig) {
 		"a 2025-11-25 session (Mcp-Session-Id) that sees no request for this long is closed")
 	f.Int(&c.maxSessions, "max-sessions", defaultMaxSessions, 1,
 		"most live 2025-11-25 sessions at once; a new one beyond it gets HTTP 503, existing ones keep working")
-	f.String(&c.allowedHosts, "allowed-hosts", "", "extra Host header values accepted on a loopback bind, comma separated")
+	f.String(&c.allowedHosts, "allowed-hosts", "", "extra Host header values (host or host:port, comma separated) accepted on a loopback connection, which otherwise must name a loopback host")
 }
 
 // flagError is a bad flag value; env names the environment variable when
