@@ -18,7 +18,7 @@ import (
 // compiled but not run; the tests run the same calls against a real one.
 func Example() {
 	store, err := redisstore.NewFromURL("redis://localhost:6379/0", &redisstore.Options{
-		Lease: time.Minute, // longer than the slowest handler
+		Timeout: time.Second, // each round trip, retries included
 	})
 	if err != nil {
 		log.Fatal(err)
