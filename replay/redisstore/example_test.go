@@ -46,7 +46,7 @@ func Example() {
 			return http.StatusInternalServerError
 		}
 		if err := res.Commit(done); err != nil && !errors.Is(err, replay.ErrReplayed) {
-			log.Printf("commit: %v", err) // the lease lapses by itself
+			log.Printf("commit: %v", err) // the id stays claimed until it expires: still safe to answer
 		}
 		return http.StatusOK
 	}
