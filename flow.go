@@ -50,8 +50,17 @@ func (f *Flow) Resumed() bool { return f.resumed }
 func (f *Flow) Round() int { return f.round }
 
 // ID is the flow id, constant across all rounds of one flow and unique
-// per flow: use it as an idempotency key for the flow's side effects. On
-// a first call it is assigned when the flow first pauses (empty before).
+// per flow (128 random bits). On a first call it is assigned when the flow
+// first pauses (empty before).
+//
+// Use it, with Round, as the idempotency key of a side effect: single use
+// guarantees at most one successful run per token, not one run. A handler
+// that fails releases its token (unless Options.ConsumeOnError), so the
+// user's retry runs the handler again on the same token, after whatever
+// the failed run already did; without a store, a token may be resumed
+// again and again until it expires. Record the key with the side effect,
+// atomically (a unique column, a conditional write), and skip the effect
+// when the key is already there.
 func (f *Flow) ID() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
