@@ -40,7 +40,9 @@
 //
 // Every subtest calls newFixture once and calls t.Parallel, so fixtures must
 // not share a fake clock. Fixtures may share a backend (one Redis database,
-// say): each subtest uses fresh random ids shaped like real token ids.
+// say): each subtest uses fresh random ids shaped like real token ids. An
+// Advance that ages entries on a shared backend must age only its own
+// fixture's (redisstore's tests give each fixture its own key prefix).
 //
 // # Beyond Run
 //
