@@ -34,8 +34,9 @@ type MemoryOptions struct {
 // enforces single use only among the callers that share it: several server
 // replicas need a shared store instead.
 //
-// Memory holds at most MaxEntries ids and forgets each one at its token's
-// expiry, whether it is reserved or consumed by then.
+// Memory holds at most MaxEntries ids and forgets each one at the expiry
+// Reserve was given, whether it is reserved or consumed by then; nothing
+// frees a reservation earlier but its Release.
 // Expired entries are removed a few at a time by later calls, in deadline
 // order, so every call does O(log n) work. Deadlines follow the wall clock
 // that Now reports.

@@ -204,9 +204,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Reserve implements [replay.Store]. It returns ErrReplayed if id is held or
-// expires is not at least a millisecond after the current time, and a
-// wrapped error, never ErrReplayed, if Redis does not answer within the
+// Reserve implements [replay.Store]. The claim lasts until expires (rounded
+// up to the millisecond), with no shorter lease. It returns ErrReplayed if id
+// is held or expires is not after the current time, and a wrapped error, never ErrReplayed, if Redis does not answer within the
 // timeout or answers with an error.
 func (s *Store) Reserve(ctx context.Context, id string, expires time.Time) (replay.Reservation, error) {
 	if err := ctx.Err(); err != nil {
