@@ -27,7 +27,8 @@
 // decode, expiry with leeway (and issued-at not in the future), the
 // arguments hash in constant time, the round cap, and the single-use
 // reservation when a store is set. Then the handler runs, and End commits
-// the reservation on success or releases it on failure.
+// the reservation on success or releases it on failure (commits it either
+// way with Options.ConsumeOnError).
 //
 // # Error contract
 //
