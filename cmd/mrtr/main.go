@@ -34,6 +34,7 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	afterFunc      afterFunc // the timer of mrtr call's --timeout; nil: time.AfterFunc
 }
 
 func main() {
