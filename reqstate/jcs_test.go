@@ -418,7 +418,7 @@ func linearDocuments(size int) map[string][]byte {
 // depth 63 allocated 64 MiB. Now every value is written once, in place.
 func TestCanonicalizeLinearMemory(t *testing.T) {
 	const size = 1 << 20
-	const maxRatio = 6 // bytes allocated per input byte (at most about 5 with these shapes)
+	const maxRatio = 8 // bytes allocated per input byte; these shapes take 1 to 5 (6 under -race)
 	for name, in := range linearDocuments(size) {
 		if _, err := Canonicalize(in); err != nil {
 			t.Fatalf("%s: %v", name, err)
