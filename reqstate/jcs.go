@@ -20,7 +20,9 @@ const MaxJSONDepth = 64
 // HashArguments returns the arguments hash bound into a state: the SHA-256
 // of the RFC 8785 (JCS) canonical form of args. Absent arguments (empty
 // input or JSON null) hash as the empty object {}, so a call that omits
-// arguments and one that sends {} are the same call.
+// arguments and one that sends {} are the same call. Two arguments texts
+// share a hash only if they hold the same values: numbers whose canonical
+// form would be another number are refused ([ErrInexactNumber]).
 func HashArguments(args []byte) (Hash, error) {
 	trimmed := bytes.TrimSpace(args)
 	if len(trimmed) == 0 || string(trimmed) == "null" {
@@ -41,15 +43,18 @@ func HashArguments(args []byte) (Hash, error) {
 // surrogates, duplicate member names, and numbers that do not fit a finite
 // IEEE 754 double; nesting deeper than MaxJSONDepth; and, so that the
 // canonical form never changes a value, numbers that a double does not
-// hold exactly (see [ErrInexactNumber]). Errors wrap ErrJSON and give a
-// byte offset, never the input.
+// hold exactly enough (see [ErrInexactNumber]). Errors wrap ErrJSON and
+// give a byte offset, never the input.
 //
-// Its cost is linear in the input: every value is written once, in place,
-// into the one output buffer, and an object whose members arrive out of
-// order is reordered there through one scratch buffer that all objects
-// share. Memory is the output, that scratch buffer (at most the size of
-// the largest object or string) and a small record per member of the
-// objects still open, whatever the nesting.
+// Its memory is linear in the input, whatever the nesting: every value is
+// written once, in place, into the one output buffer, and an object whose
+// members arrive out of order is reordered there through one scratch
+// buffer that the whole document shares. Memory is the output, that
+// scratch buffer (at most the output's size) and eight bytes per member
+// of the objects still open; at most about 5 bytes per input byte on the
+// shapes TestCanonicalizeLinearMemory measures. Reordering moves an
+// object's body, so a value under d out-of-order objects is moved d times:
+// time is at most MaxJSONDepth moves per byte, a few milliseconds per MiB.
 func Canonicalize(src []byte) ([]byte, error) {
 	p := jcsParser{src: src, out: make([]byte, 0, len(src))}
 	p.skipSpace()
