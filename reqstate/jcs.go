@@ -392,8 +392,16 @@ func (p *jcsParser) appendString() error {
 		p.out = append(p.out, p.src[start:end]...)
 		return nil
 	}
+	// Decoding never lengthens a string: room for its source length at once.
+	i := end // the first escape
+	for i < len(p.src) && p.src[i] != '"' {
+		if p.src[i] == '\\' {
+			i++
+		}
+		i++
+	}
 	p.pos = start
-	p.scratch, err = p.decodeString(p.emptyScratch(0))
+	p.scratch, err = p.decodeString(p.emptyScratch(min(i, len(p.src)) - start))
 	if err != nil {
 		return err
 	}
@@ -403,7 +411,8 @@ func (p *jcsParser) appendString() error {
 
 // scanString finds the end of the JSON string at p.pos (just past its
 // closing quote), checking it as decodeString does. At the first escape it
-// stops and reports escaped, leaving the string to decodeString.
+// stops and reports escaped with end at that escape, leaving the string to
+// decodeString.
 func (p *jcsParser) scanString() (end int, escaped bool, err error) {
 	i := p.pos + 1 // opening quote
 	for {
@@ -419,7 +428,7 @@ func (p *jcsParser) scanString() (end int, escaped bool, err error) {
 			p.pos = i
 			return 0, false, p.fail("control character in string")
 		case c == '\\':
-			return 0, true, nil // decodeString takes it from here
+			return i, true, nil // decodeString takes it from here
 		case c < utf8.RuneSelf:
 			i++
 		default:

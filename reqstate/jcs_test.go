@@ -407,6 +407,8 @@ func linearDocuments(size int) map[string][]byte {
 	}
 	nest.WriteString("0" + strings.Repeat("}", depth))
 	docs["deep wide"] = []byte(nest.String())
+	// One long string of escapes, decoded through the scratch buffer.
+	docs["escaped"] = []byte(`"` + strings.Repeat(`\u00e9\n`, (size-2)/8) + `"`)
 	// A flat array of strings: no object to reorder.
 	docs["flat"] = []byte("[" + strings.TrimSuffix(strings.Repeat(`"abcdefgh",`, size/11), ",") + "]")
 	return docs
