@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,13 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mrtr-go/mrtr"
-	"github.com/mrtr-go/mrtr/proxy"
-	"github.com/mrtr-go/mrtr/replay"
-	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // The upstream mrtr did not write: go-sdk's conformance everything-server,
@@ -99,34 +96,21 @@ func startEverything(t *testing.T, stateless bool) string {
 	return "http://" + addr + "/mcp"
 }
 
-// startInProcessProxy serves proxy.Handler in front of upstream on a
-// loopback port, with the memory single-use store, and returns its URL.
-func startInProcessProxy(t *testing.T, upstream string) string {
-	t.Helper()
-	ring, err := reqstate.GenerateKeyRing("e2e", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	guard := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{ServerID: "e2e-proxy", Store: replay.NewMemory(nil)})
-	h, err := proxy.New(proxy.Options{Upstream: upstream, Guard: guard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h) // 127.0.0.1
-	t.Cleanup(srv.Close)
-	return srv.URL + "/mcp"
-}
+// scenarioDir is the harness's result folder name:
+// server-<scenario>-<ISO timestamp with : and . as ->.
+var scenarioDir = regexp.MustCompile(`^(?:server-)?(.*?)-\d{4}-\d{2}-\d{2}T`)
 
-// mrtrScenarioChecks reads the checks of every input-required-result-*
-// scenario under dir: scenario -> non-SUCCESS checks ("id STATUS").
-func mrtrScenarioChecks(t *testing.T, dir string) (scenarios int, bad []string) {
+// proxyMRTRResults reads the checks of every input-required-result-*
+// scenario under dir: the scenarios that ran, and their WARNING or
+// FAILURE checks ("scenario [id] STATUS").
+func proxyMRTRResults(t *testing.T, dir string) (ran map[string]bool, bad []string) {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "server-input-required-result-*", "checks.json"))
 	seen := map[string]bool{}
 	for _, f := range files {
 		name := filepath.Base(filepath.Dir(f))
-		if i := strings.Index(name, "-20"); i > 0 {
-			name = name[:i]
+		if m := scenarioDir.FindStringSubmatch(name); m != nil {
+			name = m[1]
 		}
 		seen[name] = true
 		data, err := os.ReadFile(f)
@@ -143,7 +127,7 @@ func mrtrScenarioChecks(t *testing.T, dir string) (scenarios int, bad []string) 
 			}
 		}
 	}
-	return len(seen), bad
+	return seen, bad
 }
 
 // TestProxyConformance2026: the everything-server behind the proxy passes
@@ -155,9 +139,14 @@ func TestProxyConformance2026(t *testing.T) {
 	url := startProxied(t, startEverything(t, true))
 	dir := t.TempDir()
 	runHarness(t, url, []string{"CONFORMANCE_OUT_DIR=" + dir}, "req-2026").mustPass(t)
-	n, bad := mrtrScenarioChecks(t, dir)
-	if n < 14 || len(bad) > 0 {
-		t.Fatalf("%d input-required-result-* scenarios ran (want 14), warnings or failures: %q", n, bad)
+	ran, bad := proxyMRTRResults(t, dir)
+	for name := range mrtrScenarioChecks() {
+		if !ran[name] {
+			t.Errorf("scenario %s did not run", name)
+		}
+	}
+	if len(bad) > 0 {
+		t.Fatalf("warnings or failures in input-required-result-* scenarios through the proxy: %q", bad)
 	}
 }
 
@@ -278,8 +267,51 @@ func TestProxyRefusesWhatUpstreamAccepts(t *testing.T) {
 	}
 }
 
-// startProxied puts a proxy in front of upstream and returns its URL.
-func startProxied(t *testing.T, upstream string) string {
+// startProxied runs `mrtr proxy --upstream upstream` (the binary TestMain
+// built, memory single-use store, ephemeral keys) on a loopback port and
+// returns its /mcp URL. At cleanup it stops the process by its id and
+// fails the test if it did not exit cleanly or reported a data race.
+func startProxied(t *testing.T, upstream string, args ...string) string {
 	t.Helper()
-	return startInProcessProxy(t, upstream)
+	full := append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--upstream", upstream}, args...)
+	logs := &serverLog{url: make(chan string, 1)}
+	cmd := exec.Command(mrtrBin, full...)
+	cmd.Env = serverEnv()
+	cmd.Stdout, cmd.Stderr = logs, logs
+	setProcAttr(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start mrtr proxy: %v", err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("mrtr proxy (pid %d) did not stop within 10 s of SIGTERM", cmd.Process.Pid)
+		}
+		out := logs.String()
+		if waitErr != nil {
+			t.Errorf("mrtr proxy exited with %v. Log tail:\n%s", waitErr, tail(out, 40))
+		}
+		if strings.Contains(out, "WARNING: DATA RACE") {
+			t.Errorf("mrtr proxy reported a data race:\n%s", out)
+		}
+		if t.Failed() {
+			t.Logf("mrtr proxy log tail:\n%s", tail(out, 60))
+		}
+	})
+	select {
+	case u := <-logs.url:
+		return u
+	case <-exited:
+		t.Fatalf("mrtr proxy exited before serving (%v):\n%s", waitErr, logs.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("mrtr proxy logged no \"mrtr serving\" line within 60 s:\n%s", logs.String())
+	}
+	return ""
 }
