@@ -34,7 +34,7 @@ unit:
 
 # Short fuzzing of every decoder of untrusted input (longer runs: FUZZTIME=50000000x make fuzz).
 fuzz:
-	@for f in FuzzOpen FuzzMalleability FuzzRoundTrip FuzzDecodePayload FuzzCanonicalize FuzzBindingInjective FuzzValidJSON; do \
+	@for f in FuzzOpen FuzzMalleability FuzzRoundTrip FuzzDecodePayload FuzzCanonicalize FuzzBindingInjective FuzzValidJSON FuzzParseKeyRing; do \
 		echo "fuzz reqstate $$f ($(FUZZTIME))"; \
 		out=$$($(GO) test ./reqstate -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
 	done

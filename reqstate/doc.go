@@ -79,10 +79,23 @@
 // # Keys and rotation
 //
 // A [KeyRing] is an ordered list of 32-byte keys with ids matching
-// [A-Za-z0-9_-]{1,32}. The first key seals; Open selects a key by the
-// token's id and never tries the others. Its JSON form is
+// [A-Za-z0-9_-]{1,32}. Open selects a key by the token's id and never
+// tries the others. Its JSON form is
 //
 //	{"keys":[{"id":"2026-11","secret":"<standard base64 of 32 bytes>"}]}
+//
+// and an entry may carry a window, "not_before" and "not_after" (RFC 3339,
+// either may be left out):
+//
+//	{"id":"2026-12","secret":"...","not_before":"2026-12-01T00:00:00Z","not_after":"2027-03-01T00:00:00Z"}
+//
+// The rule: the sealing key is the first key in ring (file) order whose
+// window is open now, NotBefore <= now < NotAfter ([KeyRing.SealingKey]).
+// Without windows that is the first key, as it always was. When no window
+// is open, Seal fails with [ErrNoSealingKey] (and logs it, at most once a
+// minute). A window limits sealing only: a key opens tokens from the
+// moment it is in the ring until its NotAfter plus [Options.OpenGrace]
+// (the longest TTL plus leeway), then it is retired and opens nothing.
 //
 // To rotate across several nodes without failing a single resume:
 //
@@ -93,15 +106,26 @@
 //  3. Wait at least the longest token lifetime (TTL plus leeway), then
 //     remove the old key. Tokens still sealed under it are now invalid.
 //
+// With windows the same rotation can be written into the file once, ahead
+// of time: the new key first with a not_before, the old key after it with
+// the same instant as not_after; every node switches at that instant on
+// its own clock. A running codec takes a new ring with
+// [AESGCM.SetKeyRing] (mrtr serve and mrtr proxy do it when the key file
+// changes or on SIGHUP), so none of this needs a restart.
+//
 // # Nonce budget
 //
 // Nonces are 96 random bits, so the probability that two tokens under one
 // key share a nonce stays below 2^-32 only while a key seals fewer than
-// 2^32 tokens. Rotate keys well before that: at 1,000 pauses a second a
-// key lasts 136 years; at 1,000,000 a second, 71 minutes.
+// 2^32 tokens ([NonceBudget]), counted over every node that holds it.
+// Rotate keys well before that: at 1,000 pauses a second a key lasts 136
+// years; at 1,000,000 a second, 71 minutes. [AESGCM] counts its seals per
+// key ([AESGCM.Seals]) and warns at [Options.SealWarn] (default 2^28 per
+// process); with N nodes sharing a key, set it to about 2^30/N.
 //
 // # Concurrency
 //
-// [KeyRing] and [AESGCM] are immutable after construction and safe for
-// concurrent use.
+// [KeyRing] is immutable after construction. [AESGCM] is safe for
+// concurrent use; its ring is swapped atomically by SetKeyRing, so a Seal
+// or Open in progress finishes with the ring it started with.
 package reqstate

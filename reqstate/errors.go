@@ -28,6 +28,12 @@ var ErrTooLarge = errors.New("reqstate: sealed state exceeds the maximum token l
 // that is not valid JSON.
 var ErrBadState = errors.New("reqstate: state cannot be sealed")
 
+// ErrNoSealingKey is wrapped by the error of a Seal at an instant when no
+// key of the ring has its window open ([Key.SealsAt]): every key is
+// before its not_before or at or past its not_after. The error names the
+// instant and the keys' windows.
+var ErrNoSealingKey = errors.New("reqstate: no key may seal now")
+
 // ErrKeyRing is wrapped by every error about loading or building a key ring.
 // The wrapping error names the entry and the problem, never the key bytes.
 var ErrKeyRing = errors.New("reqstate: bad key ring")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mrtr-go/mrtr/reqstate"
@@ -122,4 +123,51 @@ func ExampleKeyRing_MarshalJSON() {
 	// Output:
 	// {"keys":[{"id":"2026-11"}]}
 	// reqstate.KeyRing[2026-11] reqstate.Key{ID: "2026-11", Secret: <redacted>}
+}
+
+// A rotation without a restart: the running codec takes a new ring, the
+// new key seals from then on, and a flow paused under the old key still
+// completes because the old key stays in the ring.
+func ExampleAESGCM_SetKeyRing() {
+	oldKey, _ := reqstate.GenerateKey("2026-10", nil)
+	newKey, _ := reqstate.GenerateKey("2026-11", nil)
+	ring, _ := reqstate.NewKeyRing(oldKey)
+	codec := reqstate.New(ring, nil)
+
+	b := reqstate.Binding{Method: "tools/call", ProtocolVersion: "2026-07-28", Target: "deploy", ServerID: "api"}
+	now := time.Now()
+	st := &reqstate.State{Continuation: []byte(`{}`), Round: 1, IssuedAt: now, ExpiresAt: now.Add(5 * time.Minute)}
+	paused, _ := codec.Seal(b, st)
+
+	rotated, _ := reqstate.NewKeyRing(newKey, oldKey) // the reloaded key file
+	if err := codec.SetKeyRing(rotated); err != nil {
+		panic(err)
+	}
+	_, err := codec.Open(b, paused)
+	fresh, _ := codec.Seal(b, st)
+	fmt.Println("paused flow opens:", err == nil)
+	fmt.Println("now sealing with:", strings.Split(fresh, ".")[1])
+	fmt.Println("seals:", codec.Seals())
+	// Output:
+	// paused flow opens: true
+	// now sealing with: 2026-11
+	// seals: map[2026-10:1 2026-11:1]
+}
+
+// Key windows: the first key in ring order whose window is open seals.
+func ExampleKeyRing_SealingKey() {
+	ring, err := reqstate.ParseKeyRing([]byte(`{"keys":[
+		{"id":"2026-12","secret":"AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=","not_before":"2026-12-01T00:00:00Z"},
+		{"id":"2026-11","secret":"BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=","not_after":"2026-12-01T00:00:00Z"}]}`))
+	if err != nil {
+		panic(err)
+	}
+	for _, at := range []string{"2026-11-30T23:59:59Z", "2026-12-01T00:00:00Z"} {
+		t, _ := time.Parse(time.RFC3339, at)
+		id, _ := ring.SealingKey(t)
+		fmt.Println(at, "seals with", id)
+	}
+	// Output:
+	// 2026-11-30T23:59:59Z seals with 2026-11
+	// 2026-12-01T00:00:00Z seals with 2026-12
 }

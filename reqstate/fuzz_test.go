@@ -228,3 +228,52 @@ func FuzzBindingInjective(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseKeyRing: the key file parser never panics; whatever it accepts
+// writes back (MarshalSecretJSON) to a file that parses to the same keys,
+// windows included; every refusal wraps ErrKeyRing and quotes no secret
+// of the input.
+func FuzzParseKeyRing(f *testing.F) {
+	secret := "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc="
+	f.Add([]byte(`{"keys":[{"id":"2026-11","secret":"` + secret + `"}]}`))
+	f.Add([]byte(`{"keys":[{"id":"a","secret":"` + secret + `","not_before":"2026-12-01T00:00:00Z","not_after":"2027-03-01T00:00:00.5+01:00"},{"id":"b","secret":"AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA="}]}`))
+	f.Add([]byte(`{"keys":[{"id":"a","secret":"` + secret + `","not_after":"` + secret + `"}]}`))
+	f.Add([]byte(`{"keys":[{"id":"a","secret":"` + secret + `","not_before":"2026-12-02T00:00:00Z","not_after":"2026-12-01T00:00:00Z"}]}`))
+	f.Add([]byte(`{"keys":[]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ParseKeyRing(data)
+		if err != nil {
+			if !errors.Is(err, ErrKeyRing) {
+				t.Fatalf("error %v does not wrap ErrKeyRing", err)
+			}
+			var in struct {
+				Keys []struct{ Secret string } `json:"keys"`
+			}
+			if json.Unmarshal(data, &in) == nil {
+				for _, k := range in.Keys {
+					if len(k.Secret) >= 12 && strings.Contains(err.Error(), k.Secret) {
+						t.Fatalf("error quotes a secret: %v", err)
+					}
+				}
+			}
+			return
+		}
+		out, err := r.MarshalSecretJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseKeyRing(out)
+		if err != nil {
+			t.Fatalf("a ring we wrote does not parse: %v\n%s", err, out)
+		}
+		ks, bs := r.Keys(), back.Keys()
+		if len(ks) != len(bs) {
+			t.Fatalf("%d keys became %d", len(ks), len(bs))
+		}
+		for i := range ks {
+			if ks[i].ID != bs[i].ID || ks[i].Secret != bs[i].Secret || !ks[i].NotBefore.Equal(bs[i].NotBefore) || !ks[i].NotAfter.Equal(bs[i].NotAfter) {
+				t.Fatalf("entry %d changed in a round trip: %v / %v", i, ks[i], bs[i])
+			}
+		}
+	})
+}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // KeySize is the exact length of a secret: AES-256 takes 32 bytes.
@@ -38,6 +39,29 @@ type Key struct {
 	ID string
 	// Secret is the AES-256 key.
 	Secret [KeySize]byte
+	// NotBefore and NotAfter bound the key's sealing window: the key
+	// seals at an instant t only when NotBefore <= t < NotAfter (a zero
+	// time leaves that side open). The window limits sealing, not
+	// opening: a key opens tokens from the moment it is in the ring
+	// (before NotBefore too, since a node whose clock runs ahead may
+	// already seal with it) until NotAfter plus the codec's
+	// [Options.OpenGrace], after which it is retired and opens nothing.
+	// In a key file they are "not_before" and "not_after", RFC 3339.
+	NotBefore, NotAfter time.Time
+}
+
+// SealsAt reports whether the key's window is open at t:
+// NotBefore <= t < NotAfter, each bound applying only when set.
+func (k Key) SealsAt(t time.Time) bool {
+	return (k.NotBefore.IsZero() || !t.Before(k.NotBefore)) && (k.NotAfter.IsZero() || t.Before(k.NotAfter))
+}
+
+// OpensAt reports whether the key still opens tokens at t, given grace,
+// the time a key keeps opening after its NotAfter (the longest token
+// lifetime plus leeway): always when NotAfter is unset, otherwise while
+// t < NotAfter + grace.
+func (k Key) OpensAt(t time.Time, grace time.Duration) bool {
+	return k.NotAfter.IsZero() || t.Before(k.NotAfter.Add(grace))
 }
 
 // String returns the key id and a redacted secret.
@@ -53,8 +77,21 @@ func (k Key) Format(f fmt.State, verb rune) { formatRedacted(f, verb, k.String()
 // LogValue gives log/slog the key id only.
 func (k Key) LogValue() slog.Value { return slog.GroupValue(slog.String("id", k.ID)) }
 
-// MarshalJSON writes the key id only: {"id":"..."}.
-func (k Key) MarshalJSON() ([]byte, error) { return json.Marshal(keyJSON{ID: k.ID}) }
+// MarshalJSON writes the key id and window only: {"id":"..."}, with
+// "not_before" and "not_after" when set.
+func (k Key) MarshalJSON() ([]byte, error) { return json.Marshal(k.publicJSON()) }
+
+// publicJSON is the key file entry of k without its secret.
+func (k Key) publicJSON() keyJSON {
+	return keyJSON{ID: k.ID, NotBefore: formatWindow(k.NotBefore), NotAfter: formatWindow(k.NotAfter)}
+}
+
+func formatWindow(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format(time.RFC3339Nano)
+}
 
 // MarshalText writes String: the key id and a redacted secret.
 func (k Key) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
@@ -87,17 +124,21 @@ func GenerateKey(id string, r io.Reader) (Key, error) {
 	return k, nil
 }
 
-// KeyRing is an ordered, validated, immutable list of keys. The first key
-// (the primary) seals; Open picks the key named by the token's key id and
-// never tries the others. A KeyRing is safe for concurrent use.
+// KeyRing is an ordered, validated, immutable list of keys. The sealing
+// key is the first key, in ring (file) order, whose window is open (see
+// [Key.SealsAt] and [KeyRing.SealingKey]); without windows that is always
+// the first key, the primary. Open picks the key named by the token's key
+// id and never tries the others. A KeyRing is safe for concurrent use.
 type KeyRing struct {
-	keys  []Key
-	aeads []cipher.AEAD
-	index map[string]int
+	keys     []Key
+	aeads    []cipher.AEAD
+	index    map[string]int
+	windowed bool // some key has a NotBefore or NotAfter
 }
 
 // NewKeyRing validates keys and returns a ring whose primary is keys[0].
-// It fails on an empty list, a bad or duplicate id, or an all-zero secret.
+// It fails on an empty list, a bad or duplicate id, an all-zero secret,
+// or a window whose NotAfter is not after its NotBefore.
 func NewKeyRing(keys ...Key) (*KeyRing, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: no keys", ErrKeyRing)
@@ -117,6 +158,13 @@ func NewKeyRing(keys ...Key) (*KeyRing, error) {
 		}
 		if k.Secret == zero {
 			return nil, fmt.Errorf("%w: entry %d (id %q): secret is all zero bytes", ErrKeyRing, i, k.ID)
+		}
+		if !k.NotBefore.IsZero() && !k.NotAfter.IsZero() && !k.NotAfter.After(k.NotBefore) {
+			return nil, fmt.Errorf("%w: entry %d (id %q): not_after %s is not after not_before %s", ErrKeyRing, i, k.ID,
+				k.NotAfter.Format(time.RFC3339Nano), k.NotBefore.Format(time.RFC3339Nano))
+		}
+		if !k.NotBefore.IsZero() || !k.NotAfter.IsZero() {
+			r.windowed = true
 		}
 		block, err := aes.NewCipher(k.Secret[:])
 		if err != nil { // unreachable with a 32-byte key
@@ -143,8 +191,39 @@ func GenerateKeyRing(id string, r io.Reader) (*KeyRing, error) {
 	return NewKeyRing(k)
 }
 
-// Primary returns the id of the key that seals.
+// Primary returns the id of the first key in ring order: the key that
+// seals when no key has a window. With windows, the key that seals at a
+// given instant is [KeyRing.SealingKey]'s.
 func (r *KeyRing) Primary() string { return r.keys[0].ID }
+
+// SealingKey returns the id of the key that seals at t: the first key in
+// ring order whose window is open at t ([Key.SealsAt]). ok is false when
+// no key's window is open; a codec then refuses to seal
+// ([ErrNoSealingKey]).
+func (r *KeyRing) SealingKey(t time.Time) (id string, ok bool) {
+	i := r.sealer(t)
+	if i < 0 {
+		return "", false
+	}
+	return r.keys[i].ID, true
+}
+
+// Windowed reports whether some key of the ring has a NotBefore or a
+// NotAfter.
+func (r *KeyRing) Windowed() bool { return r.windowed }
+
+// sealer is the index of the sealing key at t, or -1.
+func (r *KeyRing) sealer(t time.Time) int {
+	if !r.windowed {
+		return 0
+	}
+	for i, k := range r.keys {
+		if k.SealsAt(t) {
+			return i
+		}
+	}
+	return -1
+}
 
 // IDs returns the key ids in ring order, primary first.
 func (r *KeyRing) IDs() []string {
@@ -185,13 +264,13 @@ func (r KeyRing) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("primary", r.Primary()), slog.Any("ids", r.IDs()))
 }
 
-// MarshalJSON writes the key ids only, in the shape of a key file without
-// its secrets: {"keys":[{"id":"..."}, ...]}. ParseKeyRing refuses it. Key
-// files are written with MarshalSecretJSON.
+// MarshalJSON writes the key ids and windows only, in the shape of a key
+// file without its secrets: {"keys":[{"id":"..."}, ...]}. ParseKeyRing
+// refuses it. Key files are written with MarshalSecretJSON.
 func (r KeyRing) MarshalJSON() ([]byte, error) {
 	out := keyRingJSON{Keys: make([]keyJSON, len(r.keys))}
 	for i, k := range r.keys {
-		out.Keys[i] = keyJSON{ID: k.ID}
+		out.Keys[i] = k.publicJSON()
 	}
 	return json.Marshal(out)
 }
@@ -208,25 +287,20 @@ func (r *KeyRing) WithPrimary(k Key) (*KeyRing, error) {
 	return NewKeyRing(append([]Key{k}, r.keys...)...)
 }
 
-// lookup returns the AEAD for a key id, or nil.
-func (r *KeyRing) lookup(id string) cipher.AEAD {
-	i, ok := r.index[id]
-	if !ok {
-		return nil
-	}
-	return r.aeads[i]
-}
-
 // The JSON form of a key ring:
 //
 //	{"keys":[{"id":"2026-11","secret":"<standard base64 of 32 bytes>"}, ...]}
+//
+// An entry may add "not_before" and "not_after", RFC 3339 times.
 type keyRingJSON struct {
 	Keys []keyJSON `json:"keys"`
 }
 
 type keyJSON struct {
-	ID     string `json:"id"`
-	Secret string `json:"secret,omitempty"`
+	ID        string `json:"id"`
+	Secret    string `json:"secret,omitempty"`
+	NotBefore string `json:"not_before,omitempty"`
+	NotAfter  string `json:"not_after,omitempty"`
 }
 
 // MarshalSecretJSON returns the JSON form of the ring, secrets included:
@@ -236,15 +310,17 @@ type keyJSON struct {
 func (r *KeyRing) MarshalSecretJSON() ([]byte, error) {
 	out := keyRingJSON{Keys: make([]keyJSON, len(r.keys))}
 	for i, k := range r.keys {
-		out.Keys[i] = keyJSON{ID: k.ID, Secret: base64.StdEncoding.EncodeToString(k.Secret[:])}
+		out.Keys[i] = k.publicJSON()
+		out.Keys[i].Secret = base64.StdEncoding.EncodeToString(k.Secret[:])
 	}
 	return json.Marshal(out)
 }
 
 // ParseKeyRing reads the JSON form of a key ring. Unknown fields, trailing
-// data, a secret that is not standard base64 of exactly 32 bytes, and every
-// problem NewKeyRing finds are errors that name the entry; none contains
-// key bytes.
+// data, a secret that is not standard base64 of exactly 32 bytes, a
+// not_before or not_after that is not an RFC 3339 time, and every problem
+// NewKeyRing finds are errors that name the entry; none contains key
+// bytes.
 func ParseKeyRing(data []byte) (*KeyRing, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -280,6 +356,20 @@ func ParseKeyRing(data []byte) (*KeyRing, error) {
 		keys[i].ID = kj.ID
 		copy(keys[i].Secret[:], buf[:n])
 		clear(buf)
+		for _, w := range []struct {
+			name, text string
+			t          *time.Time
+		}{{"not_before", kj.NotBefore, &keys[i].NotBefore}, {"not_after", kj.NotAfter, &keys[i].NotAfter}} {
+			if w.text == "" {
+				continue
+			}
+			t, err := time.Parse(time.RFC3339, w.text)
+			if err != nil {
+				// Not quoted: a misplaced secret must not reach the error.
+				return nil, fmt.Errorf("%w: entry %d (id %q): %s is not an RFC 3339 time (like 2026-12-01T00:00:00Z)", ErrKeyRing, i, kj.ID, w.name)
+			}
+			*w.t = t
+		}
 	}
 	return NewKeyRing(keys...)
 }
