@@ -31,7 +31,9 @@ const (
 type commonConfig struct {
 	addr         string
 	keysFile     string
-	keysJSON     string // MRTR_KEYS only: the key ring itself
+	keysJSON     string        // MRTR_KEYS only: the key ring itself
+	keysPoll     time.Duration // how often the key file is checked for changes
+	keySealWarn  int64         // seals by one key in this process before a warning
 	ttl          time.Duration
 	anonTTL      time.Duration
 	maxRounds    int
@@ -214,6 +216,10 @@ func commonFlags(f *flags, c *commonConfig) {
 			c.keysFile = v
 		}
 	}
+	f.Duration(&c.keysPoll, "keys-poll", defaultKeysPoll,
+		"how often the --keys file is checked; a change (or SIGHUP) reloads the key ring without a restart")
+	f.Int64(&c.keySealWarn, "key-seal-warn", reqstate.DefaultSealWarn, 1,
+		"warn when one key has sealed this many tokens in this process; with N nodes sharing a key, about 2^30/N (the AES-GCM budget is 2^32 per key across all nodes)")
 	f.Duration(&c.ttl, "ttl", mrtr.DefaultTTL, "lifetime of a requestState issued to an authenticated caller")
 	f.Duration(&c.anonTTL, "anonymous-ttl", mrtr.DefaultAnonymousTTL,
 		"lifetime of a requestState issued to an anonymous caller; never longer than --ttl (the smaller of the two applies)")

@@ -19,7 +19,6 @@ import (
 	"github.com/mrtr-go/mrtr/internal/demo"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/replay/redisstore"
-	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // version is the server version reported to clients.
@@ -72,7 +71,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 // newGuard builds the key ring, the single-use store and the guard, and
 // logs the policy. The returned func closes the store.
 func (c *commonConfig) newGuard(ctx context.Context, log *slog.Logger) (*mrtr.Guard, func(), error) {
-	ring, ephemeral, err := c.loadKeys()
+	codec, ephemeral, stopKeys, err := c.openKeys(ctx, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -83,18 +82,21 @@ func (c *commonConfig) newGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 	}
 	store, closeStore, err := c.openStore(ctx, log)
 	if err != nil {
+		stopKeys()
 		return nil, nil, err
 	}
-	guard := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{
+	ring := codec.KeyRing()
+	guard := mrtr.New(codec, &mrtr.Options{
 		TTL: c.ttl, AnonymousTTL: min(c.anonTTL, c.ttl), MaxRounds: c.maxRounds, ServerID: c.serverID, Store: store, Logger: log,
 		// The Redis store bounds each call by --replay-timeout itself; the
 		// guard's own bound must not cut it shorter.
 		StoreTimeout: max(mrtr.DefaultStoreTimeout, c.replayTO+time.Second),
 	})
 	p := guard.Policy()
-	log.Info("mrtr policy", "keys", ring.IDs(), "server_id", p.ServerID, "ttl", p.TTL, "anonymous_ttl", p.AnonymousTTL,
+	sealing, _ := ring.SealingKey(time.Now())
+	log.Info("mrtr policy", "keys", ring.IDs(), "primary", sealing, "server_id", p.ServerID, "ttl", p.TTL, "anonymous_ttl", p.AnonymousTTL,
 		"max_rounds", p.MaxRounds, "replay", c.replayName(), "auth", c.authSecret != "")
-	return guard, closeStore, nil
+	return guard, func() { closeStore(); stopKeys() }, nil
 }
 
 // listen opens the listener of --addr, holding at most --max-conns

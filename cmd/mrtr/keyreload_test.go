@@ -1,0 +1,330 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mrtr-go/mrtr/reqstate"
+)
+
+// writeRing writes keys to path the way `mrtr keys` does (atomic rename).
+func writeRing(t *testing.T, path string, keys ...reqstate.Key) {
+	t.Helper()
+	ring, err := reqstate.NewKeyRing(keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeKeyRing(path, ring); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func genKey(t *testing.T, id string) reqstate.Key {
+	t.Helper()
+	k, err := reqstate.GenerateKey(id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// secretForms are prefixes of the texts a key's secret could leak as.
+func secretForms(keys ...reqstate.Key) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, base64.StdEncoding.EncodeToString(k.Secret[:])[:16], base64.RawURLEncoding.EncodeToString(k.Secret[:])[:16],
+			hex.EncodeToString(k.Secret[:])[:16])
+	}
+	return out
+}
+
+// TestKeyReloader drives the reload path directly: an unchanged file is
+// left alone, a malformed one or one that gives a known id another secret
+// or whose windows are all closed is refused with a log line naming the
+// file and the reason (no secret) while the ring stays, and a good one is
+// installed with its primary logged.
+func TestKeyReloader(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	a, b := genKey(t, "key-a"), genKey(t, "key-b")
+	writeRing(t, path, a)
+	var logs bytes.Buffer
+	rl := &keyReloader{path: path, log: slog.New(slog.NewTextHandler(&logs, nil)), now: time.Now}
+	ring, err := rl.initial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl.codec = reqstate.New(ring, nil)
+	if rl.reload("poll") || rl.reload("SIGHUP") {
+		t.Fatal("an unchanged file reloaded")
+	}
+	if !strings.Contains(logs.String(), "key ring unchanged") {
+		t.Fatalf("SIGHUP on an unchanged file says nothing: %s", logs.String())
+	}
+	// Each broken file is refused; the ring stays.
+	evil := genKey(t, "key-a") // the same id, another secret
+	past := genKey(t, "key-c")
+	past.NotAfter = time.Now().Add(-time.Hour)
+	for _, tc := range []struct {
+		name, content, reason string
+	}{
+		{"truncated", `{"keys":[{"id":"key-b","secret":"`, "malformed JSON"},
+		{"empty", ``, "empty input"},
+		{"short secret", `{"keys":[{"id":"key-b","secret":"c2hvcnQ="}]}`, "secret is 5 bytes"},
+	} {
+		logs.Reset()
+		if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if rl.reload("poll") {
+			t.Fatalf("%s: reloaded", tc.name)
+		}
+		if got := logs.String(); !strings.Contains(got, "reload refused") || !strings.Contains(got, path) || !strings.Contains(got, tc.reason) {
+			t.Fatalf("%s: log %q lacks the file or the reason %q", tc.name, got, tc.reason)
+		}
+		if ids := rl.codec.KeyRing().IDs(); len(ids) != 1 || ids[0] != "key-a" {
+			t.Fatalf("%s: ring now %v", tc.name, ids)
+		}
+		// A poll does not repeat the refusal of the same content.
+		logs.Reset()
+		os.Chtimes(path, time.Now(), time.Now().Add(time.Second))
+		if rl.reload("poll"); logs.Len() != 0 {
+			t.Fatalf("%s: refused twice: %s", tc.name, logs.String())
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		keys   []reqstate.Key
+		reason string
+	}{
+		{"new secret under a known id", []reqstate.Key{b, evil}, `key id \"key-a\" already names another secret`},
+		{"no open window", []reqstate.Key{past}, "no key may seal now"},
+	} {
+		logs.Reset()
+		writeRing(t, path, tc.keys...)
+		if rl.reload("poll") {
+			t.Fatalf("%s: reloaded", tc.name)
+		}
+		if got := logs.String(); !strings.Contains(got, "reload refused") || !strings.Contains(got, tc.reason) {
+			t.Fatalf("%s: log %q lacks %q", tc.name, got, tc.reason)
+		}
+		for _, s := range secretForms(tc.keys...) {
+			if strings.Contains(logs.String(), s) {
+				t.Fatalf("%s: a secret in the log", tc.name)
+			}
+		}
+		if ids := rl.codec.KeyRing().IDs(); len(ids) != 1 || ids[0] != "key-a" {
+			t.Fatalf("%s: ring now %v", tc.name, ids)
+		}
+	}
+	// A missing file (mid-replace) is said once and keeps the ring.
+	logs.Reset()
+	os.Remove(path)
+	rl.reload("poll")
+	rl.reload("poll")
+	if n := strings.Count(logs.String(), "reload refused"); n != 1 || rl.codec.KeyRing().Primary() != "key-a" {
+		t.Fatalf("missing file: %d refusals, ring %v", n, rl.codec.KeyRing().IDs())
+	}
+	// A good file: installed, its primary logged.
+	logs.Reset()
+	writeRing(t, path, b, a)
+	if !rl.reload("poll") {
+		t.Fatalf("good file not reloaded: %s", logs.String())
+	}
+	if got := logs.String(); !strings.Contains(got, "key ring reloaded") || !strings.Contains(got, "primary=key-b") || !strings.Contains(got, "trigger=poll") {
+		t.Fatalf("reload log: %s", got)
+	}
+	if rl.codec.KeyRing().Primary() != "key-b" {
+		t.Fatal("ring not replaced")
+	}
+	// Dropping the key that was sealing is allowed, with a warning.
+	logs.Reset()
+	writeRing(t, path, a)
+	if !rl.reload("poll") || !strings.Contains(logs.String(), "dropped=key-b") {
+		t.Fatalf("drop: %s", logs.String())
+	}
+}
+
+// mcpClient speaks just enough 2026-07-28 Streamable HTTP to run the
+// demo's deploy tool.
+type mcpClient struct {
+	t   *testing.T
+	url string
+}
+
+const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}`
+
+// deploy calls deploy; with state it answers confirm with approve.
+func (c mcpClient) deploy(state string) (result map[string]any, rpcErr map[string]any) {
+	c.t.Helper()
+	extra := ""
+	if state != "" {
+		extra = `"requestState":` + strconvQuote(state) + `,"inputResponses":{"confirm":{"action":"accept","content":{"approve":true}}},`
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"deploy","arguments":{"service":"api","env":"staging"},` + extra + modernMeta + `}}`
+	req, _ := http.NewRequest("POST", c.url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "deploy")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		c.t.Fatalf("HTTP %d: %s", resp.StatusCode, data)
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok && strings.Contains(d, `"id":1`) {
+				data = []byte(d)
+			}
+		}
+	}
+	var msg struct {
+		Result map[string]any `json:"result"`
+		Error  map[string]any `json:"error"`
+	}
+	if err := json.Unmarshal(data, &msg); err != nil {
+		c.t.Fatalf("response %s: %v", data, err)
+	}
+	return msg.Result, msg.Error
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// pause starts a deploy and returns its requestState and the key id it
+// was sealed under.
+func (c mcpClient) pause() (state, kid string) {
+	c.t.Helper()
+	res, e := c.deploy("")
+	st, _ := res["requestState"].(string)
+	if e != nil || st == "" {
+		c.t.Fatalf("deploy did not pause: %v %v", res, e)
+	}
+	return st, strings.Split(st, ".")[1]
+}
+
+// complete resumes a paused deploy with approval and checks its answer.
+func (c mcpClient) complete(state string) {
+	c.t.Helper()
+	res, e := c.deploy(state)
+	if e != nil {
+		c.t.Fatalf("resume refused: %v", e)
+	}
+	content, _ := res["content"].([]any)
+	if len(content) != 1 || !strings.Contains(strings.ToLower(jsonText(content[0])), "deployed api to staging") {
+		c.t.Fatalf("resume result: %v", res)
+	}
+}
+
+func jsonText(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// waitLog waits until the JSON log holds a line with msg and every
+// attribute in attrs (an event, not a duration: the deadline only bounds
+// a broken run).
+func waitLog(t *testing.T, logs *syncBuffer, from int, msg string, attrs map[string]string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		s := logs.String()
+		sc := bufio.NewScanner(strings.NewReader(s[from:]))
+		for sc.Scan() {
+			var line map[string]any
+			if json.Unmarshal(sc.Bytes(), &line) != nil || line["msg"] != msg {
+				continue
+			}
+			ok := true
+			for k, v := range attrs {
+				ok = ok && strings.Contains(jsonText(line[k]), v)
+			}
+			if ok {
+				return
+			}
+		}
+	}
+	t.Fatalf("no log line %q %v in:\n%s", msg, attrs, logs.String()[from:])
+}
+
+// TestServeReloadsKeyRing is the reload test of issue 12: `mrtr serve`
+// with a key file paused under key A; the file is rewritten with B
+// primary and A second; after the reload (noticed by the poll) new pauses
+// seal under B and the flow paused under A completes. A malformed file
+// then leaves the ring unchanged, and flows keep working.
+func TestServeReloadsKeyRing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	a, b := genKey(t, "key-a"), genKey(t, "key-b")
+	writeRing(t, path, a)
+	url, logs := startServe(t, "--keys", path, "--keys-poll", "20ms")
+	c := mcpClient{t, url}
+
+	inFlight, kid := c.pause()
+	if kid != "key-a" {
+		t.Fatalf("sealed under %q before the rotation", kid)
+	}
+	mark := len(logs.String())
+	writeRing(t, path, b, a)
+	waitLog(t, logs, mark, "mrtr key ring reloaded", map[string]string{"primary": "key-b", "trigger": "poll"})
+
+	fresh, kid := c.pause()
+	if kid != "key-b" {
+		t.Fatalf("sealed under %q after B became primary", kid)
+	}
+	c.complete(inFlight) // paused under A, completes after the reload
+
+	mark = len(logs.String())
+	if err := os.WriteFile(path, []byte(`{"keys":[{"id":"key-c","secret":"not base64!"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, logs, mark, "mrtr key ring reload refused; the current ring stays", map[string]string{"file": path, "error": "not standard base64"})
+	c.complete(fresh)
+	if _, kid := c.pause(); kid != "key-b" {
+		t.Fatalf("a malformed file changed the sealing key to %q", kid)
+	}
+	for _, s := range secretForms(a, b) {
+		if strings.Contains(logs.String(), s) {
+			t.Fatal("a secret in the log")
+		}
+	}
+}
+
+// Inline keys in $MRTR_KEYS cannot be reloaded, and the server says so.
+func TestServeInlineKeysNotReloadable(t *testing.T) {
+	ring, _ := reqstate.GenerateKeyRing("inline", nil)
+	data, _ := ring.MarshalSecretJSON()
+	c := &commonConfig{keysJSON: string(data), keysPoll: time.Hour, ttl: time.Minute, anonTTL: time.Minute, keySealWarn: 1}
+	var logs syncBuffer
+	codec, eph, stop, err := c.openKeys(t.Context(), slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil || eph || codec.KeyRing().Primary() != "inline" {
+		t.Fatalf("%v %v", eph, err)
+	}
+	stop()
+	if !strings.Contains(logs.String(), "inline in $MRTR_KEYS: it cannot be reloaded") {
+		t.Fatalf("log: %s", logs.String())
+	}
+}
+
+// `mrtr proxy` shares the reload: a rewritten key file is picked up.
+func TestProxyReloadsKeyRing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	a, b := genKey(t, "key-a"), genKey(t, "key-b")
+	writeRing(t, path, a)
+	_, logs := startProxyCmd(t, "--upstream", "http://127.0.0.1:1/mcp", "--keys", path, "--keys-poll", "20ms")
+	mark := len(logs.String())
+	writeRing(t, path, b, a)
+	waitLog(t, logs, mark, "mrtr key ring reloaded", map[string]string{"primary": "key-b"})
+}
