@@ -328,3 +328,19 @@ func TestProxyReloadsKeyRing(t *testing.T) {
 	writeRing(t, path, b, a)
 	waitLog(t, logs, mark, "mrtr key ring reloaded", map[string]string{"primary": "key-b"})
 }
+
+// --key-seal-warn: the server warns, naming the key, when one key has
+// sealed that many tokens in this process.
+func TestServeSealWarning(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	writeRing(t, path, genKey(t, "key-a"))
+	url, logs := startServe(t, "--keys", path, "--key-seal-warn", "2")
+	c := mcpClient{t, url}
+	c.pause()
+	if strings.Contains(logs.String(), "sealed many tokens") {
+		t.Fatal("warned after one seal")
+	}
+	c.pause()
+	waitLog(t, logs, 0, "reqstate: key has sealed many tokens in this process; rotate it before every node together reaches the AES-GCM nonce budget",
+		map[string]string{"key_id": "key-a", "seals": "2"})
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,10 +25,39 @@ func defaultKeyID() (string, error) {
 	return time.Now().UTC().Format("2006-01-02-150405") + "-" + hex.EncodeToString(b[:]), nil
 }
 
+// windowFlags registers --not-before and --not-after: the sealing window
+// of a new key.
+func windowFlags(fs *flag.FlagSet) (nb, na *timeFlag) {
+	nb, na = new(timeFlag), new(timeFlag)
+	fs.Var(nb, "not-before", "the new key seals from `TIME` on (RFC 3339, e.g. 2026-12-01T00:00:00Z; default: at once)")
+	fs.Var(na, "not-after", "the new key stops sealing at `TIME` (RFC 3339) and opens until TIME plus the longest TTL (default: never)")
+	return nb, na
+}
+
+// timeFlag is an RFC 3339 time flag; unset is the zero time.
+type timeFlag struct{ t time.Time }
+
+func (f *timeFlag) String() string {
+	if f == nil || f.t.IsZero() {
+		return ""
+	}
+	return f.t.Format(time.RFC3339)
+}
+
+func (f *timeFlag) Set(s string) error {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return fmt.Errorf("%q is not an RFC 3339 time (like 2026-12-01T00:00:00Z)", s)
+	}
+	f.t = t
+	return nil
+}
+
 func (a *app) keygen(args []string) error {
-	fs := a.newFlagSet("keygen", "mrtr keygen [--id ID] [--out FILE]")
+	fs := a.newFlagSet("keygen", "mrtr keygen [--id ID] [--out FILE] [--not-before TIME] [--not-after TIME]")
 	id := fs.String("id", "", "key id, [A-Za-z0-9_-]{1,32} (default: the current UTC time and 6 random hex digits)")
 	out := fs.String("out", "", "write the key ring to FILE (mode 0600, refuses to overwrite) instead of stdout")
+	nb, na := windowFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -41,7 +71,12 @@ func (a *app) keygen(args []string) error {
 			return err
 		}
 	}
-	ring, err := reqstate.GenerateKeyRing(*id, nil)
+	k, err := reqstate.GenerateKey(*id, nil)
+	if err != nil {
+		return err
+	}
+	k.NotBefore, k.NotAfter = nb.t, na.t
+	ring, err := reqstate.NewKeyRing(k)
 	if err != nil {
 		return err
 	}
@@ -71,10 +106,17 @@ func (a *app) keygen(args []string) error {
 
 const keysUsage = `Usage:
   mrtr keys check FILE
-  mrtr keys rotate FILE [--id ID]
-  mrtr keys add FILE [--id ID]
+  mrtr keys status FILE [--max-age 90d] [--ttl 5m] [--at TIME]
+  mrtr keys rotate FILE [--id ID] [--not-before TIME] [--not-after TIME]
+  mrtr keys add FILE [--id ID] [--not-before TIME] [--not-after TIME]
   mrtr keys promote FILE ID
   mrtr keys remove FILE ID
+
+The key that seals is the first key in file order whose window
+(not_before <= now < not_after, either bound optional) is open; without
+windows, the first key. Every key in the file opens tokens until its
+not_after plus the longest TTL. Running servers reload the file when it
+changes (or on SIGHUP): no restart.
 `
 
 func (a *app) keys(args []string) error {
@@ -86,8 +128,12 @@ func (a *app) keys(args []string) error {
 		return nil
 	}
 	verb := args[0]
-	fs := a.newFlagSet("keys "+verb, "mrtr keys "+verb+" FILE [ID] [--id ID]")
+	if verb == "status" {
+		return a.keysStatus(args[1:])
+	}
+	fs := a.newFlagSet("keys "+verb, "mrtr keys "+verb+" FILE [ID] [--id ID] [--not-before TIME] [--not-after TIME]")
 	id := fs.String("id", "", "id of the new key (rotate, add; default: the current UTC time and 6 random hex digits)")
+	nb, na := windowFlags(fs)
 	pos, err := parse(fs, args[1:])
 	if err != nil {
 		return err
@@ -115,9 +161,10 @@ func (a *app) keys(args []string) error {
 	}
 	switch verb {
 	case "check":
-		for i, k := range keys {
+		sealing, _ := ring.SealingKey(time.Now())
+		for _, k := range keys {
 			role := "opens"
-			if i == 0 {
+			if k.ID == sealing {
 				role = "primary: seals and opens"
 			}
 			fmt.Fprintf(a.stdout, "%s\t%s\n", k.ID, role)
@@ -128,6 +175,7 @@ func (a *app) keys(args []string) error {
 		if err != nil {
 			return err
 		}
+		k.NotBefore, k.NotAfter = nb.t, na.t
 		at := 0
 		if verb == "add" {
 			at = 1
@@ -153,7 +201,11 @@ func (a *app) keys(args []string) error {
 	if err := writeKeyRing(path, next); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "%s: keys now %v (primary %s)\n", path, next.IDs(), next.Primary())
+	sealing, ok := next.SealingKey(time.Now())
+	if !ok {
+		sealing = "none: no key's window is open now, see mrtr keys status"
+	}
+	fmt.Fprintf(a.stderr, "%s: keys now %v (sealing now: %s)\n", path, next.IDs(), sealing)
 	return nil
 }
 

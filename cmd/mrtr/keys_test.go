@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mrtr-go/mrtr/reqstate"
 )
@@ -154,5 +156,131 @@ func TestKeyFileWriterRoundTrips(t *testing.T) {
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("key file mode: %v %v", fi, err)
+	}
+}
+
+// TestKeysStatus pins `mrtr keys status`: each key's role, window and age
+// at a given instant, with the warnings (old primary, its successor,
+// retired keys), and the failure when no key can seal.
+func TestKeysStatus(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	key := func(id string, fill byte, nb, na string) reqstate.Key {
+		k := reqstate.Key{ID: id}
+		for i := range k.Secret {
+			k.Secret[i] = fill + byte(i)
+		}
+		if nb != "" {
+			k.NotBefore, _ = time.Parse(time.RFC3339, nb)
+		}
+		if na != "" {
+			k.NotAfter, _ = time.Parse(time.RFC3339, na)
+		}
+		return k
+	}
+	writeRing(t, path,
+		key("2026-12-01-000000-aaaaaa", 1, "2026-12-01T00:00:00Z", ""),
+		key("2026-08-01-120000-bbbbbb", 2, "", "2026-12-01T00:00:00Z"),
+		key("legacy", 3, "", ""),
+		key("2026-05", 4, "", "2026-06-01T00:00:00Z"),
+	)
+	code, out, errOut := runApp(t, "keys", "status", path, "--at", "2026-11-30T12:00:00Z")
+	want := path + ` at 2026-11-30T12:00:00Z: the first key in file order whose window is open seals
+
+ID                        ROLE           NOT_BEFORE            NOT_AFTER             AGE
+2026-12-01-000000-aaaaaa  not-yet-valid  2026-12-01T00:00:00Z  -                     in 12h
+2026-08-01-120000-bbbbbb  primary        -                     2026-12-01T00:00:00Z  121d (id)
+legacy                    opening-only   -                     -                     ?
+2026-05                   retired        -                     2026-06-01T00:00:00Z  213d (id)
+
+warning: primary 2026-08-01-120000-bbbbbb is 121d old, more than --max-age 90d: rotate it (mrtr keys add ` + path + `, then, once every node has it, mrtr keys promote ` + path + ` ID)
+note: at 2026-12-01T00:00:00Z 2026-12-01-000000-aaaaaa takes over from 2026-08-01-120000-bbbbbb
+note: 2026-05 opens nothing since 2026-06-01T00:05:05Z: remove it (mrtr keys remove ` + path + ` 2026-05)
+`
+	if code != 0 || out != want {
+		t.Fatalf("exit %d, stderr %q, output:\n%s\nwant:\n%s", code, errOut, out, want)
+	}
+	// After the switch the new key is primary and young; --max-age and
+	// --ttl move the judgements.
+	code, out, _ = runApp(t, "keys", "status", path, "--at", "2026-12-01T00:00:00Z", "--max-age", "200d", "--ttl", "1h")
+	for _, line := range []string{
+		"2026-12-01-000000-aaaaaa  primary       2026-12-01T00:00:00Z  -                     0s\n",
+		"2026-08-01-120000-bbbbbb  opening-only  -                     2026-12-01T00:00:00Z  121d (id)\n",
+		"note: 2026-05 opens nothing since 2026-06-01T01:00:05Z",
+	} {
+		if code != 0 || !strings.Contains(out, line) {
+			t.Fatalf("exit %d; output lacks %q:\n%s", code, line, out)
+		}
+	}
+	if strings.Contains(out, "warning:") {
+		t.Fatalf("warning for a young primary:\n%s", out)
+	}
+	// The old key retires once its not_after plus TTL and leeway passed.
+	_, out, _ = runApp(t, "keys", "status", path, "--at", "2026-12-01T00:05:05Z")
+	if !strings.Contains(out, "2026-08-01-120000-bbbbbb  retired") {
+		t.Fatalf("not retired after not_after + ttl + leeway:\n%s", out)
+	}
+	// A primary that stops sealing with nobody after it.
+	writeRing(t, path, key("solo", 5, "2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z"))
+	code, out, _ = runApp(t, "keys", "status", path, "--at", "2026-11-30T12:00:00Z")
+	if code != 0 || !strings.Contains(out, "warning: primary solo stops sealing at 2026-12-01T00:00:00Z and no other key's window is open then") ||
+		!strings.Contains(out, "solo  primary  2026-11-01T00:00:00Z  2026-12-01T00:00:00Z  29d\n") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	// No key can seal: an error, exit 1.
+	code, _, errOut = runApp(t, "keys", "status", path, "--at", "2026-12-01T00:00:00Z")
+	if code != 1 || !strings.Contains(errOut, "no key can seal now at 2026-12-01T00:00:00Z") {
+		t.Fatalf("no sealer: exit %d %q", code, errOut)
+	}
+	for _, bad := range [][]string{{"--max-age", "soon"}, {"--at", "tomorrow"}, {"--max-age", "-3d"}} {
+		if code, _, _ := runApp(t, append([]string{"keys", "status", path}, bad...)...); code != 2 {
+			t.Errorf("%v: exit %d", bad, code)
+		}
+	}
+	// No secret in any output.
+	data, _ := os.ReadFile(path)
+	if strings.Contains(out+errOut, string(data[40:60])) {
+		t.Fatal("status printed key material")
+	}
+}
+
+// keys add, rotate and keygen take a window, and every command keeps the
+// windows already in the file.
+func TestKeysWindowsPreserved(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	if code, _, errOut := runApp(t, "keygen", "--id", "old", "--not-after", "2027-01-01T00:00:00Z", "--out", path); code != 0 {
+		t.Fatalf("keygen: %s", errOut)
+	}
+	if code, _, errOut := runApp(t, "keys", "add", path, "--id", "new", "--not-before", "2026-12-31T00:00:00Z"); code != 0 {
+		t.Fatalf("add: %s", errOut)
+	}
+	if code, _, errOut := runApp(t, "keys", "promote", path, "new"); code != 0 {
+		t.Fatalf("promote: %s", errOut)
+	}
+	if code, _, errOut := runApp(t, "keys", "rotate", path, "--id", "newer", "--not-before", "2027-06-01T00:00:00Z", "--not-after", "2028-01-01T00:00:00Z"); code != 0 {
+		t.Fatalf("rotate: %s", errOut)
+	}
+	ring, err := reqstate.LoadKeyRing(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]string{}
+	for _, k := range ring.Keys() {
+		got[k.ID] = [2]string{windowText(k.NotBefore), windowText(k.NotAfter)}
+	}
+	want := map[string][2]string{
+		"newer": {"2027-06-01T00:00:00Z", "2028-01-01T00:00:00Z"},
+		"new":   {"2026-12-31T00:00:00Z", "-"},
+		"old":   {"-", "2027-01-01T00:00:00Z"},
+	}
+	if strings.Join(ring.IDs(), " ") != "newer new old" || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("ring %v windows %v", ring.IDs(), got)
+	}
+	for _, bad := range [][]string{
+		{"keys", "add", path, "--not-before", "2027-01-01"},
+		{"keys", "add", path, "--not-before", "2027-02-01T00:00:00Z", "--not-after", "2027-01-01T00:00:00Z"},
+	} {
+		if code, _, _ := runApp(t, bad...); code == 0 {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }

@@ -24,8 +24,9 @@ Usage:
   mrtr call URL TOOL [--arg k=v ...]     call a tool, answering its questions in the terminal
   mrtr keygen [--id ID] [--out FILE]     print (or write) a new key ring
   mrtr keys check FILE                   validate a key ring and list its key ids
-  mrtr keys rotate FILE [--id ID]        put a new primary key first, keep the rest
-  mrtr keys add FILE [--id ID]           add a new key second (rotation step 1)
+  mrtr keys status FILE [--max-age 90d]  each key's role, window and age; warns when the primary is old
+  mrtr keys rotate FILE [--id ID]        put a new primary key first, keep the rest (--not-before/--not-after: its window)
+  mrtr keys add FILE [--id ID]           add a new key second (rotation step 1; --not-before/--not-after: its window)
   mrtr keys promote FILE ID              move key ID first (rotation step 2)
   mrtr keys remove FILE ID               drop key ID (rotation step 3)
   mrtr version                           print the version and build information
