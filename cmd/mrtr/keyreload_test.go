@@ -344,3 +344,15 @@ func TestServeSealWarning(t *testing.T) {
 	waitLog(t, logs, 0, "reqstate: key has sealed many tokens in this process; rotate it before every node together reaches the AES-GCM nonce budget",
 		map[string]string{"key_id": "key-a", "seals": "2"})
 }
+
+// A key file in which no key can seal now stops startup, naming the file.
+func TestServeRefusesRingThatCannotSeal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	k := genKey(t, "key-a")
+	k.NotAfter = time.Now().Add(-time.Minute)
+	writeRing(t, path, k)
+	code, _, errOut := runApp(t, "serve", "--addr", "127.0.0.1:0", "--keys", path)
+	if code != 1 || !strings.Contains(errOut, path) || !strings.Contains(errOut, "no key may seal now") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
