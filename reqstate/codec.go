@@ -392,7 +392,8 @@ func (c *AESGCM) nowIfWindowed(r *KeyRing) time.Time {
 // noSealer is the error of a seal with no key's window open, logged at
 // most once a minute.
 func (c *AESGCM) noSealer(r *KeyRing, now time.Time) error {
-	err := fmt.Errorf("%w at %s (keys %s)", ErrNoSealingKey, now.UTC().Format(time.RFC3339), describeWindows(r))
+	// The windows go to the log only: the error may reach a client.
+	err := fmt.Errorf("%w at %s: every key of the ring is outside its not_before/not_after window", ErrNoSealingKey, now.UTC().Format(time.RFC3339))
 	last := c.lastNoSealer.Load()
 	if (last == 0 || now.UnixNano()-last >= int64(time.Minute)) && c.lastNoSealer.CompareAndSwap(last, now.UnixNano()) {
 		c.log.Error("reqstate: seal refused: no key of the ring may seal now; add a key whose window is open", "now", now.UTC(), "keys", describeWindows(r))

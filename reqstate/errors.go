@@ -31,7 +31,7 @@ var ErrBadState = errors.New("reqstate: state cannot be sealed")
 // ErrNoSealingKey is wrapped by the error of a Seal at an instant when no
 // key of the ring has its window open ([Key.SealsAt]): every key is
 // before its not_before or at or past its not_after. The error names the
-// instant and the keys' windows.
+// instant; the codec's log line also lists the keys' windows.
 var ErrNoSealingKey = errors.New("reqstate: no key may seal now")
 
 // ErrKeyRing is wrapped by every error about loading or building a key ring.

@@ -165,11 +165,11 @@ func TestNotAfterStopsSealingAtTheBoundary(t *testing.T) {
 	c = New(testRing(t, a), &Options{Now: clock.Now, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for range 3 {
 		_, err = sealWith(t, c)
-		if !errors.Is(err, ErrNoSealingKey) || !strings.Contains(err.Error(), "a [-, 2026-11-30T09:00:00Z)") {
+		if !errors.Is(err, ErrNoSealingKey) || !strings.Contains(err.Error(), "no key may seal now at 2026-11-30T09:00:00Z") {
 			t.Fatalf("no sealing key: %v", err)
 		}
 	}
-	if n := strings.Count(logs.String(), "seal refused"); n != 1 {
+	if n := strings.Count(logs.String(), "seal refused"); n != 1 || !strings.Contains(logs.String(), `keys="a [-, 2026-11-30T09:00:00Z)"`) {
 		t.Fatalf("%d log lines for refused seals within a minute, want 1:\n%s", n, logs.String())
 	}
 	clock.Advance(time.Minute)
