@@ -71,7 +71,7 @@ func (f *Flow) Continuation(v any) error {
 		return ErrNoContinuation
 	}
 	if err := sjson.Unmarshal(f.cont, v); err != nil {
-		return fmt.Errorf("mrtr: decode continuation: %w", err)
+		return fmt.Errorf("mrtr: continuation does not decode into %T", v) // the decoder's error quotes the sealed value
 	}
 	return nil
 }

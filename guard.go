@@ -91,7 +91,7 @@ func New(codec reqstate.Codec, opts *Options) *Guard {
 		panic("mrtr: negative TTL, AnonymousTTL, MaxRounds or StoreTimeout")
 	}
 	o.TTL = or(o.TTL, DefaultTTL)
-	o.AnonymousTTL = or(o.AnonymousTTL, DefaultAnonymousTTL)
+	o.AnonymousTTL = min(or(o.AnonymousTTL, DefaultAnonymousTTL), o.TTL) // never outlives an authenticated token
 	o.MaxRounds = or(o.MaxRounds, DefaultMaxRounds)
 	o.StoreTimeout = or(o.StoreTimeout, DefaultStoreTimeout)
 	o.ServerID = or(o.ServerID, DefaultServerID)

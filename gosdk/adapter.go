@@ -31,8 +31,12 @@ type Options struct {
 	// Principal derives the authenticated caller of a request. Nil means
 	// the caller of go-sdk's bearer-token middleware (auth.RequireBearerToken):
 	// Subject is TokenInfo.UserID and Issuer is TokenInfo.Extra["iss"] when
-	// it is a string; no TokenInfo means anonymous. Return an error to
-	// refuse the call.
+	// it is a string; no TokenInfo means anonymous. A TokenInfo with an
+	// empty UserID is refused (ErrNoSubject), never taken as anonymous.
+	// A deployment that accepts tokens of more than one issuer must set
+	// Extra["iss"] in its verifier: subjects are only unique per issuer,
+	// and without it two issuers' "alice" share one binding. Return an
+	// error to refuse the call.
 	Principal func(ctx context.Context, req mcp.Request) (reqstate.Principal, error)
 	// Logger receives adapter-level problems (a handler that set
 	// requestState by hand, a failed legacy round). Nil means no logging;
@@ -84,11 +88,21 @@ func (a *Adapter) Guard() *mrtr.Guard { return a.guard }
 // Server returns the adapter's server.
 func (a *Adapter) Server() *mcp.Server { return a.server }
 
+// ErrNoSubject refuses a call whose verified credential names no
+// subject (go-sdk's TokenInfo.UserID is empty): such a caller is
+// authenticated but unidentified, and treating it as anonymous would let
+// every such caller share one binding. The client gets a JSON-RPC
+// invalid-request error.
+var ErrNoSubject = errors.New("gosdk: the verified credential names no subject (TokenInfo.UserID is empty)")
+
 // tokenPrincipal is the default principal source: go-sdk's TokenInfo.
 func tokenPrincipal(_ context.Context, req mcp.Request) (reqstate.Principal, error) {
 	extra := req.GetExtra()
 	if extra == nil || extra.TokenInfo == nil {
 		return reqstate.Principal{}, nil
+	}
+	if extra.TokenInfo.UserID == "" {
+		return reqstate.Principal{}, ErrNoSubject
 	}
 	iss, _ := extra.TokenInfo.Extra["iss"].(string)
 	return reqstate.Principal{Issuer: iss, Subject: extra.TokenInfo.UserID}, nil
@@ -99,6 +113,7 @@ func tokenPrincipal(_ context.Context, req mcp.Request) (reqstate.Principal, err
 type callRecord struct {
 	mu     sync.Mutex
 	sealed []string
+	logger *slog.Logger // the adapter's
 }
 
 func (r *callRecord) add(tok string) {
@@ -129,7 +144,7 @@ func (a *Adapter) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		rec := recordFrom(ctx)
 		if rec == nil {
-			rec = new(callRecord)
+			rec = &callRecord{logger: a.logger}
 			ctx = context.WithValue(ctx, recordKey{}, rec)
 		}
 		res, err := next(ctx, method, req)
@@ -188,6 +203,9 @@ func wireError(err error) error {
 	return err
 }
 
+// errNoSubjectWire is what the client of ErrNoSubject gets.
+var errNoSubjectWire = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthorized: the credential names no subject"}
+
 // errNullResponses answers inputResponses that are null or an empty
 // object: a retry must carry the answers it retries with.
 var errNullResponses = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: inputResponses must be an object of answers"}
@@ -222,6 +240,10 @@ func (a *Adapter) begin(ctx context.Context, c *call) (*mrtr.Flow, error) {
 		return nil, errNullResponses
 	}
 	p, err := a.principal(ctx, c.req)
+	if errors.Is(err, ErrNoSubject) {
+		a.logger.WarnContext(ctx, "gosdk: refused a call whose verified credential names no subject", "method", c.method)
+		return nil, errNoSubjectWire
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,9 @@ package gosdk
 
 import (
 	"context"
+	"errors"
 	"maps"
+	"reflect"
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -26,11 +28,25 @@ type Flow[C any] struct {
 	legacy  bool // the client predates 2026-07-28 (go-sdk's bridge answers)
 }
 
+// ErrStaleContinuation is what the client gets when a verified
+// continuation no longer decodes into the handler's continuation type (a
+// deploy changed the type while tokens were live): a fixed message, never
+// the sealed value; the token is released. The adapter's Logger names the
+// Go type. For a tool it is the text of an isError result, as any handler
+// error.
+var ErrStaleContinuation = errors.New("this paused call cannot be resumed by this version of the server; start the call again")
+
 func newFlow[C any](ctx context.Context, f *mrtr.Flow, c *call) (*Flow[C], error) {
 	fl := &Flow[C]{f: f, call: c, rec: recordFrom(ctx), legacy: legacySession(c.req)}
 	st, ok, err := mrtr.Decode[C](f)
 	if err != nil {
-		return nil, err
+		// The decode error quotes the sealed value: it reaches neither the
+		// client nor the log; only the Go type is logged.
+		if fl.rec != nil {
+			fl.rec.logger.ErrorContext(ctx, "gosdk: a verified continuation does not decode into the handler's continuation type (changed while tokens were live?)",
+				"method", c.method, "target", c.target, "type", reflect.TypeFor[C]().String())
+		}
+		return nil, ErrStaleContinuation
 	}
 	fl.state, fl.hasCont = st, ok
 	return fl, nil

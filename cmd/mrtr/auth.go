@@ -9,6 +9,15 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 )
 
+// authenticate wraps h in the configured bearer-token check, if any.
+// Without --auth-* flags every caller is anonymous.
+func (c *commonConfig) authenticate(h http.Handler) http.Handler {
+	if c.authSecret != "" {
+		return requireJWT(c.authSecret, c.authIssuer, h)
+	}
+	return h
+}
+
 // requireJWT demands a bearer JWT signed with HS256 under secret, with a
 // subject and an unexpired exp (and, when issuer is set, that iss). The
 // caller's principal is the token's iss and sub. Failures are 401 with a

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,11 +14,22 @@ import (
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
-// serveConfig is everything `mrtr serve` can be told, by flag or by the
-// MRTR_* variable of the same name (the flag wins).
-type serveConfig struct {
+// Defaults of the command's own limits (the guard's are in package mrtr).
+const (
+	defaultMaxBodyBytes   = 1 << 20
+	defaultReadTimeout    = 30 * time.Second
+	defaultIdleTimeout    = 2 * time.Minute
+	defaultMaxConns       = 1024
+	defaultSessionTimeout = 10 * time.Minute
+	defaultMaxSessions    = 1000
+	minHS256SecretBytes   = 32
+)
+
+// commonConfig is what every HTTP-serving command (serve, and proxy
+// after it) can be told, by flag or by the MRTR_* variable of the same
+// name (the flag wins). commonFlags registers it.
+type commonConfig struct {
 	addr         string
-	stdio        bool
 	keysFile     string
 	keysJSON     string // MRTR_KEYS only: the key ring itself
 	ttl          time.Duration
@@ -33,70 +43,184 @@ type serveConfig struct {
 	logFormat    string
 	logLevel     string
 	maxBodyBytes int64
-	allowedHosts string
-
-	parseLater func() error // validates the string-typed flags after parsing
+	readTimeout  time.Duration // reading one request, headers and body
+	maxConns     int           // open client connections at once
 }
 
-const defaultMaxBodyBytes = 1 << 20
+// serveConfig is commonConfig plus the flags only `mrtr serve` has.
+type serveConfig struct {
+	commonConfig
+	stdio          bool
+	sessionTimeout time.Duration // idle 2025-11-25 sessions close after this
+	maxSessions    int           // live 2025-11-25 sessions at once
+	allowedHosts   string
+}
 
-// envFlag describes one flag and its environment variable.
+// flags is a flag set whose flags also read an MRTR_* environment
+// variable, with range checks that run once flags and environment are
+// both applied. Errors name the flag, the bad value and, when the value
+// came from the environment, the variable.
+type flags struct {
+	fs      *flag.FlagSet
+	envs    []envFlag
+	checks  []flagCheck
+	fromEnv map[string]string // flag name -> variable it was set from
+}
+
+// envFlag ties a flag to its environment variable. apply, when set,
+// takes the variable's value instead of FlagSet.Set (MRTR_KEYS holds a
+// path or the ring itself).
 type envFlag struct {
 	name, env string
+	apply     func(string)
 }
 
-func (a *app) serveFlags(c *serveConfig) (*flag.FlagSet, []envFlag) {
-	fs := a.newFlagSet("serve", "mrtr serve [flags]")
-	var vars []envFlag
-	str := func(p *string, name, def, usage string) {
-		env := "MRTR_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-		fs.StringVar(p, name, def, usage+" ($"+env+")")
-		vars = append(vars, envFlag{name, env})
+type flagCheck struct {
+	name string
+	fn   func() error // returns a *flagError for name
+}
+
+func (a *app) newFlags(name, synopsis string) *flags {
+	return &flags{fs: a.newFlagSet(name, synopsis), fromEnv: map[string]string{}}
+}
+
+// envName is the variable of a flag: --replay-timeout reads MRTR_REPLAY_TIMEOUT.
+func envName(flagName string) string {
+	return "MRTR_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func (f *flags) env(name string) string {
+	e := envName(name)
+	f.envs = append(f.envs, envFlag{name: name, env: e})
+	return " ($" + e + ")"
+}
+
+func (f *flags) check(name string, fn func() error) {
+	f.checks = append(f.checks, flagCheck{name, fn})
+}
+
+func (f *flags) String(p *string, name, def, usage string) {
+	f.fs.StringVar(p, name, def, usage+f.env(name))
+}
+
+func (f *flags) Bool(p *bool, name string, def bool, usage string) {
+	f.fs.BoolVar(p, name, def, usage+f.env(name))
+}
+
+// Duration registers a duration flag that must be positive.
+func (f *flags) Duration(p *time.Duration, name string, def time.Duration, usage string) {
+	f.fs.DurationVar(p, name, def, usage+f.env(name))
+	f.check(name, func() error {
+		if *p <= 0 {
+			return flagErr(name, "%q is not a positive duration (like 90s or 5m)", p.String())
+		}
+		return nil
+	})
+}
+
+// Int registers an integer flag of at least min.
+func (f *flags) Int(p *int, name string, def, min int, usage string) {
+	f.fs.IntVar(p, name, def, usage+f.env(name))
+	f.check(name, func() error {
+		if *p < min {
+			return flagErr(name, "%d is below the minimum of %d", *p, min)
+		}
+		return nil
+	})
+}
+
+// Int64 registers an integer flag of at least min.
+func (f *flags) Int64(p *int64, name string, def, min int64, usage string) {
+	f.fs.Int64Var(p, name, def, usage+f.env(name))
+	f.check(name, func() error {
+		if *p < min {
+			return flagErr(name, "%d is below the minimum of %d", *p, min)
+		}
+		return nil
+	})
+}
+
+// Choice registers a string flag limited to choices.
+func (f *flags) Choice(p *string, name, def string, choices []string, usage string) {
+	f.String(p, name, def, usage)
+	f.check(name, func() error {
+		for _, c := range choices {
+			if *p == c {
+				return nil
+			}
+		}
+		return flagErr(name, "%q is not one of %s", *p, strings.Join(choices, ", "))
+	})
+}
+
+// parse reads the command line, then the environment for every flag the
+// command line left unset, then runs the checks. It allows no positional
+// arguments.
+func (f *flags) parse(getenv func(string) string, args []string) error {
+	pos, err := parse(f.fs, args)
+	if err != nil {
+		return err
 	}
-	var ttl, anonTTL, maxRounds, maxBody, stdio, replayTO string
-	str(&c.addr, "addr", "127.0.0.1:8080", "listen address of the Streamable HTTP endpoint /mcp")
-	str(&stdio, "stdio", "false", "serve MCP on stdin/stdout instead of HTTP")
-	str(&c.keysFile, "keys", "", "key ring file (JSON); $MRTR_KEYS may hold the JSON itself; none: an ephemeral ring")
-	str(&ttl, "ttl", mrtr.DefaultTTL.String(), "lifetime of a requestState issued to an authenticated caller")
-	str(&anonTTL, "anonymous-ttl", mrtr.DefaultAnonymousTTL.String(), "lifetime of a requestState issued to an anonymous caller")
-	str(&maxRounds, "max-rounds", strconv.Itoa(mrtr.DefaultMaxRounds), "how many times one flow may pause")
-	str(&c.serverID, "server-id", mrtr.DefaultServerID, "server id bound into every requestState (same on every node of a cluster)")
-	str(&c.replay, "replay", "memory", "single-use store: memory, off, or redis://host:port/db (rediss:// for TLS)")
-	str(&replayTO, "replay-timeout", redisstore.DefaultTimeout.String(), "with a redis:// store: how long one store call may take before the resume fails closed")
-	str(&c.authSecret, "auth-hs256-secret", "", "require a bearer JWT signed with this HS256 secret (sub and exp checked)")
-	str(&c.authIssuer, "auth-issuer", "", "with --auth-hs256-secret: require this iss claim")
-	str(&c.logFormat, "log-format", "text", "log format: text or json")
-	str(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	str(&maxBody, "max-body", strconv.Itoa(defaultMaxBodyBytes), "largest request body accepted, in bytes")
-	str(&c.allowedHosts, "allowed-hosts", "", "extra Host header values accepted on a loopback bind, comma separated")
-	c.parseLater = func() error {
-		var err error
-		if c.stdio, err = strconv.ParseBool(stdio); err != nil {
-			return flagErr("stdio", "%q is not a boolean", stdio)
+	if len(pos) != 0 {
+		fmt.Fprintf(f.fs.Output(), "unexpected argument %q\n", pos[0])
+		f.fs.Usage()
+		return errUsage
+	}
+	set := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	for _, e := range f.envs {
+		val := getenv(e.env)
+		if set[e.name] || val == "" {
+			continue
 		}
-		if c.ttl, err = positiveDuration("ttl", ttl); err != nil {
+		if e.apply != nil {
+			e.apply(val)
+		} else if err := f.fs.Set(e.name, val); err != nil {
+			return &flagError{name: e.name, env: e.env, msg: fmt.Sprintf("%q is not a valid %s", val, flagType(f.fs.Lookup(e.name)))}
+		}
+		f.fromEnv[e.name] = e.env
+	}
+	for _, c := range f.checks {
+		if err := c.fn(); err != nil {
+			var fe *flagError
+			if errors.As(err, &fe) {
+				fe.env = f.fromEnv[fe.name]
+			}
 			return err
 		}
-		if c.anonTTL, err = positiveDuration("anonymous-ttl", anonTTL); err != nil {
-			return err
+	}
+	return nil
+}
+
+// flagType is the kind of value a flag takes, as --help names it.
+func flagType(fl *flag.Flag) string {
+	name, _ := flag.UnquoteUsage(fl)
+	if name == "" {
+		return "boolean"
+	}
+	return name
+}
+
+// commonFlags registers the flags shared by every command that serves
+// MCP over HTTP.
+func commonFlags(f *flags, c *commonConfig) {
+	f.String(&c.addr, "addr", "127.0.0.1:8080", "listen address of the Streamable HTTP endpoint /mcp")
+	f.String(&c.keysFile, "keys", "", "key ring `FILE` (JSON; $MRTR_KEYS may hold a path or the JSON itself); none: an ephemeral ring")
+	// MRTR_KEYS holds a path or, starting with "{", the ring itself.
+	f.envs[len(f.envs)-1].apply = func(v string) {
+		if strings.HasPrefix(strings.TrimSpace(v), "{") {
+			c.keysJSON = v
+		} else {
+			c.keysFile = v
 		}
-		if c.replayTO, err = positiveDuration("replay-timeout", replayTO); err != nil {
-			return err
-		}
-		if c.maxRounds, err = strconv.Atoi(maxRounds); err != nil || c.maxRounds < 1 {
-			return flagErr("max-rounds", "%q is not a positive integer", maxRounds)
-		}
-		if c.maxBodyBytes, err = strconv.ParseInt(maxBody, 10, 64); err != nil || c.maxBodyBytes < 1024 {
-			return flagErr("max-body", "%q is not an integer of at least 1024", maxBody)
-		}
-		switch c.logFormat {
-		case "text", "json":
-		default:
-			return flagErr("log-format", "%q is neither text nor json", c.logFormat)
-		}
-		if _, err := parseLevel(c.logLevel); err != nil {
-			return err
-		}
+	}
+	f.Duration(&c.ttl, "ttl", mrtr.DefaultTTL, "lifetime of a requestState issued to an authenticated caller")
+	f.Duration(&c.anonTTL, "anonymous-ttl", mrtr.DefaultAnonymousTTL,
+		"lifetime of a requestState issued to an anonymous caller; never longer than --ttl (the smaller of the two applies)")
+	f.Int(&c.maxRounds, "max-rounds", mrtr.DefaultMaxRounds, 1, "how many times one flow may pause")
+	f.String(&c.serverID, "server-id", mrtr.DefaultServerID, "server id bound into every requestState (same on every node of a cluster)")
+	f.String(&c.replay, "replay", "memory", "single-use store: memory, off, or redis://host:port/db (rediss:// for TLS)")
+	f.check("replay", func() error {
 		switch {
 		case c.replay == "memory", c.replay == "off":
 		case strings.HasPrefix(c.replay, "redis://"), strings.HasPrefix(c.replay, "rediss://"):
@@ -104,20 +228,40 @@ func (a *app) serveFlags(c *serveConfig) (*flag.FlagSet, []envFlag) {
 			return flagErr("replay", "%q is not memory, off or a redis:// URL", c.replay)
 		}
 		return nil
-	}
-	return fs, vars
+	})
+	f.Duration(&c.replayTO, "replay-timeout", redisstore.DefaultTimeout, "with a redis:// store: how long one store call may take before the resume fails closed")
+	f.String(&c.authSecret, "auth-hs256-secret", "",
+		fmt.Sprintf("require a bearer JWT signed with this HS256 secret, at least %d bytes (sub and exp checked)", minHS256SecretBytes))
+	f.check("auth-hs256-secret", func() error {
+		if n := len(c.authSecret); n > 0 && n < minHS256SecretBytes {
+			// Never the secret itself, only its length.
+			return flagErr("auth-hs256-secret", "the secret is %d bytes; an HS256 secret must be at least %d bytes (256 bits) of random data", n, minHS256SecretBytes)
+		}
+		return nil
+	})
+	f.String(&c.authIssuer, "auth-issuer", "", "with --auth-hs256-secret: require this iss claim")
+	f.Choice(&c.logFormat, "log-format", "text", []string{"text", "json"}, "log format: text or json")
+	f.String(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.check("log-level", func() error { _, err := parseLevel(c.logLevel); return err })
+	f.Int64(&c.maxBodyBytes, "max-body", defaultMaxBodyBytes, 1024, "largest request body accepted, in bytes")
+	f.Duration(&c.readTimeout, "read-timeout", defaultReadTimeout,
+		"longest time to read one request, headers and body (a slower client is disconnected); responses and event streams are not limited")
+	f.Int(&c.maxConns, "max-conns", defaultMaxConns, 1, "most client connections open at once; more wait until one closes")
 }
 
-func positiveDuration(name, v string) (time.Duration, error) {
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, flagErr(name, "%q is not a positive duration (like 90s or 5m)", v)
-	}
-	return d, nil
+// serveFlags registers the flags of `mrtr serve`.
+func serveFlags(f *flags, c *serveConfig) {
+	commonFlags(f, &c.commonConfig)
+	f.Bool(&c.stdio, "stdio", false, "serve MCP on stdin/stdout instead of HTTP")
+	f.Duration(&c.sessionTimeout, "session-timeout", defaultSessionTimeout,
+		"a 2025-11-25 session (Mcp-Session-Id) that sees no request for this long is closed")
+	f.Int(&c.maxSessions, "max-sessions", defaultMaxSessions, 1,
+		"most live 2025-11-25 sessions at once; a new one beyond it gets HTTP 503, existing ones keep working")
+	f.String(&c.allowedHosts, "allowed-hosts", "", "extra Host header values (host or host:port, comma separated) accepted on a loopback connection, which otherwise must name a loopback host")
 }
 
-// flagError is a bad flag value; parseServe names the environment
-// variable when the value came from there.
+// flagError is a bad flag value; env names the environment variable when
+// the value came from there.
 type flagError struct {
 	name, msg string
 	env       string
@@ -145,49 +289,24 @@ func parseLevel(s string) (slog.Level, error) {
 // parseServe reads flags over environment variables over defaults.
 func (a *app) parseServe(args []string) (*serveConfig, error) {
 	c := new(serveConfig)
-	fs, vars := a.serveFlags(c)
-	// Environment first, so that flags given on the command line win.
-	fromEnv := map[string]envFlag{}
-	for _, v := range vars {
-		if val := a.getenv(v.env); val != "" {
-			if err := fs.Set(v.name, val); err != nil {
-				return nil, fmt.Errorf("$%s: %v", v.env, err)
-			}
-			fromEnv[v.name] = v
-		}
-	}
-	c.keysJSON = a.getenv("MRTR_KEYS")
-	if c.keysJSON != "" && strings.HasPrefix(strings.TrimSpace(c.keysJSON), "{") {
-		c.keysFile = "" // MRTR_KEYS holds the ring itself, not a path
-	} else {
-		c.keysJSON = ""
-	}
-	pos, err := parse(fs, args)
-	if err != nil {
+	f := a.newFlags("serve", "mrtr serve [flags]")
+	serveFlags(f, c)
+	if err := f.parse(a.getenv, args); err != nil {
 		return nil, err
 	}
-	if len(pos) != 0 {
-		fs.Usage()
-		return nil, errUsage
-	}
-	if fs.Lookup("keys").Value.String() != "" {
-		c.keysJSON = "" // an explicit --keys wins over $MRTR_KEYS
-	}
-	if err := c.parseLater(); err != nil {
-		var fe *flagError
-		if errors.As(err, &fe) {
-			if v, ok := fromEnv[fe.name]; ok && fs.Lookup(fe.name).Value.String() == a.getenv(v.env) {
-				fe.env = v.env
-			}
-		}
-		return nil, err
-	}
+	c.commonConfig.settle()
 	return c, nil
+}
+
+// settle resolves what depends on several flags once they are parsed.
+func (c *commonConfig) settle() {
+	// An anonymous token never outlives an authenticated one.
+	c.anonTTL = min(c.anonTTL, c.ttl)
 }
 
 // loadKeys returns the configured key ring, or an ephemeral one and
 // ephemeral=true.
-func (c *serveConfig) loadKeys() (ring *reqstate.KeyRing, ephemeral bool, err error) {
+func (c *commonConfig) loadKeys() (ring *reqstate.KeyRing, ephemeral bool, err error) {
 	switch {
 	case c.keysJSON != "":
 		ring, err = reqstate.ParseKeyRing([]byte(c.keysJSON))
@@ -205,7 +324,7 @@ func (c *serveConfig) loadKeys() (ring *reqstate.KeyRing, ephemeral bool, err er
 
 // logger returns the server's logger, at the configured level but never
 // below floor.
-func (c *serveConfig) logger(w io.Writer, floor slog.Level) *slog.Logger {
+func (c *commonConfig) logger(w io.Writer, floor slog.Level) *slog.Logger {
 	level, _ := parseLevel(c.logLevel)
 	opts := &slog.HandlerOptions{Level: max(level, floor)}
 	if c.logFormat == "json" {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -25,6 +26,7 @@ Usage:
   mrtr keys add FILE [--id ID]           add a new key second (rotation step 1)
   mrtr keys promote FILE ID              move key ID first (rotation step 2)
   mrtr keys remove FILE ID               drop key ID (rotation step 3)
+  mrtr version                           print the version and build information
 
 Run "mrtr COMMAND --help" for a command's flags.
 `
@@ -34,6 +36,9 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// buildInfo reads the binary's build information; nil means
+	// debug.ReadBuildInfo.
+	buildInfo func() (*debug.BuildInfo, bool)
 }
 
 func main() {
@@ -61,6 +66,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.keygen(args[1:])
 	case "keys":
 		err = a.keys(args[1:])
+	case "version", "--version", "-version":
+		a.printVersion()
+		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(a.stdout, usage)
 		return 0
@@ -109,5 +117,31 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos = append(pos, args[0])
 		args = args[1:]
+	}
+}
+
+// printVersion prints the command's version and, when the binary carries
+// them, its module version and the VCS revision, time and dirty flag.
+func (a *app) printVersion() {
+	read := a.buildInfo
+	if read == nil {
+		read = debug.ReadBuildInfo
+	}
+	fmt.Fprintf(a.stdout, "mrtr %s\n", version)
+	bi, ok := read()
+	if !ok {
+		return
+	}
+	mod := bi.Main.Version
+	if mod == "" {
+		mod = "(devel)"
+	}
+	fmt.Fprintf(a.stdout, "module %s %s\n", bi.Main.Path, mod)
+	fmt.Fprintf(a.stdout, "go %s\n", bi.GoVersion)
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision", "vcs.time", "vcs.modified":
+			fmt.Fprintf(a.stdout, "%s %s\n", s.Key, s.Value)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -30,26 +31,11 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	log := c.logger(a.stderr, slog.LevelDebug)
-	ring, ephemeral, err := c.loadKeys()
+	guard, closeGuard, err := c.newGuard(ctx, log)
 	if err != nil {
 		return err
 	}
-	if ephemeral {
-		log.Warn("NO KEY RING GIVEN: sealing with an ephemeral key that dies with this process. " +
-			"Paused flows will not survive a restart and other nodes cannot resume them. " +
-			"Run `mrtr keygen --out keys.json` and pass --keys keys.json (or set MRTR_KEYS) in production.")
-	}
-	store, closeStore, err := c.openStore(ctx, log)
-	if err != nil {
-		return err
-	}
-	defer closeStore()
-	guard := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{
-		TTL: c.ttl, AnonymousTTL: c.anonTTL, MaxRounds: c.maxRounds, ServerID: c.serverID, Store: store, Logger: log,
-		// The Redis store bounds each call by --replay-timeout itself; the
-		// guard's own bound must not cut it shorter.
-		StoreTimeout: max(mrtr.DefaultStoreTimeout, c.replayTO+time.Second),
-	})
+	defer closeGuard()
 	// go-sdk logs every session at info level (one per request on the
 	// stateless wire); keep its lines for --log-level debug.
 	sdkLog := c.logger(a.stderr, slog.LevelWarn)
@@ -57,8 +43,6 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		sdkLog = log
 	}
 	server := demo.NewServer(guard, &demo.Options{Name: "mrtr", Version: version, Logger: sdkLog})
-	log.Info("mrtr policy", "keys", ring.IDs(), "server_id", c.serverID, "ttl", c.ttl, "anonymous_ttl", c.anonTTL,
-		"max_rounds", c.maxRounds, "replay", c.replayName(), "auth", c.authSecret != "")
 
 	if c.stdio {
 		log.Info("mrtr serving on stdio")
@@ -68,11 +52,99 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	return a.serveHTTP(ctx, c, server, log)
+	ln, err := c.listen()
+	if err != nil {
+		return err
+	}
+	hosts := c.allowedHostList()
+	h := gosdk.NewHTTPHandler(server, &gosdk.HTTPOptions{
+		MaxRequestBodyBytes: c.maxBodyBytes, Logger: log,
+		SessionTimeout: c.sessionTimeout, MaxSessions: c.maxSessions, AllowedHosts: hosts,
+	})
+	h = localOnly(hosts, c.authenticate(h))
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	log.Info("mrtr limits", "max_body", c.maxBodyBytes, "read_timeout", c.readTimeout, "max_conns", c.maxConns,
+		"session_timeout", c.sessionTimeout, "max_sessions", c.maxSessions)
+	return runHTTP(ctx, c.newHTTPServer(mux, log), ln, log)
+}
+
+// newGuard builds the key ring, the single-use store and the guard, and
+// logs the policy. The returned func closes the store.
+func (c *commonConfig) newGuard(ctx context.Context, log *slog.Logger) (*mrtr.Guard, func(), error) {
+	ring, ephemeral, err := c.loadKeys()
+	if err != nil {
+		return nil, nil, err
+	}
+	if ephemeral {
+		log.Warn("NO KEY RING GIVEN: sealing with an ephemeral key that dies with this process. " +
+			"Paused flows will not survive a restart and other nodes cannot resume them. " +
+			"Run `mrtr keygen --out keys.json` and pass --keys keys.json (or set MRTR_KEYS) in production.")
+	}
+	store, closeStore, err := c.openStore(ctx, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	guard := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{
+		TTL: c.ttl, AnonymousTTL: min(c.anonTTL, c.ttl), MaxRounds: c.maxRounds, ServerID: c.serverID, Store: store, Logger: log,
+		// The Redis store bounds each call by --replay-timeout itself; the
+		// guard's own bound must not cut it shorter.
+		StoreTimeout: max(mrtr.DefaultStoreTimeout, c.replayTO+time.Second),
+	})
+	p := guard.Policy()
+	log.Info("mrtr policy", "keys", ring.IDs(), "server_id", p.ServerID, "ttl", p.TTL, "anonymous_ttl", p.AnonymousTTL,
+		"max_rounds", p.MaxRounds, "replay", c.replayName(), "auth", c.authSecret != "")
+	return guard, closeStore, nil
+}
+
+// listen opens the listener of --addr, holding at most --max-conns
+// client connections at once.
+func (c *commonConfig) listen() (net.Listener, error) {
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return nil, fmt.Errorf("--addr: %w", err)
+	}
+	return newLimitListener(ln, c.maxConns), nil
+}
+
+// newHTTPServer is the hardened server every command serves MCP with:
+// headers and body must arrive within --read-timeout (the deadline is
+// lifted once the body is read, so long responses and event streams are
+// not cut; there is deliberately no WriteTimeout), and idle keep-alive
+// connections close after defaultIdleTimeout.
+func (c *commonConfig) newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: min(10*time.Second, c.readTimeout),
+		ReadTimeout:       c.readTimeout,
+		IdleTimeout:       defaultIdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// runHTTP serves srv on ln until ctx ends, then shuts down gracefully.
+func runHTTP(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Logger) error {
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	log.Info("mrtr serving", "url", "http://"+ln.Addr().String()+"/mcp")
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("mrtr shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
 }
 
 // replayName describes the single-use store without any password.
-func (c *serveConfig) replayName() string {
+func (c *commonConfig) replayName() string {
 	if u, err := url.Parse(c.replay); err == nil && u.User != nil {
 		u.User = nil
 		return u.String()
@@ -80,7 +152,7 @@ func (c *serveConfig) replayName() string {
 	return c.replay
 }
 
-func (c *serveConfig) openStore(ctx context.Context, log *slog.Logger) (replay.Store, func(), error) {
+func (c *commonConfig) openStore(ctx context.Context, log *slog.Logger) (replay.Store, func(), error) {
 	switch c.replay {
 	case "off":
 		return nil, func() {}, nil
@@ -100,45 +172,6 @@ func (c *serveConfig) openStore(ctx context.Context, log *slog.Logger) (replay.S
 	return s, func() { s.Close() }, nil
 }
 
-func (a *app) serveHTTP(ctx context.Context, c *serveConfig, server *mcp.Server, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", c.addr)
-	if err != nil {
-		return fmt.Errorf("--addr: %w", err)
-	}
-	var h http.Handler = gosdk.NewHTTPHandler(server, &gosdk.HTTPOptions{MaxRequestBodyBytes: c.maxBodyBytes, Logger: log})
-	if c.authSecret != "" {
-		h = requireJWT(c.authSecret, c.authIssuer, h)
-	}
-	if loopback(ln.Addr()) {
-		h = localOnly(c.allowedHostList(), h)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
-	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	log.Info("mrtr serving", "url", "http://"+ln.Addr().String()+"/mcp")
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("mrtr shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
-}
-
 func (c *serveConfig) allowedHostList() []string {
 	var hosts []string
 	for _, h := range strings.Split(c.allowedHosts, ",") {
@@ -149,14 +182,10 @@ func (c *serveConfig) allowedHostList() []string {
 	return hosts
 }
 
-func loopback(addr net.Addr) bool {
-	tcp, ok := addr.(*net.TCPAddr)
-	return ok && tcp.IP.IsLoopback()
-}
-
-// localOnly protects a loopback server against DNS rebinding: the Host
-// header must name a loopback host (or an allowed one), and a browser's
-// Origin, when present, must too.
+// localOnly protects against DNS rebinding on loopback connections: a
+// request that arrived on a loopback address must name a loopback host
+// (or an allowed one) in its Host header, and a browser's Origin, when
+// present, must too. Requests on other addresses pass.
 func localOnly(allowed []string, next http.Handler) http.Handler {
 	ok := func(hostport string) bool {
 		host := strings.ToLower(hostport)
@@ -178,6 +207,10 @@ func localOnly(allowed []string, next http.Handler) http.Handler {
 		return false
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if la, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr); la != nil && !loopback(la) {
+			next.ServeHTTP(w, r)
+			return
+		}
 		if !ok(r.Host) {
 			http.Error(w, "Forbidden: invalid Host header", http.StatusForbidden)
 			return
@@ -191,4 +224,56 @@ func localOnly(allowed []string, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+func loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+// limitListener holds at most n accepted connections open at once:
+// Accept waits while n are open (the kernel queues the rest), and
+// closing a connection frees its slot.
+type limitListener struct {
+	net.Listener
+	slots     chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func newLimitListener(ln net.Listener, n int) *limitListener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
+}
+
+func (l *limitListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// open is the number of connections holding a slot.
+func (l *limitListener) open() int { return len(l.slots) }
+
+type limitConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
 }
