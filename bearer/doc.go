@@ -59,8 +59,8 @@
 // rotation is picked up on first use), but at most one fetch starts per
 // RefetchInterval (30 s) and concurrent callers share it: a flood of
 // tokens with random kids costs the issuer one request per interval. A
-// fetch that fails (endpoint down, garbage, a half-written file) keeps the
-// last good key set.
+// fetch that fails (endpoint down, garbage, a half-written file, a set
+// without one usable signing key) keeps the last good key set.
 //
 // # Development
 //

@@ -90,9 +90,10 @@ type rawJWK struct {
 
 var errNotJWKS = errors.New("not a JWK Set (RFC 7517 §5): no \"keys\" array")
 
-// parseJWKS decodes a JWK Set. A document that is not a JWK Set is an
-// error; keys that cannot be used (another use, an unsupported type,
-// bad material, an ambiguous kid) are skipped and counted.
+// parseJWKS decodes a JWK Set. A document that is not a JWK Set, or holds
+// no usable key, is an error; keys that cannot be used (another use, an
+// unsupported type, bad material, an ambiguous kid) are skipped and
+// counted.
 func parseJWKS(data []byte) (*keySet, error) {
 	if len(data) > maxDocumentLen {
 		return nil, fmt.Errorf("JWK Set larger than %d bytes", maxDocumentLen)
@@ -135,6 +136,11 @@ func parseJWKS(data []byte) (*keySet, error) {
 			continue
 		}
 		s.byKid[k.kid] = k
+	}
+	if len(s.byKid) == 0 {
+		// An issuer always publishes a signing key; a set without one is a
+		// misconfiguration or a broken response, not a revocation of all.
+		return nil, fmt.Errorf("JWK Set has no usable signing key (%d skipped)", s.skipped)
 	}
 	return s, nil
 }
