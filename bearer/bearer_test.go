@@ -371,9 +371,16 @@ func TestDiscovery(t *testing.T) {
 	}
 	// A document naming another issuer is refused: keys are trusted only
 	// for the issuer that published them.
-	_, err := bearer.New(t.Context(), &bearer.Options{Issuer: iss.URL + "/tenant", Audience: audience})
-	if err == nil {
-		t.Fatal("discovery of an issuer the documents do not name succeeded")
+	other := strings.Replace(iss.URL, "127.0.0.1", "localhost", 1)
+	_, err := bearer.New(t.Context(), &bearer.Options{Issuer: other, Audience: audience})
+	if err == nil || !strings.Contains(err.Error(), "names issuer") {
+		t.Fatalf("discovery of an issuer the document does not name: %v", err)
+	}
+	// An issuer with a path: the three well-known places are tried in turn.
+	before := iss.DiscoveryHits()
+	_, err = bearer.New(t.Context(), &bearer.Options{Issuer: iss.URL + "/tenant", Audience: audience})
+	if err == nil || strings.Count(err.Error(), "404") != 3 || iss.DiscoveryHits() != before {
+		t.Fatalf("issuer with a path nobody serves: %v", err)
 	}
 }
 
