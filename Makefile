@@ -35,6 +35,10 @@ fuzz:
 		echo "fuzz reqstate $$f ($(FUZZTIME))"; \
 		out=$$($(GO) test ./reqstate -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
 	done
+	@for f in FuzzParseJWKS FuzzVerify FuzzParseAuthorization; do \
+		echo "fuzz bearer $$f ($(FUZZTIME))"; \
+		out=$$($(GO) test ./bearer -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
+	done
 
 # The comparison benchmarks compile and run once (timings are never asserted).
 bench-check:
