@@ -1,7 +1,7 @@
 # `make test` is the README's test command and what CI runs: it installs
 # what the tests need (Debian's redis-server, the pinned conformance
 # harness with Node 22 from npm), then runs everything, strictly: tests
-# that need Redis or the harness fail instead of skipping.
+# that need Redis, the harness or a pseudo-terminal fail instead of skipping.
 # For a quick local run without them: go test ./... (those tests skip).
 .PHONY: test deps check unit fuzz bench-check serve
 
@@ -12,6 +12,7 @@ GO ?= go
 FUZZTIME ?= 300000x
 export MRTR_REQUIRE_REDIS := 1
 export MRTR_REQUIRE_CONFORMANCE := 1
+export MRTR_REQUIRE_PTY := 1
 
 test: check deps unit fuzz bench-check
 
@@ -40,9 +41,11 @@ fuzz:
 		out=$$($(GO) test ./bearer -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
 	done
 
-# The comparison benchmarks compile and run once (timings are never asserted).
+# The bench module's own tests (every contender round-trips, every flow
+# endpoint works), then each comparison benchmark once (timings are never
+# asserted), all under the race detector.
 bench-check:
-	cd bench && $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./... -flow.warmup 0
+	cd bench && $(GO) test -race -count=1 -bench . -benchtime 1x ./... -flow.warmup 0
 
 # The main job: the reference server on embedded defaults.
 serve:

@@ -39,6 +39,7 @@ type app struct {
 	// buildInfo reads the binary's build information; nil means
 	// debug.ReadBuildInfo.
 	buildInfo func() (*debug.BuildInfo, bool)
+	afterFunc afterFunc // the timer of mrtr call's --timeout; nil: time.AfterFunc
 }
 
 func main() {
