@@ -58,7 +58,12 @@ func New(t testing.TB) *Issuer {
 	mux.HandleFunc("/.well-known/openid-configuration", is.serveDiscovery)
 	mux.HandleFunc("/.well-known/oauth-authorization-server", is.serveDiscovery)
 	is.Server = httptest.NewServer(mux)
+	// Under the lock: the handlers read it on the server's goroutines,
+	// which the race detector cannot see started after this write when the
+	// request comes from another process.
+	is.mu.Lock()
 	is.URL = is.Server.URL
+	is.mu.Unlock()
 	t.Cleanup(is.Server.Close)
 	return is
 }
@@ -184,13 +189,14 @@ func (is *Issuer) serveJWKS(w http.ResponseWriter, _ *http.Request) {
 func (is *Issuer) serveDiscovery(w http.ResponseWriter, _ *http.Request) {
 	is.mu.Lock()
 	is.discovery++
+	base := is.URL
 	is.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{
-		"issuer":                 is.URL,
-		"jwks_uri":               is.JWKSURL(),
-		"authorization_endpoint": is.URL + "/authorize",
-		"token_endpoint":         is.URL + "/token",
+		"issuer":                 base,
+		"jwks_uri":               base + "/jwks",
+		"authorization_endpoint": base + "/authorize",
+		"token_endpoint":         base + "/token",
 	})
 }
 
