@@ -214,6 +214,18 @@ func (v *Verifier) loadKeys(ctx context.Context, o *Options) error {
 	if client == nil {
 		client = &http.Client{Timeout: DefaultFetchTimeout}
 	}
+	if client.CheckRedirect == nil {
+		// A redirect must not lead where a configured URL could not: keys
+		// fetched in clear text from a network host could be anyone's.
+		c := *client
+		c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 5 {
+				return errors.New("more than 5 redirects")
+			}
+			return checkFetchURL(req.URL.String())
+		}
+		client = &c
+	}
 	refetch := o.RefetchInterval
 	if refetch <= 0 {
 		refetch = DefaultRefetchInterval

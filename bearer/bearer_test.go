@@ -384,6 +384,17 @@ func TestDiscovery(t *testing.T) {
 	}
 }
 
+// A JWKS URL that redirects to clear text on a network host is refused
+// before anything is sent there.
+func TestRedirectToClearTextRefused(t *testing.T) {
+	srv := httptest.NewServer(http.RedirectHandler("http://jwks.example.invalid/jwks", http.StatusFound))
+	defer srv.Close()
+	_, err := bearer.New(t.Context(), &bearer.Options{Issuer: "https://id.example", Audience: audience, JWKS: srv.URL + "/jwks"})
+	if err == nil || !strings.Contains(err.Error(), "http is allowed only to a loopback host") {
+		t.Fatalf("redirect to http on a network host: %v", err)
+	}
+}
+
 func TestConfigurationRules(t *testing.T) {
 	ctx := t.Context()
 	cases := []struct {
