@@ -20,7 +20,7 @@ import (
 
 const devSecret = "0123456789abcdef0123456789abcdef" // 32 bytes
 
-func signHS256(t *testing.T, secret string, claims jwt.MapClaims, method jwt.SigningMethod) string {
+func signJWT(t *testing.T, secret string, claims jwt.MapClaims, method jwt.SigningMethod) string {
 	t.Helper()
 	s, err := jwt.NewWithClaims(method, claims).SignedString([]byte(secret))
 	if err != nil {
@@ -54,12 +54,12 @@ func TestAuthHS256(t *testing.T) {
 	}{
 		{"none", "", 401},
 		{"garbage", "Bearer abc", 401},
-		{"good", "Bearer " + signHS256(t, devSecret, jwt.MapClaims{"sub": "alice", "iss": "me", "exp": exp}, jwt.SigningMethodHS256), 200},
-		{"wrong secret", "Bearer " + signHS256(t, strings.Repeat("x", 32), jwt.MapClaims{"sub": "alice", "exp": exp}, jwt.SigningMethodHS256), 401},
-		{"expired", "Bearer " + signHS256(t, devSecret, jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(-time.Hour).Unix()}, jwt.SigningMethodHS256), 401},
-		{"no exp", "Bearer " + signHS256(t, devSecret, jwt.MapClaims{"sub": "alice"}, jwt.SigningMethodHS256), 401},
-		{"no sub", "Bearer " + signHS256(t, devSecret, jwt.MapClaims{"exp": exp}, jwt.SigningMethodHS256), 401},
-		{"HS512", "Bearer " + signHS256(t, devSecret, jwt.MapClaims{"sub": "alice", "exp": exp}, jwt.SigningMethodHS512), 401},
+		{"good", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"sub": "alice", "iss": "me", "exp": exp}, jwt.SigningMethodHS256), 200},
+		{"wrong secret", "Bearer " + signJWT(t, strings.Repeat("x", 32), jwt.MapClaims{"sub": "alice", "exp": exp}, jwt.SigningMethodHS256), 401},
+		{"expired", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(-time.Hour).Unix()}, jwt.SigningMethodHS256), 401},
+		{"no exp", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"sub": "alice"}, jwt.SigningMethodHS256), 401},
+		{"no sub", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"exp": exp}, jwt.SigningMethodHS256), 401},
+		{"HS512", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"sub": "alice", "exp": exp}, jwt.SigningMethodHS512), 401},
 	} {
 		got = nil
 		r := httptest.NewRequest("POST", "/mcp", nil)
