@@ -56,6 +56,22 @@ func startAuthNode(t *testing.T, iss *testissuer.Issuer, discovery bool, args ..
 	return n
 }
 
+// startAuthProxy runs `mrtr proxy` in front of upstream with tokens of
+// iss, like startAuthNode.
+func startAuthProxy(t *testing.T, upstream string, iss *testissuer.Issuer, discovery bool, args ...string) *authNode {
+	t.Helper()
+	addr := freeAddr(t)
+	n := &authNode{url: "http://" + addr + "/mcp", iss: iss}
+	full := []string{"--addr", addr, "--auth-issuer", iss.URL, "--auth-audience", n.url}
+	if !discovery {
+		full = append(full, "--auth-jwks", iss.JWKSURL())
+	}
+	if got := startProxied(t, upstream, append(full, args...)...); got != n.url {
+		t.Fatalf("proxy serving at %s, want %s", got, n.url)
+	}
+	return n
+}
+
 // token mints a token for sub at the node's issuer, for the node.
 func (n *authNode) token(t *testing.T, sub string) string {
 	return testissuer.Mint(t, n.iss.Key("rsa-1"), n.iss.Claims(sub, n.url, time.Now()))
@@ -227,5 +243,82 @@ func TestAuthTypeScript(t *testing.T) {
 	}
 	if res.Wire.WithState < 2 {
 		t.Errorf("TS client resumed %d times, want >= 2", res.Wire.WithState)
+	}
+}
+
+// TestAuthProxy: the same through `mrtr proxy` in front of an anonymous
+// `mrtr serve`: go-sdk's client completes both flows with a bearer token,
+// and a state sealed by the proxy for alice at issuer A opens neither for
+// bob at A nor for alice at issuer B (another proxy with the same keys and
+// server id).
+func TestAuthProxy(t *testing.T) {
+	t.Parallel()
+	upstream := startServe(t)
+	issA, issB := testissuer.New(t), testissuer.New(t)
+	shared := []string{"--keys", mnKeyRing(t, "k1"), "--server-id", mnServerID}
+	a := startAuthProxy(t, upstream, issA, false, shared...)
+	b := startAuthProxy(t, upstream, issB, true, shared...)
+
+	u := &user{}
+	client := mcp.NewClient(&mcp.Implementation{Name: "mrtr-e2e-auth-proxy", Version: "1.0.0"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			content, err := u.answer(r.Params.Message, r.Params.RequestedSchema)
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: content}, nil
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: a.url, HTTPClient: bearerClient(t, a.token(t, "alice"))}, nil)
+	if err != nil {
+		t.Fatalf("connect through the proxy: %v", err)
+	}
+	defer cs.Close()
+	runFlows(t, u, func(ctx context.Context, tool string, args map[string]any) (string, bool, error) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			return "", false, err
+		}
+		return goSDKText(res), res.IsError, nil
+	})
+
+	aliceA := mnConnect(t, a.url, bearerClient(t, a.token(t, "alice")))
+	bobA := mnConnect(t, a.url, bearerClient(t, a.token(t, "bob")))
+	aliceB := mnConnect(t, b.url, bearerClient(t, b.token(t, "alice")))
+	state, err := aliceA.pauseDeploy(ctx, "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bobA.resumeDeploy(ctx, "billing", state)
+	mnWantReject(t, "bob at issuer A", err, "invalid")
+	_, err = aliceB.resumeDeploy(ctx, "billing", state)
+	mnWantReject(t, "alice at issuer B", err, "invalid")
+	if text, err := aliceA.resumeDeploy(ctx, "billing", state); err != nil || text != mnDeployed("billing") {
+		t.Fatalf("alice at A: %q %v", text, err)
+	}
+
+	// Unauthenticated: 401 pointing at the proxy's metadata, which parses.
+	resp, err := http.Post(a.url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	meta := strings.Replace(a.url, "/mcp", "/.well-known/oauth-protected-resource/mcp", 1)
+	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != `Bearer resource_metadata="`+meta+`"` {
+		t.Fatalf("no token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	mr, err := http.Get(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Body.Close()
+	var m struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	if err := json.NewDecoder(mr.Body).Decode(&m); err != nil || m.Resource != a.url || strings.Join(m.AuthorizationServers, ",") != issA.URL {
+		t.Fatalf("proxy metadata: %+v %v", m, err)
 	}
 }
