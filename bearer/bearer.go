@@ -230,6 +230,9 @@ func (v *Verifier) loadKeys(ctx context.Context, o *Options) error {
 	if refetch <= 0 {
 		refetch = DefaultRefetchInterval
 	}
+	if o.JWKS != "" && isDiscoveryURL(o.Issuer) {
+		return errors.New("bearer: the issuer names a discovery document, which is read only without a JWKS; give the issuer itself (its iss) or leave out the JWKS")
+	}
 	var src source
 	refresh := o.RefreshInterval
 	switch {

@@ -407,6 +407,7 @@ func TestConfigurationRules(t *testing.T) {
 		{"JWKS without audience", bearer.Options{JWKS: "https://id.example/jwks", Issuer: "https://id.example"}, "audience"},
 		{"JWKS without issuer", bearer.Options{JWKS: "https://id.example/jwks", Audience: audience}, "issuer"},
 		{"nothing at all", bearer.Options{}, "issuer"},
+		{"discovery document and a JWKS", bearer.Options{JWKS: "jwks.json", Issuer: "https://id.example/.well-known/openid-configuration", Audience: audience}, "discovery document"},
 		{"clear-text JWKS URL", bearer.Options{JWKS: "http://id.example/jwks", Issuer: "https://id.example", Audience: audience}, "https"},
 		{"missing file", bearer.Options{JWKS: filepath.Join(t.TempDir(), "none.json"), Issuer: "i", Audience: "a"}, "no such file"},
 		{"bad scope", bearer.Options{HS256Secret: make([]byte, 32), Scopes: []string{"a b"}}, "scope"},
