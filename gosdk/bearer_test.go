@@ -72,6 +72,13 @@ func startBearerServer(t *testing.T) *bearerEnv {
 	}
 	vsdk := verifier(e.a, "/sdk/mcp")
 	mux.Handle("/sdk/mcp", auth.RequireBearerToken(gosdk.TokenVerifier(vsdk), &auth.RequireBearerTokenOptions{ResourceMetadataURL: vsdk.MetadataURL()})(h))
+	// Scopes on the bearer side through go-sdk's middleware: refused, 401.
+	vscope, err := mrtrbearer.New(t.Context(), &mrtrbearer.Options{Issuer: e.a.URL, Audience: srv.URL + "/scoped/mcp", JWKS: e.a.JWKSURL(), Scopes: []string{"mcp:tools"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vscope.Close() })
+	mux.Handle("/scoped/mcp", auth.RequireBearerToken(gosdk.TokenVerifier(vscope), nil)(h))
 	return e
 }
 
@@ -140,6 +147,7 @@ func TestBearerRefusalsOverHTTP(t *testing.T) {
 		{"token for B at A", "/a/mcp", e.token(t, e.b, "alice", "/a/mcp", nil), `Bearer error="invalid_token", resource_metadata="` + meta + `"`},
 		{"token for /b at /a", "/a/mcp", e.token(t, e.a, "alice", "/b/mcp", nil), `Bearer error="invalid_token", resource_metadata="` + meta + `"`},
 		{"no sub through go-sdk", "/sdk/mcp", e.token(t, e.a, "", "/sdk/mcp", nil), ""},
+		{"missing scope through go-sdk", "/scoped/mcp", e.token(t, e.a, "alice", "/scoped/mcp", nil), ""},
 	} {
 		resp := post(c.path, c.token)
 		if resp.StatusCode != http.StatusUnauthorized {
@@ -148,6 +156,10 @@ func TestBearerRefusalsOverHTTP(t *testing.T) {
 		if got := resp.Header.Get("WWW-Authenticate"); c.want != "" && got != c.want {
 			t.Fatalf("%s: WWW-Authenticate %q, want %q", c.name, got, c.want)
 		}
+	}
+	withScope := e.token(t, e.a, "alice", "/scoped/mcp", func(c *testissuer.Claims) { c.Scope = "mcp:tools" })
+	if resp := post("/scoped/mcp", withScope); resp.StatusCode != http.StatusOK {
+		t.Fatalf("token with the scope through go-sdk: %d", resp.StatusCode)
 	}
 	resp, err := http.Get(meta)
 	if err != nil {
