@@ -40,6 +40,10 @@ fuzz:
 	done
 	@echo "fuzz reqstate/jcsoracle FuzzCanonicalizeJCS ($(FUZZTIME))"; \
 	out=$$(cd reqstate/jcsoracle && $(GO) test . -run '^$$' -fuzz '^FuzzCanonicalizeJCS$$' -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }
+	@for f in FuzzParseJWKS FuzzVerify FuzzParseAuthorization; do \
+		echo "fuzz bearer $$f ($(FUZZTIME))"; \
+		out=$$($(GO) test ./bearer -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
+	done
 
 # The bench module's own tests (every contender round-trips, every flow
 # endpoint works), then each comparison benchmark once (timings are never
