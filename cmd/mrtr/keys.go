@@ -29,13 +29,16 @@ func defaultKeyID() (string, error) {
 // of a new key.
 func windowFlags(fs *flag.FlagSet) (nb, na *timeFlag) {
 	nb, na = new(timeFlag), new(timeFlag)
-	fs.Var(nb, "not-before", "the new key seals from `TIME` on (RFC 3339, e.g. 2026-12-01T00:00:00Z; default: at once)")
-	fs.Var(na, "not-after", "the new key stops sealing at `TIME` (RFC 3339) and opens until TIME plus the longest TTL (default: never)")
+	fs.Var(nb, "not-before", "the key seals from `TIME` on (RFC 3339, e.g. 2026-12-01T00:00:00Z; none: no bound; default for a new key: at once)")
+	fs.Var(na, "not-after", "the key stops sealing at `TIME` (RFC 3339; none: no bound) and opens until TIME plus the longest TTL (default for a new key: never)")
 	return nb, na
 }
 
 // timeFlag is an RFC 3339 time flag; unset is the zero time.
-type timeFlag struct{ t time.Time }
+type timeFlag struct {
+	t   time.Time
+	set bool // given on the command line ("none" sets it to the zero time)
+}
 
 func (f *timeFlag) String() string {
 	if f == nil || f.t.IsZero() {
@@ -45,6 +48,11 @@ func (f *timeFlag) String() string {
 }
 
 func (f *timeFlag) Set(s string) error {
+	f.set = true
+	if s == "none" {
+		f.t = time.Time{}
+		return nil
+	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
 		return fmt.Errorf("%q is not an RFC 3339 time (like 2026-12-01T00:00:00Z)", s)
@@ -111,6 +119,7 @@ const keysUsage = `Usage:
   mrtr keys add FILE [--id ID] [--not-before TIME] [--not-after TIME]
   mrtr keys promote FILE ID
   mrtr keys remove FILE ID
+  mrtr keys window FILE ID [--not-before TIME|none] [--not-after TIME|none]
 
 The key that seals is the first key in file order whose window
 (not_before <= now < not_after, either bound optional) is open; without
@@ -138,7 +147,7 @@ func (a *app) keys(args []string) error {
 	if err != nil {
 		return err
 	}
-	want := map[string]int{"check": 1, "rotate": 1, "add": 1, "promote": 2, "remove": 2}
+	want := map[string]int{"check": 1, "rotate": 1, "add": 1, "promote": 2, "remove": 2, "window": 2}
 	n, ok := want[verb]
 	if !ok {
 		fmt.Fprintf(a.stderr, "mrtr keys: unknown subcommand %q\n%s", verb, keysUsage)
@@ -181,6 +190,20 @@ func (a *app) keys(args []string) error {
 			at = 1
 		}
 		keys = slices.Insert(keys, at, k)
+	case "window":
+		i := slices.IndexFunc(keys, func(k reqstate.Key) bool { return k.ID == pos[1] })
+		if i < 0 {
+			return fmt.Errorf("%s has no key %q", path, pos[1])
+		}
+		if !nb.set && !na.set {
+			return fmt.Errorf("keys window: give --not-before and/or --not-after (a time, or none to clear it)")
+		}
+		if nb.set {
+			keys[i].NotBefore = nb.t
+		}
+		if na.set {
+			keys[i].NotAfter = na.t
+		}
 	case "promote", "remove":
 		i := slices.IndexFunc(keys, func(k reqstate.Key) bool { return k.ID == pos[1] })
 		if i < 0 {

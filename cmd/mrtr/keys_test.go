@@ -259,6 +259,16 @@ func TestKeysWindowsPreserved(t *testing.T) {
 	if code, _, errOut := runApp(t, "keys", "rotate", path, "--id", "newer", "--not-before", "2027-06-01T00:00:00Z", "--not-after", "2028-01-01T00:00:00Z"); code != 0 {
 		t.Fatalf("rotate: %s", errOut)
 	}
+	// keys window sets or clears one bound and keeps the other.
+	if code, _, errOut := runApp(t, "keys", "window", path, "new", "--not-after", "2027-07-01T00:00:00Z"); code != 0 {
+		t.Fatalf("window: %s", errOut)
+	}
+	if code, _, errOut := runApp(t, "keys", "window", path, "newer", "--not-before", "none"); code != 0 {
+		t.Fatalf("window none: %s", errOut)
+	}
+	if code, _, errOut := runApp(t, "keys", "window", path, "new"); code != 1 || !strings.Contains(errOut, "give --not-before and/or --not-after") {
+		t.Fatalf("window without a bound: %d %s", code, errOut)
+	}
 	ring, err := reqstate.LoadKeyRing(path)
 	if err != nil {
 		t.Fatal(err)
@@ -268,8 +278,8 @@ func TestKeysWindowsPreserved(t *testing.T) {
 		got[k.ID] = [2]string{windowText(k.NotBefore), windowText(k.NotAfter)}
 	}
 	want := map[string][2]string{
-		"newer": {"2027-06-01T00:00:00Z", "2028-01-01T00:00:00Z"},
-		"new":   {"2026-12-31T00:00:00Z", "-"},
+		"newer": {"-", "2028-01-01T00:00:00Z"},
+		"new":   {"2026-12-31T00:00:00Z", "2027-07-01T00:00:00Z"},
 		"old":   {"-", "2027-01-01T00:00:00Z"},
 	}
 	if strings.Join(ring.IDs(), " ") != "newer new old" || fmt.Sprint(got) != fmt.Sprint(want) {
@@ -278,6 +288,8 @@ func TestKeysWindowsPreserved(t *testing.T) {
 	for _, bad := range [][]string{
 		{"keys", "add", path, "--not-before", "2027-01-01"},
 		{"keys", "add", path, "--not-before", "2027-02-01T00:00:00Z", "--not-after", "2027-01-01T00:00:00Z"},
+		{"keys", "window", path, "old", "--not-before", "2027-02-01T00:00:00Z"}, // after its not_after
+		{"keys", "window", path, "missing", "--not-after", "none"},
 	} {
 		if code, _, _ := runApp(t, bad...); code == 0 {
 			t.Errorf("%v accepted", bad)

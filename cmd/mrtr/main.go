@@ -29,6 +29,7 @@ Usage:
   mrtr keys add FILE [--id ID]           add a new key second (rotation step 1; --not-before/--not-after: its window)
   mrtr keys promote FILE ID              move key ID first (rotation step 2)
   mrtr keys remove FILE ID               drop key ID (rotation step 3)
+  mrtr keys window FILE ID [flags]       set (or clear: none) a key's --not-before/--not-after
   mrtr version                           print the version and build information
 
 Run "mrtr COMMAND --help" for a command's flags.
