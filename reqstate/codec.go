@@ -72,9 +72,9 @@ type Options struct {
 	// time a warning fires (from inside Seal: keep it quick), beside the
 	// log line; a metric hooks in here.
 	OnSealWarn func(keyID string, seals uint64)
-	// Logger receives the seal-count warnings, a refused ring change and,
-	// at most once a minute, a seal refused because no key's window is
-	// open. Never a secret or a token. Nil discards.
+	// Logger receives the seal-count warnings and, at most once a minute,
+	// a seal refused because no key's window is open. Never a secret or a
+	// token. Nil discards.
 	Logger *slog.Logger
 }
 
