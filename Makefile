@@ -12,6 +12,7 @@ GO ?= go
 FUZZTIME ?= 300000x
 export MRTR_REQUIRE_REDIS := 1
 export MRTR_REQUIRE_CONFORMANCE := 1
+export MRTR_REQUIRE_INSPECTOR := 1
 
 test: check deps unit fuzz bench-check
 
@@ -24,6 +25,7 @@ check:
 deps:
 	scripts/redis.sh ensure
 	scripts/conformance-setup.sh
+	scripts/inspector-setup.sh
 
 # Unit, contract, end-to-end, conformance and interop tests under the race detector.
 unit:
