@@ -82,6 +82,10 @@ const t0 = Date.now();
 const elapsed = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
 const log = (msg) => console.log(`drive [${opts.name}/${era} ${elapsed()}] ${msg}`);
 
+// The Inspector's API token: random per run, and kept out of what this script prints.
+const token = randomBytes(24).toString('hex');
+const redact = (s) => s.replaceAll(token, '<token>');
+
 // Everything this run starts, so that every exit path stops it.
 let inspector = null; // { child, output(), exited }
 let browser = null;
@@ -110,8 +114,9 @@ let failing = false;
 async function fail(step, err) {
   if (failing) return;
   failing = true;
-  console.error(`drive: FAIL [${opts.name}/${era}] at step "${step}" after ${elapsed()}: ${err?.message?.split('\n')[0] ?? err}`);
-  if (err?.message?.includes('\n')) console.error(err.message.split('\n').slice(1, 12).join('\n'));
+  const msg = redact(String(err?.message ?? err));
+  console.error(`drive: FAIL [${opts.name}/${era}] at step "${step}" after ${elapsed()}: ${msg.split('\n')[0]}`);
+  if (msg.includes('\n')) console.error(msg.split('\n').slice(1, 12).join('\n'));
   if (page) {
     try {
       await page.screenshot({ path: shotFailed, timeout: 5000 });
@@ -121,7 +126,7 @@ async function fail(step, err) {
     }
   }
   if (inspector) {
-    console.error(`drive: Inspector output (tail):\n${inspector.output().split('\n').slice(-25).join('\n')}`);
+    console.error(`drive: Inspector output (tail):\n${redact(inspector.output()).split('\n').slice(-25).join('\n')}`);
   }
   await cleanup();
   process.exit(1);
@@ -154,7 +159,7 @@ function freePort() {
 
 // startInspector starts the Inspector on a free port and resolves once it says it is up.
 // A port taken between freePort() and the Inspector's listen is retried with another port.
-async function startInspector(token) {
+async function startInspector() {
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
     const args = [launcher, '--web', '--transport', 'http', '--server-url', serverURL, '--protocol-era', era];
@@ -201,11 +206,13 @@ async function startInspector(token) {
 }
 
 async function main() {
-  const token = randomBytes(24).toString('hex');
-  const inspectorURL = await step('start the Inspector', () => startInspector(token));
-  log(`Inspector up on ${inspectorURL.replace(token, '<token>')} (pid ${inspector.child.pid})`);
+  const inspectorURL = await step('start the Inspector', () => startInspector());
+  log(`Inspector up on ${redact(inspectorURL)} (pid ${inspector.child.pid})`);
 
-  browser = await step('launch chromium', () => chromium.launch({ executablePath: chromiumPath, args: chromiumArgs, timeout: 30000 }));
+  browser = await step('launch chromium', () => chromium.launch({
+    executablePath: chromiumPath, args: chromiumArgs, timeout: 30000,
+    handleSIGTERM: false, handleSIGINT: false, // ours: screenshot first, then close
+  }));
   const context = await browser.newContext({ viewport: { width: 1600, height: 1200 }, reducedMotion: 'reduce' });
   context.setDefaultTimeout(20000);
   page = await context.newPage();

@@ -99,9 +99,12 @@ func TestInspector(t *testing.T) {
 }
 
 // runInspectorDriver runs inspector/drive.mjs with the pinned Node 22 and fails t unless it
-// completes the flow and leaves its screenshot. The driver runs in its own process group;
-// at the deadline the group gets SIGTERM (the driver stops the Inspector and the browser it
-// started and keeps a failure screenshot), then SIGKILL.
+// completes the flow and leaves its screenshot. At the deadline the driver gets SIGTERM (it
+// keeps a failure screenshot, then stops the Inspector and the browser it started), and
+// SIGKILL 15 s later. The driver runs in its own process group, which holds the Inspector;
+// whatever is left in that group after the driver exits is killed by the group's id.
+// (Chromium runs in a group of its own, made by playwright-core, and exits when the
+// driver's end of its DevTools pipe closes.)
 func runInspectorDriver(t *testing.T, url, target, era, artifacts string) {
 	t.Helper()
 	dir := filepath.Join(repoRoot, "inspector")
@@ -116,7 +119,7 @@ func runInspectorDriver(t *testing.T, url, target, era, artifacts string) {
 	// Own process group, so that everything the driver starts can be stopped by its id;
 	// SIGTERM to the driver if this test binary dies first.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 15 * time.Second
 	start := time.Now()
 	err := cmd.Run()
