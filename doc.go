@@ -27,7 +27,8 @@
 // decode, expiry with leeway (and issued-at not in the future), the
 // arguments hash in constant time, the round cap, and the single-use
 // reservation when a store is set. Then the handler runs, and End commits
-// the reservation on success or releases it on failure.
+// the reservation on success or releases it on failure (commits it either
+// way with Options.ConsumeOnError).
 //
 // # Error contract
 //
@@ -52,9 +53,35 @@
 // # Single use
 //
 // Without a store, a token may be presented again until it expires (the
-// spec allows this; the state is still bound and sealed). With a store
-// (package replay, or replay/redisstore for many nodes), each token runs
-// its handler at most once: it is reserved before the handler, committed
-// when the handler answers (complete or paused again) and released when it
-// fails, so a crash or an error never burns a user's token.
+// spec allows this; the state is still bound and sealed): it is a bearer
+// token for its lifetime. With a store (package replay, or
+// replay/redisstore for many nodes), the guard reserves each token before
+// its handler runs, commits the reservation when the handler answers
+// (complete or paused again) and releases it when the handler fails. What
+// that guarantees, precisely:
+//
+//   - Once a handler has started on a token, no handler starts on that
+//     token again before it expires, whatever fails afterwards: a commit
+//     that fails or times out, a store that stops answering, a node that
+//     crashes mid-handler, a handler slower than any timeout. A
+//     reservation does not lapse; it lasts until the token can no longer
+//     be accepted anywhere (ExpiresAt + 2 x Leeway, so that a node whose
+//     clock runs up to Leeway behind cannot accept the token after the
+//     mark is gone).
+//   - The one exception is a handler that returns an error: its token is
+//     released, and the user may retry with the same token. So the
+//     guarantee is at most one successful run per token, not one run: the
+//     side effects of a run that failed may be repeated by the retry. Make
+//     them idempotent with [Flow.ID] and [Flow.Round] as the key (see the
+//     example of Flow.ID), or set Options.ConsumeOnError, which spends the
+//     token on an error too, so that each token starts its handler at most
+//     once, successful or not.
+//   - A store that cannot decide refuses the resume (-32603): an outage
+//     never turns single-use tokens into multi-use ones.
+//
+// The price of failing closed: a node that crashes mid-handler, or a
+// release that is lost, burns the user's token, who then starts the call
+// over. The memory store gives the guarantee among the callers of one
+// process; several nodes need a shared store, and that store only as
+// durable as its server (see package redisstore on persistence).
 package mrtr

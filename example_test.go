@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/replay"
@@ -53,4 +54,59 @@ func Example() {
 	// Output:
 	// round 1 deploy api to production injected answer seen: false
 	// true replayed
+}
+
+// A handler with a side effect, under the default policy: single use
+// guarantees at most one successful run per token, and a run that fails
+// releases the token so the user can retry. The retry runs the handler
+// again on the same token; keyed by the flow id and round, the side effect
+// still happens once. (Options.ConsumeOnError would refuse the retry
+// instead.)
+func ExampleFlow_ID() {
+	ctx := context.Background()
+	ring, _ := reqstate.GenerateKeyRing("2026-11", nil)
+	g := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil)})
+	call := mrtr.Request{
+		Method: "tools/call", ProtocolVersion: "2026-07-28", Target: "transfer",
+		Principal: reqstate.Principal{Issuer: "https://id.example", Subject: "alice"},
+		Arguments: json.RawMessage(`{"amount":100}`),
+	}
+	f, _ := g.Begin(ctx, &call)
+	call.RequestState, _ = f.Pause(nil, "confirm") // "transfer 100?"
+	f.End(ctx, nil)
+
+	// The ledger: in a real service, one table with a unique key column,
+	// written in the same transaction as the transfer.
+	applied := map[string]bool{}
+	balance := 1000
+	notifyDown := true
+	transfer := func(f *mrtr.Flow) error {
+		key := f.ID() + "/" + strconv.Itoa(f.Round())
+		if !applied[key] {
+			balance -= 100
+			applied[key] = true
+		}
+		if notifyDown { // a transient failure after the side effect
+			notifyDown = false
+			return errors.New("notification service unavailable")
+		}
+		return nil
+	}
+
+	for attempt := 1; attempt <= 3; attempt++ {
+		f, err := g.Begin(ctx, &call)
+		if err != nil {
+			var re *mrtr.RejectError
+			errors.As(err, &re)
+			fmt.Printf("attempt %d: refused, %s\n", attempt, re.Reason)
+			continue
+		}
+		err = transfer(f)
+		f.End(ctx, err)
+		fmt.Printf("attempt %d: error %v, balance %d\n", attempt, err, balance)
+	}
+	// Output:
+	// attempt 1: error notification service unavailable, balance 900
+	// attempt 2: error <nil>, balance 900
+	// attempt 3: refused, replayed
 }

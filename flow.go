@@ -50,8 +50,17 @@ func (f *Flow) Resumed() bool { return f.resumed }
 func (f *Flow) Round() int { return f.round }
 
 // ID is the flow id, constant across all rounds of one flow and unique
-// per flow: use it as an idempotency key for the flow's side effects. On
-// a first call it is assigned when the flow first pauses (empty before).
+// per flow (128 random bits). On a first call it is assigned when the flow
+// first pauses (empty before).
+//
+// Use it, with Round, as the idempotency key of a side effect: single use
+// guarantees at most one successful run per token, not one run. A handler
+// that fails releases its token (unless Options.ConsumeOnError), so the
+// user's retry runs the handler again on the same token, after whatever
+// the failed run already did; without a store, a token may be resumed
+// again and again until it expires. Record the key with the side effect,
+// atomically (a unique column, a conditional write), and skip the effect
+// when the key is already there.
 func (f *Flow) ID() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -146,7 +155,7 @@ func (f *Flow) Pause(continuation any, asked ...string) (string, error) {
 	if !f.hashed {
 		h, err := reqstate.HashArguments(f.args)
 		if err != nil {
-			return "", fmt.Errorf("mrtr: hash arguments: %w", err)
+			return "", fmt.Errorf("%w: %w", ErrInvalidArguments, err)
 		}
 		f.argsHash, f.hashed = h, true
 	}
@@ -187,9 +196,16 @@ func (f *Flow) Paused() (requestState string, ok bool) {
 
 // End settles the call's single-use reservation, if any: committed when
 // handlerErr is nil (the handler ran and answered, whether it completed or
-// paused again), released otherwise so the user can retry with the same
-// token. End is idempotent; a commit or release that fails is logged and
-// returned, and the reservation's lease then lapses by itself.
+// paused again) or when Options.ConsumeOnError is set, released otherwise
+// so the user can retry with the same token. It uses a context that
+// outlives ctx (a client hanging up must not cancel the commit), bounded by
+// Options.StoreTimeout.
+//
+// End is idempotent. A commit or release that fails is logged and
+// returned, and is safe to ignore: the reservation then holds until the
+// token expires, so a failed commit never lets the token run its handler
+// again, and a failed release only costs the user the token. Adapters
+// therefore answer with the handler's result even when End fails.
 func (f *Flow) End(ctx context.Context, handlerErr error) error {
 	f.mu.Lock()
 	if f.ended || f.res == nil {
@@ -205,14 +221,14 @@ func (f *Flow) End(ctx context.Context, handlerErr error) error {
 	defer cancel()
 	var err error
 	op := "commit"
-	if handlerErr == nil {
+	if handlerErr == nil || g.opts.ConsumeOnError {
 		err = f.res.Commit(sctx)
 	} else {
 		op = "release"
 		err = f.res.Release(sctx)
 	}
 	if err != nil {
-		g.opts.Logger.ErrorContext(ctx, "mrtr: single-use store "+op+" failed",
+		g.opts.Logger.ErrorContext(ctx, "mrtr: single-use store "+op+" failed; the token stays reserved until it expires",
 			"method", f.binding.Method, "target", f.binding.Target, "flow", f.flowID.String(), "error", err)
 		return fmt.Errorf("mrtr: %s reservation: %w", op, err)
 	}

@@ -41,7 +41,12 @@ type Options struct {
 	// seals round MaxRounds+1. Zero means DefaultMaxRounds.
 	MaxRounds int
 	// Leeway is the clock skew tolerated between nodes when judging
-	// expiry. Zero means DefaultLeeway; negative means none.
+	// expiry: a token is accepted until ExpiresAt + Leeway by the
+	// resuming node's clock, and the single-use store keeps its mark until
+	// ExpiresAt + 2 x Leeway by the reserving node's clock, so that a node
+	// whose clock runs up to Leeway behind cannot resume a used token
+	// after the mark is gone. Zero means DefaultLeeway; negative means
+	// none.
 	Leeway time.Duration
 	// ServerID is bound into every token, so that a token from one server
 	// (or cluster) does not open on another sharing its keys. Empty means
@@ -49,9 +54,22 @@ type Options struct {
 	ServerID string
 	// Store, when set, makes every token single use: it is reserved
 	// before the handler runs, committed when the handler succeeds and
-	// released when it fails. Nil means tokens are multi-use within
-	// their TTL.
+	// released when it fails (unless ConsumeOnError). Once a handler has
+	// started on a token, no handler starts on it again before it
+	// expires, whatever fails afterwards (a lost or failed commit, a store
+	// timeout, a crash mid-handler, a handler slower than any timeout):
+	// only the release after a handler error frees it. Nil means tokens
+	// are multi-use within their TTL.
 	Store replay.Store
+	// ConsumeOnError, with a Store, spends a token whose handler failed
+	// just as one whose handler succeeded, instead of releasing it for a
+	// retry: each token then starts its handler at most once, successful
+	// or not, and a user whose call failed starts the flow over. Set it
+	// for handlers whose side effects must not repeat and that cannot
+	// make them idempotent (see Flow.ID). The zero value releases on
+	// error, so each token runs its handler successfully at most once and
+	// a failed run may be retried with the same token.
+	ConsumeOnError bool
 	// StoreTimeout bounds each call to Store, except for a store that
 	// implements replay.NonBlocking, whose calls never wait. Zero means
 	// DefaultStoreTimeout.
@@ -184,7 +202,10 @@ func (g *Guard) Begin(ctx context.Context, r *Request) (*Flow, error) {
 		return nil, g.rejected(ctx, r, ReasonExpired, "")
 	}
 	h, err := reqstate.HashArguments(r.Arguments)
-	if err != nil || subtle.ConstantTimeCompare(h[:], st.ArgsHash[:]) != 1 {
+	if err != nil { // no token was sealed for these: Pause refuses them
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
+	}
+	if subtle.ConstantTimeCompare(h[:], st.ArgsHash[:]) != 1 {
 		return nil, g.rejected(ctx, r, ReasonArgumentsChanged, "")
 	}
 	f.argsHash, f.hashed = h, true
@@ -193,7 +214,7 @@ func (g *Guard) Begin(ctx context.Context, r *Request) (*Flow, error) {
 	}
 	if g.opts.Store != nil {
 		sctx, cancel := g.storeContext(ctx)
-		res, err := g.opts.Store.Reserve(sctx, st.JTI.String(), st.ExpiresAt.Add(g.opts.Leeway))
+		res, err := g.opts.Store.Reserve(sctx, st.JTI.String(), g.reservedUntil(st.ExpiresAt))
 		cancel()
 		switch {
 		case errors.Is(err, replay.ErrReplayed):
@@ -219,6 +240,16 @@ func (g *Guard) Begin(ctx context.Context, r *Request) (*Flow, error) {
 	}
 	f.asked = st.Asked
 	return f, nil
+}
+
+// reservedUntil is how long the single-use store keeps a token's mark, on
+// this node's clock: until no node can accept the token any more. This node
+// accepts it up to and including ExpiresAt + Leeway; a node whose clock runs
+// up to Leeway behind this one accepts it until its own clock reads that,
+// which is ExpiresAt + 2 x Leeway here. A store keeps a mark until just
+// before the expiry it is given, so the mark ends a nanosecond later.
+func (g *Guard) reservedUntil(expiresAt time.Time) time.Time {
+	return expiresAt.Add(2*g.opts.Leeway + time.Nanosecond)
 }
 
 func (g *Guard) rejected(ctx context.Context, r *Request, reason Reason, detail string) error {

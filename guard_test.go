@@ -471,3 +471,272 @@ func TestNewDefaultsAndPanics(t *testing.T) {
 		}()
 	}
 }
+
+// oldLease is how long a reservation lasted before issue 9: a token whose
+// commit was lost could run its handler again this long after it started.
+const oldLease = 2 * time.Minute
+
+// failingCommits wraps a store: every Reserve reaches it, every Commit fails
+// without reaching it, as a commit lost to a timeout or a network failure.
+type failingCommits struct{ replay.Store }
+
+func (s failingCommits) Reserve(ctx context.Context, id string, exp time.Time) (replay.Reservation, error) {
+	r, err := s.Store.Reserve(ctx, id, exp)
+	if err != nil {
+		return nil, err
+	}
+	return failingCommit{r}, nil
+}
+
+type failingCommit struct{ replay.Reservation }
+
+func (failingCommit) Commit(context.Context) error { return errors.New("i/o timeout") }
+
+// memStore returns a memory store on fx's clock.
+func (fx *fixture) memStore() *replay.Memory {
+	return replay.NewMemory(&replay.MemoryOptions{Now: fx.clk.Now})
+}
+
+// Issue 9, item 2: a commit that fails after the handler succeeded does not
+// make the token usable again, neither after the old two-minute lease nor
+// at any time before the token expires.
+func TestSingleUseCommitFails(t *testing.T) {
+	fx := newFixture(t, &Options{TTL: 5 * time.Minute})
+	fx.g.opts.Store = failingCommits{fx.memStore()}
+	r := deployReq()
+	tok := fx.pause(t, r)
+	f, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.End(t.Context(), nil); err == nil {
+		t.Fatal("End with a failing commit = nil, want the error")
+	}
+	if !strings.Contains(fx.logs.String(), "commit failed") {
+		t.Fatalf("the failed commit was not logged: %s", fx.logs)
+	}
+	fx.clk.Advance(oldLease + time.Second)
+	_, err = fx.g.Begin(t.Context(), resume(r, tok, nil))
+	wantReason(t, err, ReasonReplayed)
+	fx.clk.Advance(5*time.Minute + DefaultLeeway - oldLease - time.Second) // the last moment the token is accepted
+	_, err = fx.g.Begin(t.Context(), resume(r, tok, nil))
+	wantReason(t, err, ReasonReplayed)
+}
+
+// A node that crashes mid-handler never ends its flow: the token stays
+// reserved until it expires.
+func TestSingleUseCrashMidHandler(t *testing.T) {
+	fx := newFixture(t, &Options{Store: useMemoryStore})
+	r := deployReq()
+	tok := fx.pause(t, r)
+	if _, err := fx.g.Begin(t.Context(), resume(r, tok, nil)); err != nil {
+		t.Fatal(err)
+	}
+	// The process dies here; End never runs.
+	for _, d := range []time.Duration{oldLease + time.Second, DefaultTTL + DefaultLeeway - oldLease - time.Second} {
+		fx.clk.Advance(d)
+		_, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
+		wantReason(t, err, ReasonReplayed)
+	}
+	fx.clk.Advance(time.Millisecond)
+	_, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
+	wantReason(t, err, ReasonExpired)
+}
+
+// A handler slower than the old lease keeps its token: a second resume
+// while it runs is refused, and its commit then succeeds.
+func TestSingleUseSlowHandler(t *testing.T) {
+	fx := newFixture(t, &Options{Store: useMemoryStore})
+	r := deployReq()
+	tok := fx.pause(t, r)
+	f, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.clk.Advance(oldLease + time.Second)
+	_, err = fx.g.Begin(t.Context(), resume(r, tok, nil))
+	wantReason(t, err, ReasonReplayed)
+	if err := f.End(t.Context(), nil); err != nil {
+		t.Fatalf("commit after a slow handler: %v", err)
+	}
+	_, err = fx.g.Begin(t.Context(), resume(r, tok, nil))
+	wantReason(t, err, ReasonReplayed)
+}
+
+// A resume inside the leeway window, after ExpiresAt but before ExpiresAt +
+// Leeway, is accepted with a store too: the reservation must reach past
+// ExpiresAt, or the store would refuse it as replayed.
+func TestSingleUseInsideLeeway(t *testing.T) {
+	fx := newFixture(t, &Options{Store: useMemoryStore, TTL: time.Minute, Leeway: 2 * time.Second})
+	r := deployReq()
+	tok := fx.pause(t, r)
+	fx.clk.Advance(time.Minute + time.Second)
+	f, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
+	if err != nil {
+		t.Fatalf("resume inside the leeway window: %v", err)
+	}
+	if err := f.End(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = fx.g.Begin(t.Context(), resume(r, tok, nil))
+	wantReason(t, err, ReasonReplayed)
+}
+
+// nodeView is one node's view of a store shared by several nodes that, like
+// Redis (package redisstore), keeps each mark for a lifetime the node
+// computes on its own clock: the expiry the node asks for becomes, on the
+// store's clock, the store's now plus (expiry - the node's now).
+type nodeView struct {
+	shared   replay.Store
+	nodeNow  func() time.Time
+	storeNow func() time.Time
+}
+
+func (v nodeView) Reserve(ctx context.Context, id string, exp time.Time) (replay.Reservation, error) {
+	return v.shared.Reserve(ctx, id, v.storeNow().Add(exp.Sub(v.nodeNow())))
+}
+
+// Issue 9, item 10: two nodes whose clocks differ by the leeway share one
+// store. The node ahead runs the token; the node behind still accepts the
+// token as unexpired for up to the leeway after the node ahead stops, and
+// must find the mark there all that time. The mark is gone once no node can
+// accept the token.
+func TestSingleUseClockSkew(t *testing.T) {
+	const ttl, leeway = time.Minute, 5 * time.Second
+	ahead := newFixture(t, &Options{TTL: ttl, Leeway: leeway})
+	store := ahead.memStore() // the shared store's clock agrees with the node ahead
+	ahead.g.opts.Store = nodeView{store, ahead.clk.Now, ahead.clk.Now}
+	behindClk := fakeclock.New(ahead.clk.Now().Add(-leeway))
+	behind := New(ahead.codec, &Options{TTL: ttl, Leeway: leeway, Now: behindClk.Now,
+		Store: nodeView{store, behindClk.Now, ahead.clk.Now}})
+	advance := func(d time.Duration) { ahead.clk.Advance(d); behindClk.Advance(d) }
+
+	r := deployReq()
+	tok := ahead.pause(t, r)
+	expiresAt := ahead.clk.Now().Add(ttl)
+	f, err := ahead.g.Begin(t.Context(), resume(r, tok, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.End(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// On the clock ahead: just past what the node ahead accepts, then the
+	// last moment the node behind accepts.
+	for _, at := range []time.Time{expiresAt.Add(leeway + time.Millisecond), expiresAt.Add(2 * leeway)} {
+		advance(at.Sub(ahead.clk.Now()))
+		_, err := ahead.g.Begin(t.Context(), resume(r, tok, nil))
+		wantReason(t, err, ReasonExpired)
+		_, err = behind.Begin(t.Context(), resume(r, tok, nil))
+		wantReason(t, err, ReasonReplayed)
+	}
+	advance(time.Millisecond)
+	_, err = behind.Begin(t.Context(), resume(r, tok, nil))
+	wantReason(t, err, ReasonExpired)
+	if n := store.Len(); n != 0 {
+		t.Fatalf("the store keeps %d marks after no node accepts the token", n)
+	}
+}
+
+// ctxStore wraps a store the way a store doing I/O behaves: a call whose
+// context is done fails without taking effect.
+type ctxStore struct{ replay.Store }
+
+func (s ctxStore) Reserve(ctx context.Context, id string, exp time.Time) (replay.Reservation, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r, err := s.Store.Reserve(ctx, id, exp)
+	if err != nil {
+		return nil, err
+	}
+	return ctxReservation{r}, nil
+}
+
+type ctxReservation struct{ replay.Reservation }
+
+func (r ctxReservation) Commit(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return r.Reservation.Commit(ctx)
+}
+
+func (r ctxReservation) Release(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return r.Reservation.Release(ctx)
+}
+
+// A client that hangs up right after the handler returns cancels the
+// request's context; the commit or release must still land, so End settles
+// with a context of its own.
+func TestEndOutlivesRequestContext(t *testing.T) {
+	t.Run("Commit", func(t *testing.T) {
+		fx := newFixture(t, nil)
+		fx.g.opts.Store = ctxStore{fx.memStore()}
+		r := deployReq()
+		tok := fx.pause(t, r)
+		ctx, hangUp := context.WithCancel(t.Context())
+		f, err := fx.g.Begin(ctx, resume(r, tok, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hangUp()
+		if err := f.End(ctx, nil); err != nil {
+			t.Fatalf("commit after the client hung up: %v", err)
+		}
+		_, err = fx.g.Begin(t.Context(), resume(r, tok, nil))
+		wantReason(t, err, ReasonReplayed)
+	})
+	t.Run("Release", func(t *testing.T) {
+		fx := newFixture(t, nil)
+		fx.g.opts.Store = ctxStore{fx.memStore()}
+		r := deployReq()
+		tok := fx.pause(t, r)
+		ctx, hangUp := context.WithCancel(t.Context())
+		f, err := fx.g.Begin(ctx, resume(r, tok, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hangUp()
+		if err := f.End(ctx, errors.New("handler failed")); err != nil {
+			t.Fatalf("release after the client hung up: %v", err)
+		}
+		if _, err := fx.g.Begin(t.Context(), resume(r, tok, nil)); err != nil {
+			t.Fatalf("retry after a failed handler whose client hung up: %v", err)
+		}
+	})
+}
+
+// Issue 9, item 5: ConsumeOnError spends a token whose handler failed, so
+// no handler ever starts twice on one token.
+func TestConsumeOnError(t *testing.T) {
+	fx := newFixture(t, &Options{Store: useMemoryStore, ConsumeOnError: true})
+	r := deployReq()
+	tok := fx.pause(t, r)
+	f, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.End(t.Context(), errors.New("handler failed")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = fx.g.Begin(t.Context(), resume(r, tok, nil))
+	wantReason(t, err, ReasonReplayed)
+	if !fx.g.Policy().ConsumeOnError {
+		t.Fatal("Policy lost ConsumeOnError")
+	}
+	// Without a store there is nothing to consume: tokens stay multi-use.
+	fx = newFixture(t, &Options{ConsumeOnError: true})
+	tok = fx.pause(t, r)
+	for range 2 {
+		f, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.End(t.Context(), errors.New("handler failed"))
+	}
+}

@@ -25,7 +25,8 @@ type ResourceHandler[C any] func(ctx context.Context, req *mcp.ReadResourceReque
 // and validated by go-sdk (mcp.AddTool), so t's input schema may be left
 // for it to infer from In. A handler error that is not a JSON-RPC error
 // becomes an isError tool result, as in go-sdk; either way a single-use
-// token is released so the user can retry.
+// token is released so the user can retry (unless the guard's
+// ConsumeOnError is set).
 func AddTool[In, C any](a *Adapter, t *mcp.Tool, h ToolHandler[In, C]) {
 	mcp.AddTool(a.server, t, func(ctx context.Context, req *mcp.CallToolRequest, args In) (*mcp.CallToolResult, any, error) {
 		p := *req.Params
@@ -91,6 +92,15 @@ type pausable interface {
 // run is the common path of every handler: the guard's checks, the
 // handler, the capability gate on what it asks, and settling the
 // single-use reservation.
+//
+// Settling can fail (the store times out): Flow.End then logs the error
+// and run still answers with what the handler returned, its result or its
+// error. That is safe because a reservation holds until the token expires
+// unless it is released: a commit that failed after the handler succeeded
+// leaves the token reserved, so it never runs again, and the client gets
+// the result it is owed instead of an error that would invite a retry the
+// guard must refuse. A release that failed after a handler error only
+// costs the user the token (a retry is refused as replayed).
 func run[R pausable, C any](ctx context.Context, a *Adapter, c *call, h func(context.Context, *Flow[C]) (R, error)) (R, error) {
 	var zero R
 	f, err := a.begin(ctx, c)
@@ -99,14 +109,14 @@ func run[R pausable, C any](ctx context.Context, a *Adapter, c *call, h func(con
 	}
 	fl, err := newFlow[C](ctx, f, c)
 	if err != nil {
-		f.End(ctx, err)
+		_ = f.End(ctx, err) // logged by End; see above
 		return zero, wireError(err)
 	}
 	res, err := h(ctx, fl)
 	if err == nil {
 		err = a.checkResult(c, f, res)
 	}
-	f.End(ctx, err)
+	_ = f.End(ctx, err) // logged by End; see above
 	if err != nil {
 		return zero, wireError(err)
 	}

@@ -18,7 +18,7 @@
 //	return res.Commit(context.WithoutCancel(ctx)) // the token is spent
 //
 // # Reserve, commit, release
-//
+
 // Reserve is the single point of decision: of any number of concurrent
 // resumes of one token, at most one gets a [Reservation], and every other
 // gets [ErrReplayed]. Deciding before the handler runs, rather than recording
@@ -32,21 +32,32 @@
 // error, a canceled request) is not burned and the user can resume with it
 // again. A Release only ever frees the reservation that made it.
 //
-// # Leases
+// # The guarantee
 //
-// A process can crash, or lose its store connection, between Reserve and
-// Commit. If a reservation lasted until the token expired, such a crash would
-// burn the user's token for its whole lifetime. A reservation is therefore a
-// lease: it lapses by itself after a lease duration ([DefaultLease] for
-// [Memory]), and never outlives the token's expiry. Once it lapses the id can
-// be reserved again.
+// Once Reserve has handed out a Reservation for an id, no other Reserve of
+// that id succeeds before the expiry it was given, unless that Reservation
+// is released. A reservation has no lease: it does not lapse while the
+// handler runs, however long that takes, and it does not lapse when the
+// Commit fails, times out or is never made because the process crashed. In
+// all those cases the id stays claimed until its expiry, exactly as if it
+// had been committed. Only an explicit Release frees it early.
 //
-// The lease should comfortably exceed how long a handler takes, because a
-// handler still running when its lease lapses no longer excludes a second
-// resume. Stores make that case safe after the fact: a late Commit still
-// consumes the id, and if another resume claimed the id in the meantime,
-// Commit reports [ErrReplayed] and the id stays consumed whatever the other
-// resume does, so the token is never usable a third time.
+// The price is paid by a crash: a process that dies between Reserve and
+// Commit burns the user's token, who then starts the call over (a new flow).
+// Earlier versions let a reservation lapse after a two-minute lease instead,
+// which turned every lost Commit into a token that could run its handler
+// again: a store must fail closed, and a lost Commit is a store failure.
+//
+// # Expiry and clock skew
+//
+// The expiry a caller passes to Reserve is the last moment at which any
+// node could still accept the token, on the store's clock. The guard in
+// package mrtr passes the token's ExpiresAt plus twice its clock leeway L: a
+// node whose clock runs up to L behind the node that reserved accepts the
+// token until its own clock reads ExpiresAt + L, which is ExpiresAt + 2L on
+// the reserving node's clock. Keeping the mark only until ExpiresAt + L
+// would let that node run the token again for up to L after the mark is
+// gone.
 //
 // # Failing closed
 //
@@ -55,8 +66,8 @@
 // network failure or a canceled context, means the store could not decide.
 // The caller must then reject the request rather than run the handler
 // unguarded: a store outage must never turn single-use tokens into
-// multi-use ones. An error from Commit likewise means the id may not be
-// consumed; the reservation still lapses by itself if nobody retries.
+// multi-use ones. An error from Commit or Release leaves the id claimed
+// until its expiry, so it never reopens a token either.
 //
 // # Stores
 //

@@ -39,12 +39,12 @@ func Example() {
 }
 
 // A reservation that is never committed or released, because the process
-// handling it crashed, lapses after the lease and frees the token.
+// handling it crashed or lost its Commit, keeps the token claimed until it
+// expires: a lost Commit never lets the token run its handler again.
 func ExampleNewMemory() {
 	now := time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
 	store := replay.NewMemory(&replay.MemoryOptions{
-		Lease: 30 * time.Second,
-		Now:   func() time.Time { return now },
+		Now: func() time.Time { return now },
 	})
 	ctx := context.Background()
 	expires := now.Add(5 * time.Minute)
@@ -52,13 +52,14 @@ func ExampleNewMemory() {
 	_, err := store.Reserve(ctx, "Zm9vYmFyYmF6cXV4cXV1eA", expires)
 	fmt.Println("first resume:", err)
 	// The first resume's process crashes before Commit.
+	now = now.Add(4 * time.Minute)
 	_, err = store.Reserve(ctx, "Zm9vYmFyYmF6cXV4cXV1eA", expires)
-	fmt.Println("retry at once:", err)
-	now = now.Add(30 * time.Second)
+	fmt.Println("retry 4 minutes later:", err)
+	now = expires
 	_, err = store.Reserve(ctx, "Zm9vYmFyYmF6cXV4cXV1eA", expires)
-	fmt.Println("retry after the lease:", err)
+	fmt.Println("retry at the expiry:", err)
 	// Output:
 	// first resume: <nil>
-	// retry at once: replay: token already used
-	// retry after the lease: <nil>
+	// retry 4 minutes later: replay: token already used
+	// retry at the expiry: replay: token already used
 }

@@ -14,11 +14,6 @@ import (
 // 128 MiB.
 const DefaultMaxEntries = 1 << 20
 
-// DefaultLease is how long a reservation lasts when MemoryOptions.Lease is
-// zero. It should exceed the time a handler normally takes: a handler that
-// outlives its lease lets the token be claimed a second time.
-const DefaultLease = 2 * time.Minute
-
 // evictBatch bounds how many expired entries one Reserve or Commit removes,
 // so no single call pays for a backlog. Each call adds at most one entry and
 // removes up to evictBatch, so expired entries cannot pile up.
@@ -31,11 +26,6 @@ type MemoryOptions struct {
 	// DefaultMaxEntries; a negative value, or one above 1<<31-1, panics.
 	MaxEntries int
 
-	// Lease bounds how long a reservation holds its id without Commit or
-	// Release. A reservation never outlives its token's expiry. Zero means
-	// DefaultLease; a negative value panics.
-	Lease time.Duration
-
 	// Now reports the current time. Nil means time.Now.
 	Now func() time.Time
 }
@@ -44,8 +34,9 @@ type MemoryOptions struct {
 // enforces single use only among the callers that share it: several server
 // replicas need a shared store instead.
 //
-// Memory holds at most MaxEntries ids and forgets each one at its deadline
-// (the lease for a reservation, the token's expiry for a consumed id).
+// Memory holds at most MaxEntries ids and forgets each one at the expiry
+// Reserve was given, whether it is reserved or consumed by then; nothing
+// frees a reservation earlier but its Release.
 // Expired entries are removed a few at a time by later calls, in deadline
 // order, so every call does O(log n) work. Deadlines follow the wall clock
 // that Now reports.
@@ -68,7 +59,6 @@ type Memory struct {
 	gen     uint64           // the generation of the last entry stored
 
 	maxEntries int
-	lease      int64 // nanoseconds
 	now        func() time.Time
 }
 
@@ -105,8 +95,8 @@ const (
 
 // entry is one held id. gen identifies the claim that stored it: no two
 // claims in the life of a store get the same gen, so a reservation that finds
-// its gen in its slot still owns its id, and a stale Release after its lease
-// lapsed cannot free another reservation's claim. The entry's deadline lives
+// its gen in its slot still owns its id, and a stale Release cannot free
+// another reservation's claim. The entry's deadline lives
 // in its queue slot.
 type entry struct {
 	key   memKey
@@ -116,8 +106,8 @@ type entry struct {
 }
 
 // NewMemory returns an empty Memory configured by opts. A nil opts is the
-// same as a zero MemoryOptions. It panics if MaxEntries or Lease is negative,
-// or MaxEntries is above 1<<31-1.
+// same as a zero MemoryOptions. It panics if MaxEntries is negative or above
+// 1<<31-1.
 func NewMemory(opts *MemoryOptions) *Memory {
 	var o MemoryOptions
 	if opts != nil {
@@ -131,19 +121,12 @@ func NewMemory(opts *MemoryOptions) *Memory {
 	case o.MaxEntries == 0:
 		o.MaxEntries = DefaultMaxEntries
 	}
-	switch {
-	case o.Lease < 0:
-		panic("replay: negative MemoryOptions.Lease")
-	case o.Lease == 0:
-		o.Lease = DefaultLease
-	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	return &Memory{
 		index:      make(map[memKey]int32),
 		maxEntries: o.MaxEntries,
-		lease:      int64(o.Lease),
 		now:        o.Now,
 	}
 }
@@ -176,7 +159,7 @@ func (m *Memory) Reserve(ctx context.Context, id string, expires time.Time) (Res
 		return nil, ErrFull
 	}
 	r := &memReservation{m: m, key: k, expires: exp}
-	r.slot, r.gen = m.insert(k, reserved, min(exp, satAdd(now, m.lease)))
+	r.slot, r.gen = m.insert(k, reserved, exp)
 	return r, nil
 }
 
@@ -226,15 +209,16 @@ func (r *memReservation) Commit(context.Context) error {
 		return nil
 	}
 	if r.owns() {
-		// Still ours (perhaps past the lease, but nobody took it since).
-		e := &m.entries[r.slot]
-		e.state = consumed
-		m.queue[e.pos].deadline = r.expires
-		m.fix(int(e.pos))
+		// The entry already lasts until the token's expiry.
+		m.entries[r.slot].state = consumed
 		r.done = true
 		return nil
 	}
-	// The lease lapsed and the id was dropped, released, or claimed anew.
+	// Not reachable while the clock moves forward: a reservation holds its
+	// id until the token expires, and Commit after that keeps nothing. A
+	// clock stepped back (NTP, a VM restored) can bring a Commit here after
+	// its entry was dropped; it then consumes the id once more, reporting
+	// ErrReplayed if another reservation claimed it in the meantime.
 	var err error
 	cur, held := m.index[r.key]
 	if held && m.live(cur, now) {
@@ -391,12 +375,4 @@ func unixNano(t time.Time) int64 {
 		return math.MinInt64
 	}
 	return t.UnixNano()
-}
-
-// satAdd is a+b for b >= 0, saturated at math.MaxInt64.
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }

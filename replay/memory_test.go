@@ -22,29 +22,20 @@ func newFakeClock() *fakeclock.Clock {
 var _ replay.NonBlocking = (*replay.Memory)(nil)
 
 func TestMemoryContract(t *testing.T) {
-	for _, lease := range []time.Duration{time.Second, replay.DefaultLease} {
-		t.Run(lease.String(), func(t *testing.T) {
-			replaytest.Run(t, func(t *testing.T) replaytest.Fixture {
-				clk := newFakeClock()
-				opts := &replay.MemoryOptions{Now: clk.Now}
-				if lease != replay.DefaultLease {
-					opts.Lease = lease
-				}
-				return replaytest.Fixture{
-					Store:   replay.NewMemory(opts),
-					Now:     clk.Now,
-					Advance: clk.Advance,
-					Lease:   lease,
-				}
-			})
-		})
-	}
+	replaytest.Run(t, func(t *testing.T) replaytest.Fixture {
+		clk := newFakeClock()
+		return replaytest.Fixture{
+			Store:   replay.NewMemory(&replay.MemoryOptions{Now: clk.Now}),
+			Now:     clk.Now,
+			Advance: clk.Advance,
+		}
+	})
 }
 
-// newMemory returns a store on a fake clock with a one-minute lease.
+// newMemory returns a store on a fake clock.
 func newMemory(maxEntries int) (*replay.Memory, *fakeclock.Clock) {
 	clk := newFakeClock()
-	m := replay.NewMemory(&replay.MemoryOptions{MaxEntries: maxEntries, Lease: time.Minute, Now: clk.Now})
+	m := replay.NewMemory(&replay.MemoryOptions{MaxEntries: maxEntries, Now: clk.Now})
 	return m, clk
 }
 
@@ -70,15 +61,19 @@ func TestMemoryFull(t *testing.T) {
 	exp := clk.Now().Add(time.Hour)
 
 	a := reserve(t, m, "a", exp, nil)
-	reserve(t, m, "b", exp, nil)
+	b := reserve(t, m, "b", exp, nil)
 	reserve(t, m, "c", exp, replay.ErrFull)
 	if err := a.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	reserve(t, m, "c", exp, replay.ErrFull) // a consumed id still takes room
 	reserve(t, m, "a", exp, replay.ErrReplayed)
+	clk.Advance(30 * time.Minute)
+	reserve(t, m, "c", exp, replay.ErrFull) // so does a reservation, however old
 
-	clk.Advance(time.Minute) // b's lease lapses; a stays consumed
+	if err := b.Release(ctx); err != nil { // b's handler failed; a stays consumed
+		t.Fatal(err)
+	}
 	reserve(t, m, "c", exp, nil)
 	reserve(t, m, "d", exp, replay.ErrFull)
 	wantLen(t, m, 2)
@@ -122,55 +117,51 @@ func TestMemoryLen(t *testing.T) {
 	if err := reserve(t, m, "a", exp, nil).Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	reserve(t, m, "b", exp, nil)
+	reserve(t, m, "b", clk.Now().Add(time.Minute), nil)
 	wantLen(t, m, 2)
-	clk.Advance(time.Minute) // b's lease lapses
+	clk.Advance(time.Minute) // b's token expires, never settled
 	wantLen(t, m, 1)
 	clk.Advance(time.Hour) // a's token expires
 	wantLen(t, m, 0)
 }
 
-// A reservation holds its id for exactly the lease, capped by the token's
-// expiry; a consumed id is held until exactly the expiry.
+// A reservation and a consumed id are both held until exactly the token's
+// expiry, however long the handler takes and whether or not Commit comes.
 func TestMemoryDeadlines(t *testing.T) {
 	ctx := context.Background()
 	m, clk := newMemory(0)
 	start := clk.Now()
 
-	reserve(t, m, "lease", start.Add(time.Hour), nil)
-	reserve(t, m, "capped", start.Add(time.Second), nil)
+	reserve(t, m, "held", start.Add(time.Hour), nil)
+	reserve(t, m, "short", start.Add(time.Second), nil)
 	c := reserve(t, m, "consumed", start.Add(time.Hour), nil)
 	if err := c.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 
 	clk.Advance(time.Second - 1)
-	reserve(t, m, "capped", start.Add(time.Hour), replay.ErrReplayed)
+	reserve(t, m, "short", start.Add(time.Hour), replay.ErrReplayed)
 	clk.Advance(1)
-	reserve(t, m, "capped", start.Add(time.Hour), nil)
+	reserve(t, m, "short", start.Add(time.Hour), nil)
 
-	clk.Advance(time.Minute - time.Second - 1)
-	reserve(t, m, "lease", start.Add(time.Hour), replay.ErrReplayed)
-	clk.Advance(1)
-	reserve(t, m, "lease", start.Add(time.Hour), nil)
-
-	clk.Advance(time.Hour - time.Minute - 1)
+	clk.Advance(time.Hour - time.Second - 1)
+	reserve(t, m, "held", start.Add(2*time.Hour), replay.ErrReplayed)
 	reserve(t, m, "consumed", start.Add(2*time.Hour), replay.ErrReplayed)
 	clk.Advance(1)
+	reserve(t, m, "held", start.Add(2*time.Hour), nil)
 	reserve(t, m, "consumed", start.Add(2*time.Hour), nil)
 
 	reserve(t, m, "expired", clk.Now(), replay.ErrReplayed)
 }
 
-func TestMemoryDefaultLease(t *testing.T) {
-	clk := newFakeClock()
-	m := replay.NewMemory(&replay.MemoryOptions{Now: clk.Now})
-	exp := clk.Now().Add(time.Hour)
+// The two-minute lease of earlier versions is gone: a reservation held
+// past it still excludes every other Reserve (issue 9, item 2).
+func TestMemoryNoLease(t *testing.T) {
+	m, clk := newMemory(0)
+	exp := clk.Now().Add(5 * time.Minute)
 	reserve(t, m, "a", exp, nil)
-	clk.Advance(replay.DefaultLease - 1)
+	clk.Advance(2*time.Minute + time.Second)
 	reserve(t, m, "a", exp, replay.ErrReplayed)
-	clk.Advance(1)
-	reserve(t, m, "a", exp, nil)
 }
 
 func TestNewMemoryNil(t *testing.T) {
@@ -188,7 +179,6 @@ func TestNewMemoryPanics(t *testing.T) {
 	for name, opts := range map[string]*replay.MemoryOptions{
 		"negative MaxEntries": {MaxEntries: -1},
 		"huge MaxEntries":     {MaxEntries: huge},
-		"negative Lease":      {Lease: -time.Second},
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
@@ -203,7 +193,7 @@ func TestNewMemoryPanics(t *testing.T) {
 
 // Memory does no I/O, so Commit and Release take effect even when the
 // request's context was canceled: a disconnecting client must not be able to
-// skip the Commit and replay the token after the lease.
+// make the Commit fail.
 func TestMemoryIgnoresContextAfterReserve(t *testing.T) {
 	m, clk := newMemory(0)
 	exp := clk.Now().Add(time.Hour)
@@ -222,15 +212,18 @@ func TestMemoryIgnoresContextAfterReserve(t *testing.T) {
 	reserve(t, m, "b", exp, nil)
 }
 
-// A late Commit that finds the store full fails without taking effect, and
-// can be retried.
-func TestMemoryCommitAfterLapseWhenFull(t *testing.T) {
+// A clock stepped back after a reservation's entry was dropped at its expiry
+// brings a Commit to an id the store no longer holds: it consumes the id
+// again, and when the store is full it fails without taking effect and can be
+// retried.
+func TestMemoryCommitAfterClockStepBack(t *testing.T) {
 	ctx := context.Background()
 	m, clk := newMemory(1)
 	exp := clk.Now().Add(time.Hour)
 	a := reserve(t, m, "a", exp, nil)
-	clk.Advance(time.Minute)
-	b := reserve(t, m, "b", exp, nil) // evicts a's lapsed claim
+	clk.Advance(time.Hour)
+	b := reserve(t, m, "b", clk.Now().Add(time.Hour), nil) // evicts a's expired claim
+	clk.Advance(-time.Minute)                              // NTP steps the clock back
 	if err := a.Commit(ctx); !errors.Is(err, replay.ErrFull) {
 		t.Fatalf("Commit into a full store = %v, want ErrFull", err)
 	}

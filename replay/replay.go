@@ -17,15 +17,23 @@ var ErrFull = errors.New("replay: store full")
 
 // Store enforces single use of token ids.
 //
+// The guarantee a Store gives its caller: once Reserve has handed out a
+// Reservation for an id, no other Reserve of that id succeeds before
+// expires, unless that Reservation is released. Nothing else frees an id
+// early: not time (there is no lease shorter than the expiry), not a Commit
+// that failed or was never made, not a caller that crashed or hangs.
+//
 // Implementations are safe for concurrent use by multiple goroutines.
 type Store interface {
-	// Reserve claims id until the returned Reservation is committed or
-	// released, or until its lease lapses, whichever comes first. A lease
-	// never outlives expires.
+	// Reserve claims id until expires. A Commit keeps it claimed, as
+	// consumed, until the same time; only a Release frees it earlier.
 	//
-	// expires is the token's expiry: nothing about id needs to be kept after
-	// it, and an id whose expires is not after the store's current time
-	// cannot be claimed (Reserve returns ErrReplayed).
+	// expires is the last moment at which any caller could still present
+	// the token, on the store's clock: the token's expiry plus whatever
+	// clock skew the callers tolerate (the guard passes ExpiresAt + 2 x
+	// Leeway). Nothing about id needs to be kept after it, and an id whose
+	// expires is not after the store's current time cannot be claimed
+	// (Reserve returns ErrReplayed).
 	//
 	// Reserve returns ErrReplayed if id is reserved or consumed. Any other
 	// error means the store could not decide, and the caller must reject the
@@ -35,10 +43,12 @@ type Store interface {
 
 // Reservation is one successful claim on an id, returned by [Store.Reserve].
 //
-// Exactly one of Commit or Release should be called. Once either has
-// returned nil or ErrReplayed, later calls to either are no-ops returning
-// nil. After any other error the outcome is unknown and the call may be
-// retried; if it is not, the lease lapses by itself.
+// At most one of Commit or Release takes effect. Once either has returned
+// nil or ErrReplayed, later calls to either are no-ops returning nil. After
+// any other error the outcome is unknown and the call may be retried; if it
+// is not, the id stays claimed until its expiry, exactly as if Commit had
+// succeeded. A lost Commit therefore never makes a token usable again, and a
+// lost Release only costs the user the token.
 //
 // A Reservation is safe for concurrent use by multiple goroutines. Because
 // Commit and Release run after the handler, possibly after the request's
@@ -46,19 +56,20 @@ type Store interface {
 // with the request (for example [context.WithoutCancel]) bounded by a
 // timeout of their own.
 type Reservation interface {
-	// Commit marks the id consumed until the token's expiry.
+	// Commit marks the id consumed until its expiry. Release has no effect
+	// after a Commit.
 	//
-	// If the lease lapsed before Commit but nobody claimed the id since,
-	// Commit still consumes it. If another reservation claimed the id after
-	// the lease lapsed, Commit returns ErrReplayed: the token may have been
-	// used twice, and the caller decides what to do about it. If the token
-	// has already expired, Commit returns nil and keeps nothing, because an
-	// expired token cannot be replayed anyway.
+	// If the token has already expired, Commit returns nil and keeps
+	// nothing, because an expired token cannot be replayed anyway. If the
+	// store lost the claim (a Redis restart without persistence, a clock
+	// stepped back past the expiry) and another reservation claimed the id
+	// since, Commit returns ErrReplayed and still leaves the id consumed,
+	// whatever the other reservation does.
 	Commit(ctx context.Context) error
 
 	// Release makes the id usable again, but only if this reservation still
-	// holds it: a Release after the lease lapsed and another reservation
-	// claimed the id leaves that other reservation alone.
+	// holds it: a Release never frees another reservation's claim or a
+	// consumed id.
 	Release(ctx context.Context) error
 }
 

@@ -16,15 +16,19 @@
 # always keeps it. CONFORMANCE_OUT_DIR=DIR uses DIR instead (never removed).
 #
 # Exit code: the harness's own exit code (1 iff a scored check FAILED; WARNINGs
-# do not fail it). In draft mode only, if the harness exited 0, the script
-# exits 3 when any check in an input-required-result-* scenario is WARNING or
-# FAILURE, or when no input-required-result-* results were written at all.
+# do not fail it). If the harness exited 0, the script exits 3 when no check
+# ran at all (no checks.json, or only empty or SKIPPED ones), and in draft
+# mode also when any check in an input-required-result-* scenario is
+# WARNING or FAILURE, or when no input-required-result-* results were
+# written at all.
+# (The Go tests in internal/e2e go further: they pin every scenario a suite
+# must run and how many of its checks must pass.)
 # 2 = usage error. After the run, the script lists every non-SUCCESS check.
 # Its last line repeats the harness's "Total: N passed, M failed" (suite modes).
 set -euo pipefail
 
 usage() {
-  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -111,6 +115,10 @@ const total = Object.values(counts).reduce((a, b) => a + b, 0);
 console.log(`\nconformance-run: ${dirs.length} scenario result(s), ${total} checks: ` +
   (Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(', ') || 'none'));
 for (const b of bad) console.log(`  ${b.status.padEnd(7)} ${b.scenario} [${b.id}] ${b.msg}`);
+if (total - (counts.SKIPPED || 0) === 0) {
+  console.log(`conformance-run: FAILED: no check ran (${dirs.length} scenario result(s), ${counts.SKIPPED || 0} skipped check(s))`);
+  process.exit(3);
+}
 if (mode === 'draft') {
   if (mrtrScenarios === 0) {
     console.log('conformance-run: MRTR gate FAILED: no input-required-result-* results were written');

@@ -97,7 +97,7 @@ func (a *app) call(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	errTimeout := fmt.Errorf("no answer from the server within %v", *timeout)
-	idle := newIdleTimer(*timeout, func() { cancel(errTimeout) })
+	idle := newIdleTimer(*timeout, a.afterFunc, func() { cancel(errTimeout) })
 	defer idle.stop()
 
 	p := newPrompter(a.stdin, a.stdout)
@@ -403,15 +403,31 @@ func (t *bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 type idleTimer struct {
 	mu      sync.Mutex
 	d       time.Duration
-	t       *time.Timer
+	t       stopTimer
 	paused  int
 	stopped bool
 }
 
-func newIdleTimer(d time.Duration, expire func()) *idleTimer {
+// stopTimer is what idleTimer needs of the *time.Timer that
+// time.AfterFunc returns.
+type stopTimer interface {
+	Stop() bool
+	Reset(time.Duration) bool
+}
+
+// afterFunc is time.AfterFunc's shape; tests pass one whose timer they
+// fire by hand.
+type afterFunc func(time.Duration, func()) stopTimer
+
+// newIdleTimer starts the timer with after (nil: time.AfterFunc).
+func newIdleTimer(d time.Duration, after afterFunc, expire func()) *idleTimer {
 	w := &idleTimer{d: d}
-	if d > 0 {
+	switch {
+	case d <= 0:
+	case after == nil:
 		w.t = time.AfterFunc(d, expire)
+	default:
+		w.t = after(d, expire)
 	}
 	return w
 }

@@ -12,10 +12,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/creack/pty"
@@ -300,38 +304,250 @@ func TestCallResults(t *testing.T) {
 	})
 }
 
+// screen is a command's output that a test can wait on, so it acts when
+// a prompt shows instead of after a guessed delay. It is safe for
+// concurrent use.
+type screen struct {
+	mu      sync.Mutex
+	shown   []byte
+	read    int // how far expect has read
+	changed chan struct{}
+	closed  chan struct{} // closed by end: nothing more will be shown
+}
+
+func newScreen() *screen {
+	return &screen{changed: make(chan struct{}, 1), closed: make(chan struct{})}
+}
+
+func (s *screen) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	s.shown = append(s.shown, p...)
+	s.mu.Unlock()
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+// end marks that nothing more will be written.
+func (s *screen) end() { close(s.closed) }
+
+func (s *screen) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return string(s.shown)
+}
+
+// expect waits until the screen shows want after what was already read.
+// The 20 s limit only turns a hang into a readable failure.
+func (s *screen) expect(t testing.TB, want string) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		s.mu.Lock()
+		i := bytes.Index(s.shown[s.read:], []byte(want))
+		if i >= 0 {
+			s.read += i + len(want)
+		}
+		s.mu.Unlock()
+		if i >= 0 {
+			return
+		}
+		select {
+		case <-s.changed:
+		case <-s.closed:
+			s.mu.Lock()
+			done := bytes.Contains(s.shown[s.read:], []byte(want))
+			s.mu.Unlock()
+			if !done {
+				t.Fatalf("the command ended without showing %q; it showed:\n%s", want, s)
+			}
+		case <-timeout:
+			t.Fatalf("waited for %q; the command shows:\n%s", want, s)
+		}
+	}
+}
+
+// handTimer is a --timeout timer that never fires by itself: fire runs
+// it as if its time had come, unless it is stopped (paused at a prompt).
+type handTimer struct {
+	mu     sync.Mutex
+	f      func()
+	active bool
+	resets int
+}
+
+func (h *handTimer) Stop() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	was := h.active
+	h.active = false
+	return was
+}
+
+func (h *handTimer) Reset(time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	was := h.active
+	h.active = true
+	h.resets++
+	return was
+}
+
+// fire runs the timer's function if the timer is running and reports
+// whether it did.
+func (h *handTimer) fire() bool {
+	h.mu.Lock()
+	if !h.active {
+		h.mu.Unlock()
+		return false
+	}
+	h.active = false
+	h.mu.Unlock()
+	h.f()
+	return true
+}
+
+func (h *handTimer) resetCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.resets
+}
+
+// handTimers returns an app.afterFunc that sends each timer it makes on
+// the returned channel.
+func handTimers() (afterFunc, <-chan *handTimer) {
+	made := make(chan *handTimer, 1)
+	return func(_ time.Duration, f func()) stopTimer {
+		h := &handTimer{f: f, active: true}
+		made <- h
+		return h
+	}, made
+}
+
+// startCall runs `mrtr call` args in the background with stdin, the
+// screen as stdout and an optional afterFunc; the error arrives on the
+// returned channel.
+func startCall(ctx context.Context, stdin io.Reader, out *screen, after afterFunc, args ...string) <-chan error {
+	done := make(chan error, 1)
+	a := &app{stdin: stdin, stdout: out, stderr: io.Discard, getenv: func(string) string { return "" }, afterFunc: after}
+	go func() {
+		done <- a.call(ctx, args)
+		out.end()
+	}()
+	return done
+}
+
 func TestCallTimeout(t *testing.T) {
 	url := startCallServer(t) + "/mcp"
+	// Whenever the real 200 ms timer fires (during the connect or the
+	// call), the slow tool has not answered: the outcome does not depend
+	// on how fast this machine is.
 	t.Run("server too slow", func(t *testing.T) {
 		_, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, url, "slow", "--timeout", "200ms")
 		if err == nil || err.Error() != "no answer from the server within 200ms" {
 			t.Fatalf("%v", err)
 		}
 	})
+	// The hand-fired timer below really ends a call when it runs: the
+	// slow tool never answers, so the timer is running when fired.
+	t.Run("hand-fired timer", func(t *testing.T) {
+		after, timers := handTimers()
+		done := startCall(t.Context(), strings.NewReader(""), newScreen(), after, url, "slow", "--timeout", "1m")
+		if !(<-timers).fire() {
+			t.Fatal("the --timeout timer was stopped with no prompt showing")
+		}
+		if err := <-done; err == nil || err.Error() != "no answer from the server within 1m0s" {
+			t.Fatalf("%v, want the timeout", err)
+		}
+	})
 	for _, legacy := range []string{"--legacy=false", "--legacy"} {
+		// The timer is fired by hand while each prompt shows: the call
+		// must not end, however long a person takes.
 		t.Run("time at a prompt does not count "+legacy, func(t *testing.T) {
+			after, timers := handTimers()
+			out := newScreen()
 			r, w := io.Pipe()
-			go func() {
-				time.Sleep(600 * time.Millisecond)
-				io.WriteString(w, "y\n")
-				time.Sleep(600 * time.Millisecond)
-				io.WriteString(w, "y\n")
-			}()
-			out, _, err := runCall(t, t.Context(), r, nil, url, "approve", "--arg", "service=api", "--timeout", "300ms", legacy)
-			if err != nil || !strings.HasSuffix(out, "deployed api\n") {
+			defer w.Close()
+			done := startCall(t.Context(), r, out, after, url, "approve", "--arg", "service=api", "--timeout", "1m", legacy)
+			timer := <-timers
+			out.expect(t, "[c]ancel: ")
+			if timer.fire() {
+				t.Fatal("the --timeout timer was running at the first prompt")
+			}
+			io.WriteString(w, "y\n")
+			out.expect(t, "approve [y/n]: ")
+			if timer.fire() {
+				t.Fatal("the --timeout timer was running at the second prompt")
+			}
+			io.WriteString(w, "y\n")
+			if err := <-done; err != nil || !strings.HasSuffix(out.String(), "deployed api\n") {
 				t.Fatalf("%v\n%s", err, out)
+			}
+			if n := timer.resetCount(); n != 1 {
+				t.Fatalf("the timer restarted %d times after one elicitation, want 1", n)
 			}
 		})
 		t.Run("interrupted at a prompt "+legacy, func(t *testing.T) {
-			r, _ := io.Pipe() // nobody answers
+			r, w := io.Pipe() // nobody answers
+			defer w.Close()
+			out := newScreen()
 			ctx, cancel := context.WithCancel(t.Context())
-			time.AfterFunc(200*time.Millisecond, cancel)
-			out, _, err := runCall(t, ctx, r, nil, url, "approve", "--arg", "service=api", legacy)
-			if err == nil || err.Error() != "interrupted" || !strings.Contains(out, "[c]ancel: ") {
+			defer cancel()
+			done := startCall(ctx, r, out, nil, url, "approve", "--arg", "service=api", legacy)
+			out.expect(t, "[c]ancel: ")
+			cancel()
+			if err := <-done; err == nil || err.Error() != "interrupted" {
 				t.Fatalf("%v\n%s", err, out)
 			}
 		})
 	}
+}
+
+// TestIdleTimer pins the --timeout clock on the real time.AfterFunc, in
+// a synctest bubble: time at a prompt does not count, nested pauses
+// hold, each resume grants a fresh d, and a stopped timer stays stopped.
+func TestIdleTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const d = time.Minute
+		var expired atomic.Int32
+		w := newIdleTimer(d, nil, func() { expired.Add(1) })
+		check := func(when string, want int32) {
+			t.Helper()
+			synctest.Wait()
+			if got := expired.Load(); got != want {
+				t.Fatalf("%s: expired %d times, want %d", when, got, want)
+			}
+		}
+		time.Sleep(d - time.Second)
+		check("before d", 0)
+		w.pause()
+		time.Sleep(10 * d)
+		check("at a prompt", 0)
+		w.pause() // two prompts at once
+		w.resume()
+		time.Sleep(10 * d)
+		check("while one prompt still shows", 0)
+		w.resume()
+		time.Sleep(d - time.Nanosecond)
+		check("just before a fresh d after the prompt", 0)
+		time.Sleep(time.Nanosecond)
+		check("a fresh d after the prompt", 1)
+
+		s := newIdleTimer(d, nil, func() { t.Error("a stopped timer expired") })
+		s.pause()
+		s.stop()
+		s.resume()
+		time.Sleep(10 * d)
+		synctest.Wait()
+
+		z := newIdleTimer(0, nil, func() { t.Error("a zero timeout expired") })
+		z.pause()
+		z.resume()
+		time.Sleep(100 * d)
+		synctest.Wait()
+	})
 }
 
 func TestCallUsage(t *testing.T) {
@@ -374,55 +590,65 @@ func TestToolArguments(t *testing.T) {
 	}
 }
 
-// TestCallHelperProcess is the mrtr command when TestCallInTerminal runs
-// this test binary under a pseudo-terminal.
-func TestCallHelperProcess(t *testing.T) {
-	if os.Getenv("MRTR_TEST_HELPER") != "1" {
-		t.Skip("the mrtr command for TestCallInTerminal")
+// helperEnv makes this test binary the mrtr command: TestCallInTerminal
+// runs it so under a pseudo-terminal.
+const helperEnv = "MRTR_TEST_HELPER"
+
+// requirePTYEnv=1 (make test sets it) makes a pseudo-terminal that
+// cannot be opened fail the terminal tests instead of skipping them.
+const requirePTYEnv = "MRTR_REQUIRE_PTY"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "1" {
+		os.Args = append([]string{"mrtr"}, os.Args[1:]...)
+		main() // exits
 	}
-	args := os.Args
-	for i, a := range args {
-		if a == "--" {
-			args = args[i+1:]
-			break
-		}
-	}
-	os.Args = append([]string{"mrtr"}, args...)
-	main()
+	os.Exit(m.Run())
 }
 
 // terminal is the person's side of a pseudo-terminal running mrtr.
 type terminal struct {
-	t       *testing.T
-	pty     *os.File
-	mu      sync.Mutex
-	screen  []byte // everything shown, without carriage returns
-	read    int    // how far expect has read
-	changed chan struct{}
-	closed  chan struct{}
+	t      testing.TB
+	pty    *os.File
+	screen *screen // everything shown, without carriage returns
 }
 
-func startTerminal(t *testing.T, args ...string) (*terminal, *exec.Cmd) {
+// noPTY skips t because no pseudo-terminal can be opened, or fails it
+// when requirePTYEnv=1.
+func noPTY(t testing.TB, err error) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestCallHelperProcess$", "--"}, args...)...)
-	cmd.Env = append(os.Environ(), "MRTR_TEST_HELPER=1", "MRTR_BEARER=")
+	if os.Getenv(requirePTYEnv) == "1" {
+		t.Fatalf("%s=1 but no pseudo-terminal can be opened: %v", requirePTYEnv, err)
+	}
+	t.Skipf("no pseudo-terminal (%v); set %s=1 to make this a failure", err, requirePTYEnv)
+}
+
+// startTerminal runs the command bin (os.Args[0]: this test binary as
+// mrtr) with args under a new pseudo-terminal. Only a pseudo-terminal
+// that cannot be opened may skip (see noPTY); a command that does not
+// start fails t.
+func startTerminal(t testing.TB, bin string, args ...string) (*terminal, *exec.Cmd) {
+	t.Helper()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		noPTY(t, err)
+		return nil, nil
+	}
+	ptmx.Close()
+	tty.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "MRTR_BEARER=")
 	f, err := pty.Start(cmd)
 	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
+		t.Fatalf("start %s under a pseudo-terminal: %v", bin, err)
 	}
-	tm := &terminal{t: t, pty: f, changed: make(chan struct{}, 1), closed: make(chan struct{})}
+	tm := &terminal{t: t, pty: f, screen: newScreen()}
 	go func() {
-		defer close(tm.closed)
+		defer tm.screen.end()
 		buf := make([]byte, 4096)
 		for {
 			n, err := f.Read(buf)
-			tm.mu.Lock()
-			tm.screen = append(tm.screen, bytes.ReplaceAll(buf[:n], []byte("\r"), nil)...)
-			tm.mu.Unlock()
-			select {
-			case tm.changed <- struct{}{}:
-			default:
-			}
+			tm.screen.Write(bytes.ReplaceAll(buf[:n], []byte("\r"), nil))
 			if err != nil { // EIO once the command has exited
 				return
 			}
@@ -438,31 +664,7 @@ func startTerminal(t *testing.T, args ...string) (*terminal, *exec.Cmd) {
 // expect waits until the terminal shows s after what was already read.
 func (tm *terminal) expect(s string) {
 	tm.t.Helper()
-	timeout := time.After(20 * time.Second)
-	for {
-		tm.mu.Lock()
-		i := bytes.Index(tm.screen[tm.read:], []byte(s))
-		if i >= 0 {
-			tm.read += i + len(s)
-		}
-		screen := string(tm.screen)
-		tm.mu.Unlock()
-		if i >= 0 {
-			return
-		}
-		select {
-		case <-tm.changed:
-		case <-tm.closed:
-			tm.mu.Lock()
-			done := bytes.Contains(tm.screen[tm.read:], []byte(s))
-			tm.mu.Unlock()
-			if !done {
-				tm.t.Fatalf("the command ended without showing %q; the terminal shows:\n%s", s, screen)
-			}
-		case <-timeout:
-			tm.t.Fatalf("waited for %q; the terminal shows:\n%s", s, screen)
-		}
-	}
+	tm.screen.expect(tm.t, s)
 }
 
 // answer types a line and presses Enter.
@@ -471,6 +673,72 @@ func (tm *terminal) answer(s string) {
 	if _, err := tm.pty.Write([]byte(s + "\r")); err != nil {
 		tm.t.Fatal(err)
 	}
+}
+
+// TestTerminalSkipsOnlyWithoutPTY pins when the terminal tests may skip:
+// a command that cannot start fails, and a missing pseudo-terminal fails
+// too once requirePTYEnv=1.
+func TestTerminalSkipsOnlyWithoutPTY(t *testing.T) {
+	t.Run("broken command", func(t *testing.T) {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			noPTY(t, err)
+		}
+		ptmx.Close()
+		tty.Close()
+		t.Setenv(requirePTYEnv, "")
+		rec := runTB(t, func(tb testing.TB) {
+			startTerminal(tb, filepath.Join(t.TempDir(), "no-such-mrtr"), "call")
+		})
+		if rec.skipped || !rec.failed || !strings.Contains(rec.msg, "no-such-mrtr") {
+			t.Fatalf("skipped=%v failed=%v msg=%q; want a failure naming the command", rec.skipped, rec.failed, rec.msg)
+		}
+	})
+	errNoPTY := errors.New("open /dev/ptmx: no such device")
+	t.Run("no pseudo-terminal", func(t *testing.T) {
+		t.Setenv(requirePTYEnv, "")
+		rec := runTB(t, func(tb testing.TB) { noPTY(tb, errNoPTY) })
+		if !rec.skipped || rec.failed || !strings.Contains(rec.msg, requirePTYEnv+"=1") {
+			t.Fatalf("skipped=%v failed=%v msg=%q; want a skip naming %s", rec.skipped, rec.failed, rec.msg, requirePTYEnv)
+		}
+	})
+	t.Run("no pseudo-terminal, required", func(t *testing.T) {
+		t.Setenv(requirePTYEnv, "1")
+		rec := runTB(t, func(tb testing.TB) { noPTY(tb, errNoPTY) })
+		if rec.skipped || !rec.failed || !strings.Contains(rec.msg, requirePTYEnv+"=1") {
+			t.Fatalf("skipped=%v failed=%v msg=%q; want a failure naming %s", rec.skipped, rec.failed, rec.msg, requirePTYEnv)
+		}
+	})
+}
+
+// recorder is a testing.TB that records how a helper ended the test.
+type recorder struct {
+	testing.TB
+	skipped, failed bool
+	msg             string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Skipf(format string, args ...any) {
+	r.skipped, r.msg = true, fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.failed, r.msg = true, fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// runTB runs f with a recorder on its own goroutine, as the testing
+// package runs a test, and returns the recorder once f has ended.
+func runTB(t *testing.T, f func(testing.TB)) *recorder {
+	rec := &recorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(rec)
+	}()
+	<-done
+	return rec
 }
 
 // TestCallInTerminal plays the guessing game as a person would, through a
@@ -483,7 +751,7 @@ func TestCallInTerminal(t *testing.T) {
 	wait := func(t *testing.T, cmd *exec.Cmd, tm *terminal) int {
 		t.Helper()
 		err := cmd.Wait()
-		<-tm.closed
+		<-tm.screen.closed
 		var ee *exec.ExitError
 		if err != nil && !errors.As(err, &ee) {
 			t.Fatal(err)
@@ -492,7 +760,7 @@ func TestCallInTerminal(t *testing.T) {
 	}
 
 	t.Run("guess", func(t *testing.T) {
-		tm, cmd := startTerminal(t, "call", url, "guess", "--arg", "secret=42")
+		tm, cmd := startTerminal(t, os.Args[0], "call", url, "guess", "--arg", "secret=42")
 		tm.expect("Guess a number between 1 and 100.\nAnswer? [Y]es / [n]o (decline) / [c]ancel: ")
 		tm.answer("") // Enter: yes
 		tm.expect("guess (integer, required, >= 1, <= 100): Your guess\nguess: ")
@@ -517,7 +785,7 @@ func TestCallInTerminal(t *testing.T) {
 	})
 
 	t.Run("Ctrl-D cancels", func(t *testing.T) {
-		tm, cmd := startTerminal(t, "call", url, "guess", "--arg", "secret=42")
+		tm, cmd := startTerminal(t, os.Args[0], "call", url, "guess", "--arg", "secret=42")
 		tm.expect("[c]ancel: ")
 		tm.answer("y")
 		tm.expect("guess: ")
@@ -533,7 +801,7 @@ func TestCallInTerminal(t *testing.T) {
 	})
 
 	t.Run("Ctrl-C interrupts", func(t *testing.T) {
-		tm, cmd := startTerminal(t, "call", url, "guess", "--arg", "secret=42")
+		tm, cmd := startTerminal(t, os.Args[0], "call", url, "guess", "--arg", "secret=42")
 		tm.expect("[c]ancel: ")
 		tm.pty.Write([]byte{3}) // VINTR: SIGINT to the foreground process group
 		tm.expect("mrtr call: interrupted\n")

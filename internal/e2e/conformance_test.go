@@ -64,6 +64,7 @@ func needHarness(t *testing.T) {
 
 // harnessRun is one run of scripts/conformance-run.sh.
 type harnessRun struct {
+	dir    string // where the harness wrote its checks.json files
 	exit   int    // the script's exit code
 	output string // stdout and stderr, interleaved
 	total  string // its closing "Total: N passed, M failed" line, if any
@@ -103,9 +104,20 @@ func checkStatuses(t *testing.T, dir string) map[string]string {
 }
 
 // runHarness runs scripts/conformance-run.sh URL MODE args... and logs its
-// totals. env entries are added to the script's environment.
+// totals. env entries are added to the script's environment; the results
+// go to a temporary directory unless env sets CONFORMANCE_OUT_DIR.
 func runHarness(t *testing.T, url string, env []string, args ...string) harnessRun {
 	t.Helper()
+	dir := ""
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "CONFORMANCE_OUT_DIR="); ok {
+			dir = v
+		}
+	}
+	if dir == "" {
+		dir = t.TempDir()
+		env = append(env, "CONFORMANCE_OUT_DIR="+dir)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(repoRoot, "scripts", "conformance-run.sh"), url}, args...)...)
@@ -116,7 +128,7 @@ func runHarness(t *testing.T, url string, env []string, args ...string) harnessR
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	err := cmd.Run()
-	r := harnessRun{output: ansi.ReplaceAllString(out.String(), "")}
+	r := harnessRun{dir: dir, output: ansi.ReplaceAllString(out.String(), "")}
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
@@ -160,7 +172,9 @@ func TestConformance2026(t *testing.T) {
 	needHarness(t)
 	t.Parallel()
 	url := startServe(t)
-	runHarness(t, url, nil, "req-2026").mustPass(t)
+	r := runHarness(t, url, nil, "req-2026")
+	r.mustPass(t)
+	r.mustHaveRun(t, "req-2026")
 }
 
 // TestConformanceDraft runs every scenario introduced in 2026-07-28, the
@@ -183,6 +197,7 @@ func TestConformanceDraft(t *testing.T) {
 	}
 	r := runHarness(t, url, nil, append([]string{"draft"}, args...)...)
 	r.mustPass(t)
+	r.mustHaveRun(t, "draft")
 	// The pinned harness has 14 input-required-result-* scenarios; fewer
 	// would mean the gate silently stopped covering some.
 	m := regexp.MustCompile(`MRTR gate ok: (\d+) input-required-result-`).FindStringSubmatch(r.output)
@@ -201,7 +216,9 @@ func TestConformance2025(t *testing.T) {
 	needHarness(t)
 	t.Parallel()
 	url := startServe(t)
-	runHarness(t, url, nil, "req-2025").mustPass(t)
+	r := runHarness(t, url, nil, "req-2025")
+	r.mustPass(t)
+	r.mustHaveRun(t, "req-2025")
 }
 
 // tamperBlindCodec is a deliberately broken codec: it strips the suffix the

@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -186,18 +189,23 @@ type loadWorker struct {
 	failuresDropped int
 }
 
-// loadRun runs *loadClients workers against nodes until *loadDuration has
-// passed; a flow under way then finishes. It fails t if any flow failed or
-// ended with a wrong number.
-// loadProblems returns up to max lines of a node's log at level WARN or
-// ERROR.
+// loadProblems returns up to max lines of a node's log that show a
+// problem: records at level WARN or above, JSON (the nodes run with
+// --log-format json) or text, and any line that is no log record at all
+// (a panic, a race report, a message of the standard log package), which
+// a healthy node does not write.
 func loadProblems(log string, max int) string {
 	var lines []string
 	for line := range strings.Lines(log) {
-		if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") {
-			if lines = append(lines, strings.TrimRight(line, "\n")); len(lines) == max {
-				break
-			}
+		line = strings.TrimRight(line, "\r\n")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if level, ok := logLevel(line); ok && level < slog.LevelWarn {
+			continue
+		}
+		if lines = append(lines, line); len(lines) == max {
+			break
 		}
 	}
 	if len(lines) == 0 {
@@ -206,6 +214,31 @@ func loadProblems(log string, max int) string {
 	return strings.Join(lines, "\n")
 }
 
+// textLevel is the level field of a slog text record.
+var textLevel = regexp.MustCompile(`(?:^| )level=(\S+)`)
+
+// logLevel returns the level of a slog record, JSON or text, and false
+// for a line that is no record.
+func logLevel(line string) (slog.Level, bool) {
+	var level slog.Level
+	var rec struct {
+		Level *string `json:"level"`
+	}
+	if err := json.Unmarshal([]byte(line), &rec); err == nil {
+		if rec.Level == nil {
+			return 0, false
+		}
+		return level, level.UnmarshalText([]byte(*rec.Level)) == nil
+	}
+	if m := textLevel.FindStringSubmatch(line); m != nil {
+		return level, level.UnmarshalText([]byte(m[1])) == nil
+	}
+	return 0, false
+}
+
+// loadRun runs *loadClients workers against nodes until *loadDuration has
+// passed; a flow under way then finishes. It fails t if any flow failed or
+// ended with a wrong number.
 func loadRun(t *testing.T, name string, nodes []*mnNode, redisPID int) loadResult {
 	t.Helper()
 	workers := make([]*loadWorker, *loadClients)
@@ -372,5 +405,43 @@ func (w *loadWorker) flow() {
 			fail("round %d on node %d: inconsistent hints, the secret would be in [%d, %d]", round, node, lo, hi)
 			return
 		}
+	}
+}
+
+// TestLoadProblems pins what a failed load run prints of a node's log:
+// JSON records (what the nodes write) and text records at WARN or above,
+// and lines that are no record, in order and up to max.
+func TestLoadProblems(t *testing.T) {
+	log := `{"time":"2026-11-30T19:40:12.24Z","level":"INFO","msg":"mrtr serving","url":"http://127.0.0.1:1/mcp"}
+{"time":"2026-11-30T19:40:13.01Z","level":"DEBUG","msg":"resume","round":2}
+{"time":"2026-11-30T19:40:13.02Z","level":"WARN","msg":"replay store unavailable","err":"i/o timeout"}
+time=2026-11-30T19:40:13.03Z level=INFO msg="mrtr policy"
+
+{"time":"2026-11-30T19:40:13.04Z","level":"ERROR","msg":"commit","err":"context canceled"}
+time=2026-11-30T19:40:13.05Z level=WARN msg="slow store"
+{"time":"2026-11-30T19:40:13.06Z","level":"INFO+2","msg":"still info"}
+{"time":"2026-11-30T19:40:13.07Z","level":"ERROR+4","msg":"worse"}
+{"time":"2026-11-30T19:40:13.08Z","msg":"a JSON line with no level"}
+panic: runtime error: invalid memory address or nil pointer dereference
+{"time":"2026-11-30T19:40:13.09Z","level":"ERROR","msg":"one too many"}
+`
+	want := `{"time":"2026-11-30T19:40:13.02Z","level":"WARN","msg":"replay store unavailable","err":"i/o timeout"}
+{"time":"2026-11-30T19:40:13.04Z","level":"ERROR","msg":"commit","err":"context canceled"}
+time=2026-11-30T19:40:13.05Z level=WARN msg="slow store"
+{"time":"2026-11-30T19:40:13.07Z","level":"ERROR+4","msg":"worse"}
+{"time":"2026-11-30T19:40:13.08Z","msg":"a JSON line with no level"}
+panic: runtime error: invalid memory address or nil pointer dereference`
+	if got := loadProblems(log, 6); got != want {
+		t.Errorf("loadProblems:\n%s\nwant:\n%s", got, want)
+	}
+	if got, want := loadProblems(log, 1), `{"time":"2026-11-30T19:40:13.02Z","level":"WARN","msg":"replay store unavailable","err":"i/o timeout"}`; got != want {
+		t.Errorf("loadProblems, max 1:\n%s\nwant:\n%s", got, want)
+	}
+	quiet := `{"time":"2026-11-30T19:40:12.24Z","level":"INFO","msg":"mrtr serving"}
+time=2026-11-30T19:40:13.03Z level=DEBUG msg=x
+
+`
+	if got := loadProblems(quiet, 10); got != "(no warnings or errors)" {
+		t.Errorf("loadProblems of a quiet log: %q", got)
 	}
 }

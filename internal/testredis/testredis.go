@@ -21,12 +21,14 @@
 // # Environment
 //
 // If redis-server is not on PATH, tests that need it are skipped, unless
-// MRTR_REQUIRE_REDIS=1 (CI sets it), which makes them fail instead.
+// MRTR_REQUIRE_REDIS=1 (CI and make test set it), which makes them fail
+// instead. The same holds for a test that finds its server lacking something
+// it needs ([Unsupported]): with MRTR_REQUIRE_REDIS=1 nothing skips.
 //
-// If MRTR_TEST_REDIS_URL is set, no process is started and every helper
-// returns that URL. Such a server is shared and outside the tests' control:
-// [Server.Stop], [Server.Start], [Server.Pause] and [Server.Resume] skip the
-// calling test.
+// If MRTR_TEST_REDIS_URL is set, [Start] and [StartMain] start no process and
+// return that URL. [StartServer] still starts a process of its own: its tests
+// stop, restart and freeze their server, which they must never do to a
+// shared one, and setting the URL must not quietly turn those tests off.
 package testredis
 
 import (
@@ -35,7 +37,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,10 +67,14 @@ const (
 )
 
 // Start starts a server for the duration of t and returns its URL,
-// redis://127.0.0.1:PORT/0. It skips or fails t if redis-server is missing
-// (see the package documentation) and fails t if the server does not start.
+// redis://127.0.0.1:PORT/0, or returns EnvURL when that is set. It skips or
+// fails t if redis-server is missing (see the package documentation) and
+// fails t if the server does not start.
 func Start(t testing.TB) string {
 	t.Helper()
+	if u := os.Getenv(EnvURL); u != "" {
+		return u
+	}
 	return StartServer(t).URL()
 }
 
@@ -80,9 +85,8 @@ func Start(t testing.TB) string {
 // report failures through the test, so they must be called from the test's
 // goroutine. URL may be called from any goroutine.
 type Server struct {
-	t        testing.TB
-	url      string
-	external bool // url came from EnvURL: nothing to start or stop
+	t   testing.TB
+	url string
 
 	bin  string // path of redis-server
 	dir  string // working directory, holds redis.log
@@ -92,14 +96,11 @@ type Server struct {
 	proc *process // nil while stopped
 }
 
-// StartServer starts a server for the duration of t. It skips or fails t if
-// redis-server is missing (see the package documentation) and fails t if the
-// server does not start.
+// StartServer starts a server process for the duration of t, even when
+// EnvURL is set (see the package documentation). It skips or fails t if
+// redis-server is missing and fails t if the server does not start.
 func StartServer(t testing.TB) *Server {
 	t.Helper()
-	if u := os.Getenv(EnvURL); u != "" {
-		return &Server{t: t, url: u, external: true}
-	}
 	bin, err := lookPath()
 	if err != nil {
 		unavailable(t, err)
@@ -157,27 +158,30 @@ func Unavailable(t testing.TB, err error) {
 	unavailable(t, err)
 }
 
-// URL returns redis://127.0.0.1:PORT/0, or the value of EnvURL. It stays the
-// same across Stop and Start.
+// Unsupported ends t because the Redis at hand lacks something the test
+// needs (a command, a signal): it skips t, or fails it when EnvRequire=1, so
+// that a required run never passes by skipping.
+func Unsupported(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv(EnvRequire) == "1" {
+		t.Fatalf("testredis: "+format+" (%s=1 forbids skipping)", append(args, EnvRequire)...)
+		return
+	}
+	t.Skipf("testredis: "+format, args...)
+}
+
+// URL returns redis://127.0.0.1:PORT/0. It stays the same across Stop and
+// Start.
 func (s *Server) URL() string { return s.url }
 
 // Addr returns the server's host:port.
-func (s *Server) Addr() string {
-	if s.external {
-		if u, err := url.Parse(s.url); err == nil {
-			return u.Host
-		}
-		return ""
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
-}
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
 // Stop stops the server and waits for its process to exit. From then on,
 // connections to its port are refused. Stopping a stopped server does
 // nothing.
 func (s *Server) Stop() {
 	s.t.Helper()
-	s.skipIfExternal("Stop")
 	if err := s.stop(); err != nil {
 		s.t.Fatalf("testredis: %v", err)
 	}
@@ -188,7 +192,6 @@ func (s *Server) Stop() {
 // nothing.
 func (s *Server) Start() {
 	s.t.Helper()
-	s.skipIfExternal("Start")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc != nil {
@@ -213,9 +216,6 @@ func (s *Server) Start() {
 // test that created the server, may be called more than once, and reports a
 // failure to stop through that test.
 func (s *Server) Close() {
-	if s.external {
-		return
-	}
 	if err := s.stop(); err != nil {
 		s.t.Errorf("testredis: %v", err)
 	}
@@ -223,8 +223,8 @@ func (s *Server) Close() {
 
 // Pause freezes the server (SIGSTOP) without closing its connections: it
 // accepts connections and requests but answers nothing until Resume, like a
-// server behind a network partition. Pause skips the test on platforms
-// without SIGSTOP.
+// server behind a network partition. On platforms without SIGSTOP, Pause
+// ends the test through [Unsupported].
 func (s *Server) Pause() {
 	s.t.Helper()
 	s.signal("Pause", sigStop)
@@ -239,9 +239,9 @@ func (s *Server) Resume() {
 
 func (s *Server) signal(method string, sig os.Signal) {
 	s.t.Helper()
-	s.skipIfExternal(method)
 	if sig == nil {
-		s.t.Skipf("testredis: %s is not supported on this platform", method)
+		Unsupported(s.t, "%s is not supported on this platform", method)
+		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -250,13 +250,6 @@ func (s *Server) signal(method string, sig os.Signal) {
 	}
 	if err := s.proc.cmd.Process.Signal(sig); err != nil {
 		s.t.Fatalf("testredis: %s: %v", method, err)
-	}
-}
-
-func (s *Server) skipIfExternal(method string) {
-	s.t.Helper()
-	if s.external {
-		s.t.Skipf("testredis: %s is not supported with %s (an external server)", method, EnvURL)
 	}
 }
 

@@ -71,9 +71,6 @@ func TestStart(t *testing.T) {
 }
 
 func TestStopStart(t *testing.T) {
-	if os.Getenv(EnvURL) != "" {
-		t.Skip("an external server cannot be stopped")
-	}
 	srv := StartServer(t)
 	u := srv.URL()
 	addr := srv.Addr()
@@ -107,9 +104,6 @@ func TestStopStart(t *testing.T) {
 }
 
 func TestNoPersistence(t *testing.T) {
-	if os.Getenv(EnvURL) != "" {
-		t.Skip("an external server is configured as it is")
-	}
 	srv := StartServer(t)
 	conn, err := net.Dial("tcp", srv.Addr())
 	if err != nil {
@@ -146,9 +140,6 @@ func TestPauseResume(t *testing.T) {
 }
 
 func TestTwoServers(t *testing.T) {
-	if os.Getenv(EnvURL) != "" {
-		t.Skip("one external server")
-	}
 	a, b := StartServer(t), StartServer(t)
 	if a.URL() == b.URL() {
 		t.Fatalf("two servers share %s", a.URL())
@@ -226,12 +217,35 @@ func TestExternalURL(t *testing.T) {
 	if err != nil || u != "redis://example.invalid:6379/3" {
 		t.Fatalf("StartMain = %q, %v", u, err)
 	}
+	// A server that tests stop and freeze is never the shared one: setting
+	// the URL must not turn the outage tests off.
 	srv := StartServer(t)
-	for name, f := range map[string]func(){"Stop": srv.Stop, "Start": srv.Start, "Pause": srv.Pause} {
-		rec := runTB(t, func(tb testing.TB) { srv.t = tb; f() })
-		if !rec.skipped {
-			t.Errorf("%s on an external server did not skip", name)
-		}
+	if srv.URL() == os.Getenv(EnvURL) || ping(srv.URL()) != nil {
+		t.Fatalf("StartServer with %s set = %q, want a server of its own", EnvURL, srv.URL())
+	}
+	srv.Stop()
+	if err := ping(srv.URL()); err == nil {
+		t.Fatal("PING succeeded after Stop")
+	}
+	srv.Start()
+	srv.Pause()
+	srv.Resume()
+	if err := ping(srv.URL()); err != nil {
+		t.Fatalf("PING after Start, Pause and Resume: %v", err)
+	}
+}
+
+// Unsupported skips, or fails when EnvRequire=1.
+func TestUnsupported(t *testing.T) {
+	t.Setenv(EnvRequire, "")
+	rec := runTB(t, func(tb testing.TB) { Unsupported(tb, "no %s", "ACL") })
+	if !rec.skipped || rec.failed || rec.msg != "testredis: no ACL" {
+		t.Fatalf("skipped=%v failed=%v msg=%q; want a skip", rec.skipped, rec.failed, rec.msg)
+	}
+	t.Setenv(EnvRequire, "1")
+	rec = runTB(t, func(tb testing.TB) { Unsupported(tb, "no %s", "ACL") })
+	if rec.skipped || !rec.failed || !strings.Contains(rec.msg, "no ACL") || !strings.Contains(rec.msg, EnvRequire+"=1") {
+		t.Fatalf("skipped=%v failed=%v msg=%q; want a failure naming %s", rec.skipped, rec.failed, rec.msg, EnvRequire)
 	}
 }
 

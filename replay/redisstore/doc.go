@@ -18,29 +18,32 @@
 // Options.Prefix followed by the id ("mrtr:replay:" by default). Its value
 // names the state and the reservation that wrote it:
 //
-//	reserved:<owner>   reserved, until the lease lapses (Redis expires the key)
+//	reserved:<owner>   reserved, until the token expires (Redis expires the key)
 //	consumed:<owner>   committed, until the token expires
-//	replayed:<owner>   committed by a reservation whose lease had lapsed and
-//	                   which took the id from a later one, until the token expires
+//	replayed:<owner>   committed by a reservation whose claim the server had
+//	                   lost and which took the id from a later one, until the
+//	                   token expires
 //
 // The owner is a random token (128 bits and more, from crypto/rand) that
-// Reserve draws for each reservation. No key outlives its token: a reserved
-// key lives min(lease, time to expiry), rounded down to the millisecond, and a
-// consumed one lives until the token's expiry, rounded up. Nothing else is
-// stored and nothing needs cleaning up.
+// Reserve draws for each reservation. Every key lives until the expiry the
+// caller gave (the guard gives the token's expiry plus twice its clock
+// leeway), rounded up to the millisecond, whether it is reserved or
+// consumed: there is no shorter lease, so a Commit that is lost, times out or
+// is never made (the node crashed) leaves the id claimed until then, and the
+// token never runs its handler again. Only Release frees a claim early.
+// Nothing else is stored and nothing needs cleaning up.
 //
 // # Operations
 //
 // Reserve is one command:
 //
-//	SET <key> reserved:<owner> NX PX <min(lease, time to expiry)>
+//	SET <key> reserved:<owner> NX PX <time to expiry>
 //
 // NX makes the claim atomic: of any number of concurrent Reserves, exactly
-// one creates the key and every other is refused with ErrReplayed. PX makes
-// the claim a lease that Redis ends by itself, so a process that crashes
-// between Reserve and Commit does not burn the token. Setting value and
-// expiry in one command leaves no moment in which a key exists without an
-// expiry. When NX refuses, Reserve reads the key once more: go-redis resends
+// one creates the key and every other is refused with ErrReplayed. PX has
+// Redis forget the claim once the token has expired, so nothing needs
+// cleaning up. Setting value and expiry in one command leaves no moment in
+// which a key exists without an expiry. When NX refuses, Reserve reads the key once more: go-redis resends
 // a command whose reply it lost, and a resent SET finds the value its first
 // copy wrote; Reserve then keeps the reservation instead of reporting its own
 // claim as a replay.
@@ -49,17 +52,18 @@
 // server's script cache does not have them, after a restart say), so that
 // reading the key and acting on what it holds is one atomic step:
 //
-//   - Release deletes the key only if it still holds reserved:<owner>. A late
-//     Release, after the lease lapsed and another reservation claimed the id,
-//     leaves that reservation alone.
-//   - Commit writes consumed:<owner> with the token's remaining lifetime if
-//     the key holds reserved:<owner>, or holds nothing (the lease lapsed and
-//     nobody claimed the id since): a late Commit still consumes the id. If
-//     another reservation holds the id, Commit overwrites it with
-//     replayed:<owner> and returns ErrReplayed, so the id stays consumed
-//     whatever the other one does. If the id is consumed already, Commit
-//     returns ErrReplayed and changes nothing. A Commit for a token that has
-//     expired returns nil without a round trip.
+//   - Release deletes the key only if it still holds reserved:<owner>. A
+//     stale Release, after the token expired and another reservation claimed
+//     the id, leaves that reservation alone.
+//   - Commit writes consumed:<owner> with the remaining lifetime if the key
+//     holds reserved:<owner>, or holds nothing (the server lost the claim in
+//     a restart and nobody claimed the id since). If another reservation
+//     holds the id (the server lost this one's claim, and a second resume
+//     took it), Commit overwrites it with replayed:<owner> and returns
+//     ErrReplayed, so the id stays consumed whatever the other one does. If
+//     the id is consumed already, Commit returns ErrReplayed and changes
+//     nothing. A Commit for a token that has expired returns nil without a
+//     round trip.
 //
 // Both scripts recognize their own earlier write, so a Commit or Release
 // retried after an error returns what the lost first attempt would have.
@@ -86,10 +90,10 @@
 // nothing to recreate.
 //
 // A call that fails may still have taken effect on the server. A Reserve
-// that returned an error may have claimed the id: the claim lapses with the
-// lease, and until then the token is refused. A Commit or Release that
-// returned an error may be retried; if it is not, the lease lapses by itself
-// and the token can be used again, as package replay documents.
+// that returned an error may have claimed the id: the token is then refused
+// until it expires. A Commit or Release that returned an error may be
+// retried; if it is not, the id stays claimed until the token expires, as
+// package replay documents: a lost Commit never reopens a token.
 //
 // # Deployment
 //

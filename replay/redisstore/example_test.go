@@ -18,7 +18,7 @@ import (
 // compiled but not run; the tests run the same calls against a real one.
 func Example() {
 	store, err := redisstore.NewFromURL("redis://localhost:6379/0", &redisstore.Options{
-		Lease: time.Minute, // longer than the slowest handler
+		Timeout: time.Second, // each round trip, retries included
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -46,7 +46,7 @@ func Example() {
 			return http.StatusInternalServerError
 		}
 		if err := res.Commit(done); err != nil && !errors.Is(err, replay.ErrReplayed) {
-			log.Printf("commit: %v", err) // the lease lapses by itself
+			log.Printf("commit: %v", err) // the id stays claimed until it expires: still safe to answer
 		}
 		return http.StatusOK
 	}

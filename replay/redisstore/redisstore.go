@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"sync"
 	"time"
@@ -25,7 +26,7 @@ const DefaultTimeout = 500 * time.Millisecond
 // reservation that wrote it, so that a call retried after a lost reply
 // recognizes its own earlier write (see doc.go).
 const (
-	reservedTag = "reserved:" // held by a reservation, for at most the lease
+	reservedTag = "reserved:" // held by a reservation, until the token expires
 	consumedTag = "consumed:" // committed by the reservation named
 	replayedTag = "replayed:" // committed by the reservation named, which took it from another (ErrReplayed)
 )
@@ -73,11 +74,6 @@ type Options struct {
 	// database and a prefix share their ids. Empty means DefaultPrefix.
 	Prefix string
 
-	// Lease bounds how long a reservation holds its id without Commit or
-	// Release. A reservation never outlives its token's expiry. Zero means
-	// replay.DefaultLease; a negative value panics.
-	Lease time.Duration
-
 	// Timeout bounds each Reserve, Commit, Release and Ping, including
 	// go-redis's own retries: when it passes, the call returns an error
 	// wrapping context.DeadlineExceeded, even if the client is still
@@ -99,7 +95,6 @@ type Store struct {
 	client     redis.UniversalClient
 	owned      bool // created by NewFromURL: Close closes the client
 	prefix     string
-	lease      time.Duration
 	timeout    time.Duration
 	errTimeout error
 	now        func() time.Time
@@ -111,7 +106,7 @@ var _ replay.Store = (*Store)(nil)
 // nil opts is the same as a zero Options. The caller keeps ownership of
 // client: Close does not close it.
 //
-// It panics if client is nil or Lease or Timeout is negative.
+// It panics if client is nil or Timeout is negative.
 func New(client redis.UniversalClient, opts *Options) *Store {
 	if client == nil {
 		panic("redisstore: nil client")
@@ -122,12 +117,6 @@ func New(client redis.UniversalClient, opts *Options) *Store {
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
-	}
-	switch {
-	case o.Lease < 0:
-		panic("redisstore: negative Options.Lease")
-	case o.Lease == 0:
-		o.Lease = replay.DefaultLease
 	}
 	switch {
 	case o.Timeout < 0:
@@ -141,7 +130,6 @@ func New(client redis.UniversalClient, opts *Options) *Store {
 	return &Store{
 		client:     client,
 		prefix:     o.Prefix,
-		lease:      o.Lease,
 		timeout:    o.Timeout,
 		errTimeout: fmt.Errorf("no reply within %v: %w", o.Timeout, context.DeadlineExceeded),
 		now:        o.Now,
@@ -161,7 +149,7 @@ func New(client redis.UniversalClient, opts *Options) *Store {
 // (ContextTimeoutEnabled). The error never contains the URL, which may hold
 // a password.
 //
-// It panics if Lease or Timeout in opts is negative.
+// It panics if Timeout in opts is negative.
 func NewFromURL(rawURL string, opts *Options) (*Store, error) {
 	ro, err := redis.ParseURL(rawURL)
 	if err != nil {
@@ -216,19 +204,19 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Reserve implements [replay.Store]. It returns ErrReplayed if id is held or
-// expires is not at least a millisecond after the current time, and a
-// wrapped error, never ErrReplayed, if Redis does not answer within the
+// Reserve implements [replay.Store]. The claim lasts until expires (rounded
+// up to the millisecond), with no shorter lease. It returns ErrReplayed if id
+// is held or expires is not after the current time, and a wrapped error, never ErrReplayed, if Redis does not answer within the
 // timeout or answers with an error.
 func (s *Store) Reserve(ctx context.Context, id string, expires time.Time) (replay.Reservation, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("redisstore: reserve: %w", err)
 	}
-	// Redis counts whole milliseconds. Round the lease down so that it never
-	// outlives the token; a token with under a millisecond left is as good
-	// as expired.
-	px := min(s.lease, expires.Sub(s.now())).Truncate(time.Millisecond)
-	if px <= 0 {
+	// The claim lasts until the token expires, with no shorter lease: a
+	// Commit that is lost must not make the token usable again. Redis
+	// counts whole milliseconds; round up, so the claim never ends early.
+	px, ok := pxUntil(expires, s.now())
+	if !ok {
 		return nil, replay.ErrReplayed
 	}
 	r := &reservation{s: s, key: s.prefix + id, owner: rand.Text(), expires: expires}
@@ -278,18 +266,15 @@ func (r *reservation) Commit(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redisstore: commit: %w", err)
 	}
-	ttl := r.expires.Sub(r.s.now())
-	if ttl <= 0 {
-		// The token has expired and cannot be replayed. The lease ended at
-		// the token's expiry at the latest: there is nothing to keep or
-		// delete.
+	px, ok := pxUntil(r.expires, r.s.now())
+	if !ok {
+		// The token has expired and cannot be replayed. The claim ended at
+		// the token's expiry: there is nothing to keep or delete.
 		r.done = true
 		return nil
 	}
-	// Round up: the consumed mark must not vanish before the token expires.
-	ms := (ttl + time.Millisecond - 1) / time.Millisecond
 	n, err := roundTrip(ctx, r.s, func(ctx context.Context) (int64, error) {
-		return commitScript.Run(ctx, r.s.client, []string{r.key}, r.owner, int64(ms)).Int64()
+		return commitScript.Run(ctx, r.s.client, []string{r.key}, r.owner, px.Milliseconds()).Int64()
 	})
 	switch {
 	case err != nil:
@@ -322,6 +307,21 @@ func (r *reservation) Release(ctx context.Context) error {
 	}
 	r.done = true
 	return nil
+}
+
+// pxUntil is the time from now until expires, rounded up to a whole
+// millisecond (what Redis counts in) so that a key never vanishes before
+// expires. ok is false when expires is not after now.
+func pxUntil(expires, now time.Time) (px time.Duration, ok bool) {
+	d := expires.Sub(now) // saturates for expiries centuries away
+	if d <= 0 {
+		return 0, false
+	}
+	px = d.Truncate(time.Millisecond)
+	if px < d && px <= math.MaxInt64-time.Millisecond {
+		px += time.Millisecond
+	}
+	return px, true
 }
 
 // roundTrip runs op with a context that ends after s.timeout, and returns

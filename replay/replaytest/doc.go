@@ -6,35 +6,43 @@
 //		replaytest.Run(t, func(t *testing.T) replaytest.Fixture {
 //			clk := newFakeClock()
 //			return replaytest.Fixture{
-//				Store:   replay.NewMemory(&replay.MemoryOptions{Lease: time.Minute, Now: clk.Now}),
+//				Store:   replay.NewMemory(&replay.MemoryOptions{Now: clk.Now}),
 //				Now:     clk.Now,
 //				Advance: clk.Advance,
-//				Lease:   time.Minute,
 //			}
 //		})
 //	}
 //
 // # Time
 //
-// The suite never measures time. It reads the store's clock through
-// Fixture.Now to build token expiries, and moves it with Fixture.Advance to
-// make leases and expiries pass. A store with an injectable clock hands the
-// suite a fake one, and the whole suite runs in microseconds.
+// The suite never measures or waits for time. It reads the store's clock
+// through Fixture.Now to build token expiries (an hour ahead), and moves it
+// with Fixture.Advance to make them pass; every deadline it checks lies at
+// least a minute from the moment it checks. A store with an injectable
+// clock hands the suite a fake one, and the whole suite runs in
+// microseconds.
 //
 // A store that judges deadlines by a clock it does not let the test control,
-// such as a Redis server's, is configured with a short lease (say 100ms) and
-// hands the suite time.Now and a func that sleeps at least d. A subtest then
-// sleeps at most a few leases. Now must agree with the store's clock to within
-// a quarter of the lease, which holds for a server on the same host: the suite
-// waits a quarter lease past every deadline it needs to have passed. A sleep
-// that overshoots does no harm: after an Advance the suite expects deadlines
-// to have passed, never to lie ahead, except one that is over two leases away.
+// such as a Redis server's, ages its entries in Advance instead: package
+// redisstore's tests shorten the lifetime of every key of the subtest's
+// prefix by d on the server, and delete the keys whose lifetime runs out, so
+// the server's own expiry decides, without a sleep. Its entries also age in
+// real time, which only matters if a subtest takes more than a minute.
+//
+// # What it checks beyond the basics
+//
+// A reservation has no lease: held two minutes and one second (the lease of
+// earlier versions), never committed, committed with a context that fails the
+// Commit, or committed after an hour, it excludes every other Reserve until
+// the expiry it was given; only Release frees it early.
 //
 // # Isolation
 //
 // Every subtest calls newFixture once and calls t.Parallel, so fixtures must
 // not share a fake clock. Fixtures may share a backend (one Redis database,
-// say): each subtest uses fresh random ids shaped like real token ids.
+// say): each subtest uses fresh random ids shaped like real token ids. An
+// Advance that ages entries on a shared backend must age only its own
+// fixture's (redisstore's tests give each fixture its own key prefix).
 //
 // # Beyond Run
 //

@@ -20,12 +20,26 @@ type Fixture struct {
 	// Now reports the current time on the store's clock.
 	Now func() time.Time
 
-	// Advance moves the store's clock forward by at least d. It may sleep.
+	// Advance moves the store's clock forward by d. The suite moves it by
+	// minutes and hours and never measures wall-clock time, so Advance must
+	// not sleep: a store judged by a server's clock ages the server's
+	// entries instead (package redisstore's tests shorten every key's
+	// expiry by d).
 	Advance func(d time.Duration)
-
-	// Lease is the lease the store gives reservations. It must be positive.
-	Lease time.Duration
 }
+
+// The suite's time scale. Tokens live for tokenLife; every deadline the
+// suite relies on lies at least margin away from the moment it checks, so a
+// store whose entries also age in real time (a Redis server) would have to
+// take longer than margin over one subtest to fail it.
+const (
+	tokenLife = time.Hour
+	margin    = time.Minute
+	// oldLease is the lease that reservations had before they were made to
+	// last until the token's expiry. A reservation held past it must still
+	// exclude every other Reserve.
+	oldLease = 2 * time.Minute
+)
 
 // Run checks the [replay.Store] contract, calling newFixture once in every
 // subtest. The subtests run in parallel with each other.
@@ -41,10 +55,12 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"ReleaseAfterCommit", testReleaseAfterCommit},
 		{"CommitAfterRelease", testCommitAfterRelease},
 		{"RepeatedCalls", testRepeatedCalls},
-		{"LeaseLapses", testLeaseLapses},
-		{"CommitAfterLapse", testCommitAfterLapse},
-		{"CommitAfterLapseAndReclaim", testCommitAfterLapseAndReclaim},
-		{"LeaseEndsAtExpiry", testLeaseEndsAtExpiry},
+		{"HeldPastOldLease", testHeldPastOldLease},
+		{"NeverSettledHeldUntilExpiry", testNeverSettled},
+		{"FailedCommitHeldUntilExpiry", testFailedCommit},
+		{"SlowHandlerCommits", testSlowHandlerCommits},
+		{"SlowHandlerReleases", testSlowHandlerReleases},
+		{"StaleReleaseAfterExpiry", testStaleReleaseAfterExpiry},
 		{"ConsumedUntilExpiry", testConsumedUntilExpiry},
 		{"CommitAfterExpiry", testCommitAfterExpiry},
 		{"ExpiredToken", testExpiredToken},
@@ -56,8 +72,8 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
-			if f.Store == nil || f.Now == nil || f.Advance == nil || f.Lease <= 0 {
-				t.Fatal("replaytest: incomplete Fixture: Store, Now, Advance and a positive Lease are required")
+			if f.Store == nil || f.Now == nil || f.Advance == nil {
+				t.Fatal("replaytest: incomplete Fixture: Store, Now and Advance are required")
 			}
 			tc.run(t, &suite{f: f, ctx: t.Context()})
 		})
@@ -70,14 +86,14 @@ type suite struct {
 	ctx context.Context
 }
 
-// margin is the slack the suite leaves around every deadline it relies on.
-func (s *suite) margin() time.Duration { return s.f.Lease / 4 }
+// exp is the expiry of a token issued now.
+func (s *suite) exp() time.Time { return s.f.Now().Add(tokenLife) }
 
-// far is an expiry that no subtest reaches.
-func (s *suite) far() time.Time { return s.f.Now().Add(1000 * s.f.Lease) }
+// untilBefore advances the clock to margin before t.
+func (s *suite) untilBefore(t time.Time) { s.f.Advance(t.Add(-margin).Sub(s.f.Now())) }
 
-// lapse lets a lease lapse for certain.
-func (s *suite) lapse() { s.f.Advance(s.f.Lease + s.margin()) }
+// untilAfter advances the clock to margin after t.
+func (s *suite) untilAfter(t time.Time) { s.f.Advance(t.Add(margin).Sub(s.f.Now())) }
 
 func (s *suite) reserve(t *testing.T, id string, expires time.Time) replay.Reservation {
 	t.Helper()
@@ -128,27 +144,25 @@ func newID(t *testing.T) string {
 }
 
 func testReserveTwice(t *testing.T, s *suite) {
-	id, exp := newID(t), s.far()
+	id, exp := newID(t), s.exp()
 	s.reserve(t, id, exp)
 	s.refused(t, id, exp)
 }
 
 func testReleaseThenReserve(t *testing.T, s *suite) {
-	id, exp := newID(t), s.far()
+	id, exp := newID(t), s.exp()
 	s.release(t, s.reserve(t, id, exp))
 	s.reserve(t, id, exp)
 }
 
 func testCommitThenReserve(t *testing.T, s *suite) {
-	id, exp := newID(t), s.far()
+	id, exp := newID(t), s.exp()
 	s.commit(t, s.reserve(t, id, exp), nil)
-	s.refused(t, id, exp)
-	s.lapse() // a consumed id outlives the lease
 	s.refused(t, id, exp)
 }
 
 func testReleaseAfterCommit(t *testing.T, s *suite) {
-	id, exp := newID(t), s.far()
+	id, exp := newID(t), s.exp()
 	r := s.reserve(t, id, exp)
 	s.commit(t, r, nil)
 	s.release(t, r) // a no-op: the id stays consumed
@@ -156,7 +170,7 @@ func testReleaseAfterCommit(t *testing.T, s *suite) {
 }
 
 func testCommitAfterRelease(t *testing.T, s *suite) {
-	id, exp := newID(t), s.far()
+	id, exp := newID(t), s.exp()
 	r := s.reserve(t, id, exp)
 	s.release(t, r)
 	s.commit(t, r, nil) // a no-op: the id stays free
@@ -164,7 +178,7 @@ func testCommitAfterRelease(t *testing.T, s *suite) {
 }
 
 func testRepeatedCalls(t *testing.T, s *suite) {
-	id, exp := newID(t), s.far()
+	id, exp := newID(t), s.exp()
 	r := s.reserve(t, id, exp)
 	s.commit(t, r, nil)
 	s.commit(t, r, nil)
@@ -177,93 +191,113 @@ func testRepeatedCalls(t *testing.T, s *suite) {
 	s.reserve(t, id, exp)
 }
 
-// A reservation whose holder never comes back (a crash between Reserve and
-// Commit) lapses, and its late Release must not free the next claim.
-func testLeaseLapses(t *testing.T, s *suite) {
-	id, exp := newID(t), s.far()
-	first := s.reserve(t, id, exp)
-	s.lapse()
-	second := s.reserve(t, id, exp)
-	s.release(t, first) // stale: the id belongs to second now
-	s.refused(t, id, exp)
-	s.release(t, second)
+// A reservation has no lease: held past the two minutes reservations used to
+// last, it still excludes every other Reserve.
+func testHeldPastOldLease(t *testing.T, s *suite) {
+	id, exp := newID(t), s.f.Now().Add(5*time.Minute)
 	s.reserve(t, id, exp)
+	s.f.Advance(oldLease + time.Second)
+	s.refused(t, id, exp)
 }
 
-// A handler that outlived its lease still consumes the id if nobody claimed
-// it in the meantime.
-func testCommitAfterLapse(t *testing.T, s *suite) {
-	id, exp := newID(t), s.far()
+// A reservation whose holder never comes back (a crash between Reserve and
+// Commit) keeps the id until the expiry, and frees it then.
+func testNeverSettled(t *testing.T, s *suite) {
+	id, exp := newID(t), s.exp()
+	s.reserve(t, id, exp)
+	s.untilBefore(exp)
+	s.refused(t, id, exp)
+	s.untilAfter(exp)
+	s.reserve(t, id, s.exp())
+}
+
+// A Commit that fails (here: its context is canceled, which a store doing
+// I/O must refuse, and a store that does none may ignore) leaves the id held
+// until the expiry, as if it had succeeded.
+func testFailedCommit(t *testing.T, s *suite) {
+	id, exp := newID(t), s.exp()
 	r := s.reserve(t, id, exp)
-	s.lapse()
+	canceled, cancel := context.WithCancel(s.ctx)
+	cancel()
+	if err := r.Commit(canceled); errors.Is(err, replay.ErrReplayed) {
+		t.Fatalf("Commit with a canceled context = %v", err)
+	}
+	s.f.Advance(oldLease + time.Second)
+	s.refused(t, id, exp)
+	s.untilBefore(exp)
+	s.refused(t, id, exp)
+}
+
+// A handler slower than any lease: its Commit still consumes the id, and
+// nobody claimed it in the meantime.
+func testSlowHandlerCommits(t *testing.T, s *suite) {
+	id, exp := newID(t), s.exp()
+	r := s.reserve(t, id, exp)
+	s.f.Advance(oldLease + time.Second)
+	s.refused(t, id, exp)
+	s.untilBefore(exp)
+	s.refused(t, id, exp)
 	s.commit(t, r, nil)
 	s.refused(t, id, exp)
 }
 
-// If the id was claimed again after the lease lapsed, a late Commit reports
-// ErrReplayed and still leaves the id consumed, whatever the second claim
-// then does.
-func testCommitAfterLapseAndReclaim(t *testing.T, s *suite) {
-	t.Run("SecondReleases", func(t *testing.T) {
-		id, exp := newID(t), s.far()
-		first := s.reserve(t, id, exp)
-		s.lapse()
-		second := s.reserve(t, id, exp)
-		s.commit(t, first, replay.ErrReplayed)
-		s.release(t, second)
-		s.refused(t, id, exp)
-	})
-	t.Run("SecondCommits", func(t *testing.T) {
-		id, exp := newID(t), s.far()
-		first := s.reserve(t, id, exp)
-		s.lapse()
-		second := s.reserve(t, id, exp)
-		s.commit(t, first, replay.ErrReplayed)
-		s.commit(t, second, replay.ErrReplayed)
-		s.refused(t, id, exp)
-	})
+// A slow handler that fails still frees the id with Release.
+func testSlowHandlerReleases(t *testing.T, s *suite) {
+	id, exp := newID(t), s.exp()
+	r := s.reserve(t, id, exp)
+	s.f.Advance(oldLease + time.Second)
+	s.refused(t, id, exp)
+	s.release(t, r)
+	s.reserve(t, id, exp)
 }
 
-// A lease never outlives the token's expiry.
-func testLeaseEndsAtExpiry(t *testing.T, s *suite) {
-	id := newID(t)
-	s.reserve(t, id, s.f.Now().Add(s.f.Lease/2))
-	s.f.Advance(s.f.Lease/2 + s.margin()) // past the expiry, within the lease
-	s.reserve(t, id, s.far())
+// A Release that comes after the token expired and the id was claimed anew
+// under a later expiry leaves the new claim alone.
+func testStaleReleaseAfterExpiry(t *testing.T, s *suite) {
+	id, exp := newID(t), s.exp()
+	first := s.reserve(t, id, exp)
+	s.untilAfter(exp)
+	later := s.exp()
+	second := s.reserve(t, id, later)
+	s.release(t, first) // stale: the id belongs to second now
+	s.refused(t, id, later)
+	s.release(t, second)
+	s.reserve(t, id, later)
 }
 
 // A consumed id is kept until the token's expiry and then forgotten: the
 // token itself is no longer accepted by then.
 func testConsumedUntilExpiry(t *testing.T, s *suite) {
-	id := newID(t)
-	exp := s.f.Now().Add(4 * s.f.Lease)
+	id, exp := newID(t), s.exp()
 	s.commit(t, s.reserve(t, id, exp), nil)
-	s.lapse() // past the lease, well before the expiry
+	s.f.Advance(oldLease + time.Second)
 	s.refused(t, id, exp)
-	s.f.Advance(3 * s.f.Lease) // past the expiry
-	s.reserve(t, id, s.far())
+	s.untilBefore(exp)
+	s.refused(t, id, exp)
+	s.untilAfter(exp)
+	s.reserve(t, id, s.exp())
 }
 
 // Committing after the token expired keeps nothing and is not an error.
 func testCommitAfterExpiry(t *testing.T, s *suite) {
-	id := newID(t)
-	r := s.reserve(t, id, s.f.Now().Add(s.f.Lease/2))
-	s.f.Advance(s.f.Lease/2 + s.margin())
+	id, exp := newID(t), s.exp()
+	r := s.reserve(t, id, exp)
+	s.untilAfter(exp)
 	s.commit(t, r, nil)
-	s.reserve(t, id, s.far())
+	s.reserve(t, id, s.exp())
 }
 
 // Nothing can be claimed with an expiry that has passed, and trying stores
 // nothing.
 func testExpiredToken(t *testing.T, s *suite) {
 	id := newID(t)
-	s.refused(t, id, s.f.Now().Add(-s.margin()))
-	s.reserve(t, id, s.far())
+	s.refused(t, id, s.f.Now().Add(-margin))
+	s.reserve(t, id, s.exp())
 }
 
 // Two resumes of one token racing each other never both get a reservation.
 func testConcurrent(t *testing.T, s *suite) {
-	RaceReserve(t, s.f.Store, newID(t), s.far(), 32)
+	RaceReserve(t, s.f.Store, newID(t), s.exp(), 32)
 }
 
 // RaceReserve has n goroutines call store.Reserve for id at the same
@@ -303,7 +337,7 @@ func RaceReserve(t testing.TB, store replay.Store, id string, expires time.Time,
 }
 
 func testDistinctIDs(t *testing.T, s *suite) {
-	a, b, exp := newID(t), newID(t), s.far()
+	a, b, exp := newID(t), newID(t), s.exp()
 	ra := s.reserve(t, a, exp)
 	rb := s.reserve(t, b, exp)
 	s.commit(t, ra, nil)
@@ -315,7 +349,7 @@ func testDistinctIDs(t *testing.T, s *suite) {
 // A canceled context fails Reserve with the context's error and claims
 // nothing.
 func testCanceledContext(t *testing.T, s *suite) {
-	id, exp := newID(t), s.far()
+	id, exp := newID(t), s.exp()
 	ctx, cancel := context.WithCancel(s.ctx)
 	cancel()
 	r, err := s.f.Store.Reserve(ctx, id, exp)

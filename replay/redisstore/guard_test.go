@@ -1,0 +1,164 @@
+package redisstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/fakeclock"
+	"github.com/mrtr-go/mrtr/internal/testredis"
+	"github.com/mrtr-go/mrtr/replay/redisstore"
+	"github.com/mrtr-go/mrtr/reqstate"
+)
+
+// The guard's single-use guarantees over a real Redis (issue 9, items 2
+// and 10, and the mutations the audit found surviving).
+
+const (
+	guardTTL    = 5 * time.Minute
+	guardLeeway = 5 * time.Second
+)
+
+func deployCall() *mrtr.Request {
+	return &mrtr.Request{
+		Method: "tools/call", ProtocolVersion: "2026-07-28", Target: "deploy",
+		Principal: reqstate.Principal{Issuer: "https://id.example", Subject: "alice"},
+		Arguments: json.RawMessage(`{"service":"api"}`),
+	}
+}
+
+// node is one server: a guard on its own clock with its own Redis client and
+// store, sharing the prefix of the cluster.
+func newNode(t *testing.T, codec reqstate.Codec, url, prefix string, now func() time.Time, timeout time.Duration) *mrtr.Guard {
+	store := newStore(t, url, &redisstore.Options{Prefix: prefix, Now: now, Timeout: timeout})
+	return mrtr.New(codec, &mrtr.Options{TTL: guardTTL, Leeway: guardLeeway, Store: store, Now: now})
+}
+
+func newCodec(t *testing.T) reqstate.Codec {
+	ring, err := reqstate.GenerateKeyRing("k1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reqstate.New(ring, nil)
+}
+
+// pauseOn runs a first call on g that pauses, and returns the resume.
+func pauseOn(t *testing.T, g *mrtr.Guard) *mrtr.Request {
+	t.Helper()
+	call := deployCall()
+	f, err := g.Begin(t.Context(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if call.RequestState, err = f.Pause(nil, "confirm"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.End(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	return call
+}
+
+func wantReason(t *testing.T, err error, want mrtr.Reason) {
+	t.Helper()
+	var re *mrtr.RejectError
+	if !errors.As(err, &re) || re.Reason != want {
+		t.Fatalf("Begin = %v, want reason %s", err, want)
+	}
+}
+
+// Two nodes whose clocks differ by the leeway: the node behind still accepts
+// a token for up to the leeway after the node ahead stops accepting it, and
+// must find it marked as used all that time.
+func TestGuardClockSkew(t *testing.T) {
+	url := testredis.Start(t)
+	raw := newClient(t, url)
+	prefix := newPrefix()
+	codec := newCodec(t)
+	aheadClk := newAgedClock(t, raw, prefix) // ages the cluster's keys with the clocks
+	behindClk := fakeclock.New(aheadClk.Now().Add(-guardLeeway))
+	advance := func(d time.Duration) { behindClk.Advance(d); aheadClk.Advance(d) }
+	ahead := newNode(t, codec, url, prefix, aheadClk.Now, 0)
+	behind := newNode(t, codec, url, prefix, behindClk.Now, 0)
+
+	call := pauseOn(t, ahead)
+	expiresAt := aheadClk.Now().Add(guardTTL)
+	f, err := ahead.Begin(t.Context(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.End(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	// On the clock ahead: a second after the node ahead stops accepting,
+	// and a second before the node behind does. Redis's own clock runs on
+	// between the checks; a second is far more than it can matter.
+	for _, at := range []time.Time{expiresAt.Add(guardLeeway + time.Second), expiresAt.Add(2*guardLeeway - time.Second)} {
+		advance(at.Sub(aheadClk.Now()))
+		_, err := ahead.Begin(t.Context(), call)
+		wantReason(t, err, mrtr.ReasonExpired)
+		_, err = behind.Begin(t.Context(), call)
+		wantReason(t, err, mrtr.ReasonReplayed)
+	}
+	advance(2 * time.Second)
+	_, err = behind.Begin(t.Context(), call)
+	wantReason(t, err, mrtr.ReasonExpired)
+	if keys := raw.Keys(t.Context(), prefix+"*").Val(); len(keys) != 0 {
+		t.Fatalf("keys left after no node accepts the token: %d", len(keys))
+	}
+}
+
+// A client that hangs up right after the handler cancels the request's
+// context; the commit must still land on Redis, which refuses a call whose
+// context is done.
+func TestGuardCommitAfterHangUp(t *testing.T) {
+	url := testredis.Start(t)
+	raw := newClient(t, url)
+	prefix := newPrefix()
+	g := newNode(t, newCodec(t), url, prefix, time.Now, 0)
+	call := pauseOn(t, g)
+	ctx, hangUp := context.WithCancel(t.Context())
+	f, err := g.Begin(ctx, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hangUp()
+	if err := f.End(ctx, nil); err != nil {
+		t.Fatalf("End after the client hung up = %v, want the commit to land", err)
+	}
+	keys := raw.Keys(t.Context(), prefix+"*").Val()
+	if len(keys) != 1 || !strings.HasPrefix(raw.Get(t.Context(), keys[0]).Val(), "consumed:") {
+		t.Fatalf("keys %v, want one consumed mark", keys)
+	}
+	_, err = g.Begin(t.Context(), call)
+	wantReason(t, err, mrtr.ReasonReplayed)
+}
+
+// A commit lost to a Redis that stopped answering leaves the token reserved:
+// a replay two minutes and a second later (past the lease reservations used
+// to have), within the token's lifetime, is refused.
+func TestGuardCommitLost(t *testing.T) {
+	srv := testredis.StartServer(t)
+	raw := newClient(t, srv.URL())
+	prefix := newPrefix()
+	clk := newAgedClock(t, raw, prefix)
+	g := newNode(t, newCodec(t), srv.URL(), prefix, clk.Now, 200*time.Millisecond)
+	call := pauseOn(t, g)
+	f, err := g.Begin(t.Context(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	err = f.End(t.Context(), nil)
+	srv.Resume()
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("End on a frozen Redis = %v, want a timeout", err)
+	}
+	clk.Advance(2*time.Minute + time.Second)
+	_, err = g.Begin(t.Context(), call)
+	wantReason(t, err, mrtr.ReasonReplayed)
+}
