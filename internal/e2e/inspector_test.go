@@ -64,8 +64,9 @@ func inspectorArtifacts(t *testing.T) string {
 }
 
 // TestInspector completes the demo `deploy` tool in the MCP Inspector 2.12.0's web UI, in
-// Debian's headless chromium (inspector/drive.mjs, playwright-core), for each target and
-// each protocol era:
+// Debian's headless chromium (inspector/drive.mjs, playwright-core), for each target
+// (`mrtr serve`, and `mrtr proxy` in front of another `mrtr serve`; a new target is one line
+// in the table) and each protocol era:
 //
 //   - modern (2026-07-28): the Elicitation Request dialog shows the Inspector's MRTR note,
 //     approve + Submit gives "deployed api to staging", and the Protocol tab shows exactly
@@ -83,8 +84,7 @@ func TestInspector(t *testing.T) {
 		start func(t *testing.T) string // the MCP endpoint's URL, stopped at t's cleanup
 	}{
 		{"serve", func(t *testing.T) string { return startServe(t) }},
-		// A target is one line, e.g. once `mrtr proxy` exists:
-		// {"proxy", func(t *testing.T) string { return startProxy(t, upstreamURL) }},
+		{"proxy", func(t *testing.T) string { return startProxied(t, startServe(t)) }},
 	}
 	for _, target := range targets {
 		t.Run(target.name, func(t *testing.T) {
