@@ -45,6 +45,10 @@ type commonConfig struct {
 	maxBodyBytes int64
 	readTimeout  time.Duration // reading one request, headers and body
 	maxConns     int           // open client connections at once
+	metricsAddr  string        // Prometheus /metrics listener; empty: off
+
+	getenv func(string) string // for the OTEL_* variables; nil: os.Getenv
+	tel    *telemetry          // built by newGuard
 }
 
 // serveConfig is commonConfig plus the flags only `mrtr serve` has.
@@ -247,6 +251,7 @@ func commonFlags(f *flags, c *commonConfig) {
 	f.Duration(&c.readTimeout, "read-timeout", defaultReadTimeout,
 		"longest time to read one request, headers and body (a slower client is disconnected); responses and event streams are not limited")
 	f.Int(&c.maxConns, "max-conns", defaultMaxConns, 1, "most client connections open at once; more wait until one closes")
+	f.String(&c.metricsAddr, "metrics-addr", "", "listen address of the Prometheus endpoint /metrics, on its own listener (like 127.0.0.1:9090); empty: no metrics")
 }
 
 // serveFlags registers the flags of `mrtr serve`.
@@ -295,6 +300,7 @@ func (a *app) parseServe(args []string) (*serveConfig, error) {
 		return nil, err
 	}
 	c.commonConfig.settle()
+	c.getenv = a.getenv
 	return c, nil
 }
 

@@ -1,0 +1,353 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mrtr-go/mrtr/internal/testredis"
+	"github.com/mrtr-go/mrtr/reqstate"
+)
+
+// rpcAnswer is what a raw tools/call got back.
+type rpcAnswer struct {
+	state      string // requestState of an input_required result
+	resultType string
+	text       string // first text content of a complete result
+	code       int    // JSON-RPC error code, 0 for a result
+	reason     string // error data's reason
+}
+
+// callDeploy sends one raw 2026-07-28 tools/call of the demo's deploy
+// tool, with requestState and the confirm answer when state is set, and
+// extra entries in params._meta.
+func callDeploy(t *testing.T, url, env, state string, meta map[string]any) rpcAnswer {
+	t.Helper()
+	m := map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}},
+	}
+	for k, v := range meta {
+		m[k] = v
+	}
+	params := map[string]any{"name": "deploy", "arguments": map[string]any{"service": "api", "env": env}, "_meta": m}
+	if state != "" {
+		params["requestState"] = state
+		params["inputResponses"] = map[string]any{"confirm": map[string]any{"action": "accept", "content": map[string]any{"approve": true}}}
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+	req, _ := http.NewRequest("POST", url, strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "deploy")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	data := string(raw)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		data = ""
+		sc := bufio.NewScanner(strings.NewReader(string(raw)))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				data = d
+			}
+		}
+	}
+	var msg struct {
+		Result struct {
+			ResultType   string `json:"resultType"`
+			RequestState string `json:"requestState"`
+			Content      []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+		Error *struct {
+			Code int `json:"code"`
+			Data struct {
+				Reason string `json:"reason"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(data), &msg); err != nil {
+		t.Fatalf("HTTP %d: %v: %q", resp.StatusCode, err, raw)
+	}
+	a := rpcAnswer{state: msg.Result.RequestState, resultType: msg.Result.ResultType}
+	if len(msg.Result.Content) > 0 {
+		a.text = msg.Result.Content[0].Text
+	}
+	if msg.Error != nil {
+		a.code, a.reason = msg.Error.Code, msg.Error.Data.Reason
+	}
+	return a
+}
+
+// scrape reads a Prometheus text exposition into name{labels} -> value.
+func scrape(t *testing.T, url string) (map[string]float64, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: HTTP %d", resp.StatusCode)
+	}
+	out := map[string]float64{}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("metric line %q", line)
+		}
+		out[line[:i]] = v
+	}
+	return out, string(raw)
+}
+
+// logURL returns the url of the first JSON log line with message msg.
+func logURL(t *testing.T, logs *syncBuffer, msg string) string {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	for sc.Scan() {
+		var line struct{ Msg, URL string }
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == msg {
+			return line.URL
+		}
+	}
+	t.Fatalf("no %q in the log: %s", msg, logs.String())
+	return ""
+}
+
+func probe(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// TestServeMetricsReadiness runs a scripted set of flows against `mrtr
+// serve --metrics-addr` over a real Redis (accepted resumes, each
+// rejection reason, an outage of Redis stopped by pid), checks the exact
+// counters /metrics reports, and that /readyz turns unready while Redis
+// is down and ready again after.
+func TestServeMetricsReadiness(t *testing.T) {
+	srv := testredis.StartServer(t)
+	ring, err := reqstate.GenerateKeyRing("k1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := ring.MarshalJSON()
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	if err := os.WriteFile(keys, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, logs := startServe(t, "--keys", keys, "--replay", srv.URL(), "--metrics-addr", "127.0.0.1:0", "--max-rounds", "3")
+	metricsURL := logURL(t, logs, "mrtr metrics serving")
+	base := strings.TrimSuffix(url, "/mcp")
+
+	if code, body := probe(t, base+"/healthz"); code != 200 || body != `{"status":"ok"}` {
+		t.Fatalf("/healthz: %d %s", code, body)
+	}
+	if code, body := probe(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","store":"ok"}}` {
+		t.Fatalf("/readyz: %d %s", code, body)
+	}
+
+	// A: paused, resumed (ok), replayed, tampered (invalid).
+	a := callDeploy(t, url, "staging", "", nil)
+	if a.resultType != "input_required" || !strings.HasPrefix(a.state, "v1.k1.") {
+		t.Fatalf("first call: %+v", a)
+	}
+	if got := callDeploy(t, url, "staging", a.state, nil); got.text != "deployed api to staging" {
+		t.Fatalf("resume: %+v", got)
+	}
+	if got := callDeploy(t, url, "staging", a.state, nil); got.reason != "replayed" {
+		t.Fatalf("replay: %+v", got)
+	}
+	tampered := a.state[:len(a.state)-2] + map[bool]string{true: "AA", false: "BB"}[!strings.HasSuffix(a.state, "AA")]
+	if got := callDeploy(t, url, "staging", tampered, nil); got.reason != "invalid" {
+		t.Fatalf("tampered: %+v", got)
+	}
+	// B: arguments changed.
+	b := callDeploy(t, url, "staging", "", nil)
+	if got := callDeploy(t, url, "production", b.state, nil); got.reason != "arguments_changed" {
+		t.Fatalf("arguments changed: %+v", got)
+	}
+	// Expired, and past the round cap: tokens sealed with the server's key.
+	seal := func(round int, issued time.Time) string {
+		h, err := reqstate.HashArguments([]byte(`{"service":"api","env":"staging"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := reqstate.New(ring, nil).Seal(reqstate.Binding{Method: "tools/call", ProtocolVersion: "2026-07-28", Target: "deploy", ServerID: "mrtr"},
+			&reqstate.State{Round: round, IssuedAt: issued, ExpiresAt: issued.Add(time.Minute), ArgsHash: h, Asked: []string{"confirm"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	if got := callDeploy(t, url, "staging", seal(1, time.Now().Add(-time.Hour)), nil); got.reason != "expired" {
+		t.Fatalf("expired: %+v", got)
+	}
+	if got := callDeploy(t, url, "staging", seal(4, time.Now()), nil); got.reason != "rounds_exceeded" {
+		t.Fatalf("rounds exceeded: %+v", got)
+	}
+
+	// C: paused, then Redis goes down: unready, and the resume fails closed.
+	c := callDeploy(t, url, "staging", "", nil)
+	srv.Stop()
+	if code, body := probe(t, base+"/readyz"); code != 503 || !strings.HasPrefix(body, `{"status":"unready","checks":{"keys":"ok","store":"`) || strings.Contains(body, "127.0.0.1") {
+		t.Fatalf("/readyz with Redis down: %d %s", code, body)
+	}
+	if got := callDeploy(t, url, "staging", c.state, nil); got.code != -32603 {
+		t.Fatalf("resume with Redis down: %+v", got)
+	}
+	if code, _ := probe(t, base+"/healthz"); code != 200 {
+		t.Fatalf("/healthz with Redis down: %d", code)
+	}
+	// Redis back (empty): ready again, and C resumes.
+	srv.Start()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := probe(t, base+"/readyz")
+		if code == 200 && body == `{"status":"ok","checks":{"keys":"ok","store":"ok"}}` {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz after Redis came back: %d %s", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := callDeploy(t, url, "staging", c.state, nil); got.text != "deployed api to staging" {
+		t.Fatalf("resume after Redis came back: %+v", got)
+	}
+
+	m, raw := scrape(t, metricsURL)
+	// The outage's reserve failed either at once (connection refused) or
+	// at --replay-timeout: one of the two.
+	outage := m[`mrtr_store_calls_total{op="reserve",outcome="error"}`] + m[`mrtr_store_calls_total{op="reserve",outcome="timeout"}`]
+	if outage != 1 {
+		t.Errorf("reserve error+timeout = %v, want 1", outage)
+	}
+	for name, want := range map[string]float64{
+		`mrtr_pauses_total{key_id="k1"}`:                          3, // A, B, C (the forged tokens were sealed here)
+		`mrtr_key_seals_total{key_id="k1"}`:                       3,
+		`mrtr_resumes_total{outcome="ok"}`:                        2, // A, C
+		`mrtr_resumes_total{outcome="replayed"}`:                  1,
+		`mrtr_resumes_total{outcome="invalid"}`:                   1,
+		`mrtr_resumes_total{outcome="arguments_changed"}`:         1,
+		`mrtr_resumes_total{outcome="expired"}`:                   1,
+		`mrtr_resumes_total{outcome="rounds_exceeded"}`:           1,
+		`mrtr_resumes_total{outcome="store_unavailable"}`:         1,
+		`mrtr_store_calls_total{op="reserve",outcome="ok"}`:       2,
+		`mrtr_store_calls_total{op="reserve",outcome="replayed"}`: 1,
+		`mrtr_store_calls_total{op="commit",outcome="ok"}`:        2,
+		`mrtr_store_calls_total{op="commit",outcome="error"}`:     0,
+		`mrtr_store_calls_total{op="release",outcome="ok"}`:       0,
+		`mrtr_store_call_duration_seconds_count{op="reserve"}`:    4,
+		`mrtr_store_call_duration_seconds_count{op="commit"}`:     2,
+		`mrtr_round_depth_count`:                                  3,
+		`mrtr_round_depth_bucket{le="1"}`:                         3,
+		`mrtr_token_size_bytes_count`:                             3,
+		`mrtr_token_size_bytes_bucket{le="128"}`:                  0,
+		`mrtr_token_size_bytes_bucket{le="256"}`:                  3,
+	} {
+		if got, ok := m[name]; !ok || got != want {
+			t.Errorf("%s = %v (present %t), want %v", name, got, ok, want)
+		}
+	}
+	for _, name := range []string{"go_goroutines", "process_cpu_seconds_total", "go_memstats_heap_alloc_bytes"} {
+		if _, ok := m[name]; !ok {
+			t.Errorf("no %s: the Go and process collectors are missing", name)
+		}
+	}
+	// Low cardinality, nothing secret: no tool name, no token.
+	for _, leak := range []string{"deploy", a.state[6:30], "staging"} {
+		if strings.Contains(raw, leak) {
+			t.Errorf("/metrics mentions %q", leak)
+		}
+	}
+	for _, help := range []string{"# HELP mrtr_resumes_total ", "# TYPE mrtr_store_call_duration_seconds histogram", "# TYPE mrtr_pauses_total counter"} {
+		if !strings.Contains(raw, help) {
+			t.Errorf("/metrics lacks %q", help)
+		}
+	}
+	// /metrics is not on the main listener.
+	if code, _ := probe(t, base+"/metrics"); code != 404 {
+		t.Errorf("/metrics on the main listener: HTTP %d", code)
+	}
+}
+
+// TestServeHealthWithoutAuthOrMetrics: the probes answer without a
+// credential while /mcp demands one, and without --metrics-addr no
+// metrics listener starts.
+func TestServeHealthWithoutAuthOrMetrics(t *testing.T) {
+	url, logs := startServe(t, "--auth-hs256-secret", strings.Repeat("s", 32))
+	base := strings.TrimSuffix(url, "/mcp")
+	if code, body := probe(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok"}}` {
+		t.Fatalf("/readyz: %d %s", code, body)
+	}
+	if code, _ := probe(t, base+"/healthz"); code != 200 {
+		t.Fatalf("/healthz: %d", code)
+	}
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("/mcp without a credential: HTTP %d", resp.StatusCode)
+	}
+	resp, err = http.Post(base+"/readyz", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 405 {
+		t.Fatalf("POST /readyz: HTTP %d", resp.StatusCode)
+	}
+	if strings.Contains(logs.String(), "mrtr metrics serving") {
+		t.Fatal("a metrics listener started without --metrics-addr")
+	}
+	if !strings.Contains(logs.String(), `"metrics":false,"tracing":false`) {
+		t.Fatalf("the policy line does not say metrics and tracing are off: %s", logs.String())
+	}
+}
+
+func TestMetricsAddrFlag(t *testing.T) {
+	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
+		return map[string]string{"MRTR_METRICS_ADDR": "127.0.0.1:9464"}[k]
+	}}
+	c, err := a.parseServe(nil)
+	if err != nil || c.metricsAddr != "127.0.0.1:9464" {
+		t.Fatalf("MRTR_METRICS_ADDR: %v %q", err, c.metricsAddr)
+	}
+	c, err = a.parseServe([]string{"--metrics-addr", "127.0.0.1:9465"})
+	if err != nil || c.metricsAddr != "127.0.0.1:9465" {
+		t.Fatalf("--metrics-addr: %v %q", err, c.metricsAddr)
+	}
+	code, _, errOut := runApp(t, "serve", "--metrics-addr", "256.0.0.1:99999", "--addr", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(errOut, "--metrics-addr") {
+		t.Fatalf("bad --metrics-addr: exit %d, %s", code, errOut)
+	}
+}
