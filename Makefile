@@ -26,16 +26,20 @@ deps:
 	scripts/redis.sh ensure
 	scripts/conformance-setup.sh
 
-# Unit, contract, end-to-end, conformance and interop tests under the race detector.
+# Unit, contract, end-to-end, conformance and interop tests under the race detector,
+# and the JCS oracle module (reqstate against github.com/gowebpki/jcs).
 unit:
 	$(GO) test -race -count=1 -timeout 15m ./...
+	cd reqstate/jcsoracle && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 # Short fuzzing of every decoder of untrusted input (longer runs: FUZZTIME=50000000x make fuzz).
 fuzz:
-	@for f in FuzzOpen FuzzMalleability FuzzRoundTrip FuzzDecodePayload FuzzCanonicalize FuzzCanonicalizeReference FuzzBindingInjective FuzzValidJSON; do \
+	@for f in FuzzOpen FuzzMalleability FuzzRoundTrip FuzzDecodePayload FuzzCanonicalize FuzzBindingInjective FuzzValidJSON; do \
 		echo "fuzz reqstate $$f ($(FUZZTIME))"; \
 		out=$$($(GO) test ./reqstate -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
 	done
+	@echo "fuzz reqstate/jcsoracle FuzzCanonicalizeJCS ($(FUZZTIME))"; \
+	out=$$(cd reqstate/jcsoracle && $(GO) test . -run '^$$' -fuzz '^FuzzCanonicalizeJCS$$' -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }
 
 # The bench module's own tests (every contender round-trips, every flow
 # endpoint works), then each comparison benchmark once (timings are never

@@ -61,10 +61,10 @@ func TestParseServeFlagsAndEnv(t *testing.T) {
 
 func TestLoadKeysSources(t *testing.T) {
 	ring, _ := reqstate.GenerateKeyRing("envkey", nil)
-	data, _ := ring.MarshalJSON()
+	data, _ := ring.MarshalSecretJSON()
 	path := filepath.Join(t.TempDir(), "keys.json")
 	other, _ := reqstate.GenerateKeyRing("filekey", nil)
-	fdata, _ := other.MarshalJSON()
+	fdata, _ := other.MarshalSecretJSON()
 	os.WriteFile(path, fdata, 0o600)
 
 	env := map[string]string{"MRTR_KEYS": string(data)}
