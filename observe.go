@@ -78,14 +78,15 @@ type Outcome string
 const (
 	OutcomeOK               Outcome = "ok"                // the requestState was accepted
 	OutcomeStoreUnavailable Outcome = "store_unavailable" // the single-use store could not decide (ErrStoreUnavailable)
+	OutcomeInvalidArguments Outcome = "invalid_arguments" // the arguments cannot be hashed (ErrInvalidArguments)
 )
 
 // ResumeEvent is Begin's decision on a call that carried a requestState.
 type ResumeEvent struct {
 	Call
 	// Outcome is OutcomeOK, Outcome(reason) for a rejection (invalid,
-	// expired, replayed, rounds_exceeded, arguments_changed) or
-	// OutcomeStoreUnavailable.
+	// expired, replayed, rounds_exceeded, arguments_changed),
+	// OutcomeInvalidArguments or OutcomeStoreUnavailable.
 	Outcome Outcome
 	// Round is the round the accepted state was sealed for (0 when
 	// refused: nothing about a refused token is trusted).
@@ -173,14 +174,17 @@ func (g *Guard) observeBegin(ctx context.Context, r *Request) (*Flow, error) {
 		return f, err
 	}
 	e := ResumeEvent{Call: r.call(start), Outcome: OutcomeOK}
-	switch err := err.(type) { // begin returns its errors unwrapped
+	switch re := err.(type) { // begin returns a *RejectError unwrapped
 	case nil:
 		e.Round = f.round
 		e.KeyID = reqstate.TokenKeyID(r.RequestState)
 	case *RejectError:
-		e.Outcome = Outcome(err.Reason)
+		e.Outcome = Outcome(re.Reason)
 	default:
 		e.Outcome = OutcomeStoreUnavailable
+		if errors.Is(err, ErrInvalidArguments) {
+			e.Outcome = OutcomeInvalidArguments
+		}
 	}
 	e.Duration = time.Since(start)
 	g.opts.Observer.Resumed(ctx, e)

@@ -154,6 +154,15 @@ func TestObserverEvents(t *testing.T) {
 	wantReason(t, err, ReasonRoundsExceeded)
 	step("rounds exceeded", "resume tools/call deploy rounds_exceeded round=0 kid=")
 
+	// Arguments the hash refuses (a number more precise than a double).
+	inexact := resume(r, tok, nil)
+	inexact.Arguments = json.RawMessage(`{"service":"api","env":"production","n":12345678901234567890123}`)
+	_, err = fx.g.Begin(ctx, inexact)
+	if !errors.Is(err, ErrInvalidArguments) {
+		t.Fatal(err)
+	}
+	step("invalid arguments", "resume tools/call deploy invalid_arguments round=0 kid=")
+
 	// A handler error releases the reservation.
 	tok = fx.pause(t, r)
 	log.take()
