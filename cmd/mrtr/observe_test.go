@@ -2,15 +2,21 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/mrtr-go/mrtr/internal/testredis"
 	"github.com/mrtr-go/mrtr/reqstate"
@@ -350,4 +356,89 @@ func TestMetricsAddrFlag(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "--metrics-addr") {
 		t.Fatalf("bad --metrics-addr: exit %d, %s", code, errOut)
 	}
+}
+
+// TestServeExportsOTLP: with OTEL_EXPORTER_OTLP_ENDPOINT set, `mrtr
+// serve` exports the span of a paused call over OTLP/HTTP, continuing the
+// trace of the request's _meta, and flushes it when it shuts down.
+func TestServeExportsOTLP(t *testing.T) {
+	got := make(chan *coltracepb.ExportTraceServiceRequest, 4)
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req coltracepb.ExportTraceServiceRequest
+		if r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" || proto.Unmarshal(body, &req) != nil {
+			t.Errorf("collector got %s %s %s", r.Method, r.URL.Path, r.Header.Get("Content-Type"))
+			http.Error(w, "bad", 400)
+			return
+		}
+		got <- &req
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		resp, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+		w.Write(resp)
+	}))
+	defer collector.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_SERVICE_NAME", "mrtr-test")
+
+	logs := new(syncBuffer)
+	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs, getenv: os.Getenv}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() { done <- a.run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), `"msg":"mrtr serving"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start: %s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	url := logURL(t, logs, "mrtr serving")
+	if !strings.Contains(logs.String(), "exporting spans over OTLP/HTTP") || !strings.Contains(logs.String(), `"tracing":true`) {
+		t.Fatalf("tracing not announced: %s", logs.String())
+	}
+	if a := callDeploy(t, url, "staging", "", map[string]any{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}); a.state == "" {
+		t.Fatalf("first call: %+v", a)
+	}
+	cancel() // shutting down flushes the batch
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exited %d: %s", code, logs.String())
+	}
+	var req *coltracepb.ExportTraceServiceRequest
+	select {
+	case req = <-got:
+	default:
+		t.Fatal("no span exported by shutdown")
+	}
+	rs := req.GetResourceSpans()
+	if len(rs) != 1 || len(rs[0].GetScopeSpans()) != 1 || len(rs[0].GetScopeSpans()[0].GetSpans()) != 1 {
+		t.Fatalf("export %v", req)
+	}
+	service := ""
+	for _, kv := range rs[0].GetResource().GetAttributes() {
+		if kv.GetKey() == "service.name" {
+			service = kv.GetValue().GetStringValue()
+		}
+	}
+	span := rs[0].GetScopeSpans()[0].GetSpans()[0]
+	if service != "mrtr-test" || span.GetName() != "tools/call deploy" ||
+		fmt.Sprintf("%x", span.GetTraceId()) != "4bf92f3577b34da6a3ce929d0e0e4736" || fmt.Sprintf("%x", span.GetParentSpanId()) != "00f067aa0ba902b7" {
+		t.Fatalf("service %q, span %v", service, span)
+	}
+}
+
+func TestOTLPProtocolRefused(t *testing.T) {
+	code, _, errOut := runAppEnv(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+		"serve", "--addr", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(errOut, `"grpc" is not supported`) {
+		t.Fatalf("grpc protocol: exit %d, %s", code, errOut)
+	}
+}
+
+func runAppEnv(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut strings.Builder
+	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut, getenv: func(k string) string { return env[k] }}
+	code := a.run(context.Background(), args)
+	return code, out.String(), errOut.String()
 }
