@@ -34,6 +34,16 @@ type Metrics struct {
 	rounds     prometheus.Histogram
 	tokenSize  prometheus.Histogram
 	seals      *prometheus.CounterVec
+
+	// The children of fixed label values, looked up once.
+	resumeBy map[mrtr.Outcome]prometheus.Counter
+	storeBy  map[storeKey]prometheus.Counter
+	timeBy   map[mrtr.StoreOp]prometheus.Observer
+}
+
+type storeKey struct {
+	op      mrtr.StoreOp
+	outcome mrtr.StoreOutcome
 }
 
 // ResumeOutcomes are the values of mrtr_resumes_total's outcome label,
@@ -95,12 +105,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			return nil, fmt.Errorf("register mrtr metrics: %w", err)
 		}
 	}
+	m.resumeBy = make(map[mrtr.Outcome]prometheus.Counter, len(resumeOutcomes))
 	for _, o := range resumeOutcomes {
-		m.resumes.WithLabelValues(string(o))
+		m.resumeBy[o] = m.resumes.WithLabelValues(string(o))
 	}
+	m.storeBy = make(map[storeKey]prometheus.Counter, len(storeOps)*len(storeOutcomes))
+	m.timeBy = make(map[mrtr.StoreOp]prometheus.Observer, len(storeOps))
 	for _, op := range storeOps {
+		m.timeBy[op] = m.storeTime.WithLabelValues(string(op))
 		for _, o := range storeOutcomes {
-			m.storeCalls.WithLabelValues(string(op), string(o))
+			m.storeBy[storeKey{op, o}] = m.storeCalls.WithLabelValues(string(op), string(o))
 		}
 	}
 	return m, nil
@@ -108,6 +122,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 
 // Resumed counts a resume by outcome.
 func (m *Metrics) Resumed(_ context.Context, e mrtr.ResumeEvent) {
+	if c, ok := m.resumeBy[e.Outcome]; ok {
+		c.Inc()
+		return
+	}
 	m.resumes.WithLabelValues(string(e.Outcome)).Inc()
 }
 
@@ -125,6 +143,14 @@ func (m *Metrics) Paused(_ context.Context, e mrtr.PauseEvent) {
 
 // StoreCalled counts a store call and records its latency.
 func (m *Metrics) StoreCalled(_ context.Context, e mrtr.StoreEvent) {
-	m.storeCalls.WithLabelValues(string(e.Op), string(e.Outcome)).Inc()
-	m.storeTime.WithLabelValues(string(e.Op)).Observe(e.Duration.Seconds())
+	if c, ok := m.storeBy[storeKey{e.Op, e.Outcome}]; ok {
+		c.Inc()
+	} else {
+		m.storeCalls.WithLabelValues(string(e.Op), string(e.Outcome)).Inc()
+	}
+	if h, ok := m.timeBy[e.Op]; ok {
+		h.Observe(e.Duration.Seconds())
+	} else {
+		m.storeTime.WithLabelValues(string(e.Op)).Observe(e.Duration.Seconds())
+	}
 }

@@ -63,11 +63,10 @@ func (t *Tracer) Resumed(ctx context.Context, e mrtr.ResumeEvent) {
 	if e.Outcome == mrtr.OutcomeStoreUnavailable {
 		code = mrtr.CodeInternalError
 	}
-	_, span := t.start(ctx, e.Call)
-	span.SetAttributes(
+	var buf [8]attribute.KeyValue
+	_, span := t.start(ctx, e.Call, append(buf[:0],
 		semconv.ErrorTypeKey.String(string(e.Outcome)),
-		semconv.RPCResponseStatusCodeKey.String(strconv.Itoa(code)),
-	)
+		semconv.RPCResponseStatusCodeKey.String(strconv.Itoa(code))))
 	span.SetStatus(codes.Error, mrtr.RejectMessage)
 	span.End(trace.WithTimestamp(e.Start.Add(e.Duration)))
 }
@@ -77,20 +76,25 @@ func (t *Tracer) Ended(ctx context.Context, e mrtr.EndEvent) {
 	if !e.Resumed && !e.Paused {
 		return
 	}
-	_, span := t.start(ctx, e.Call)
-	span.SetAttributes(AttrRound.Int(e.Round), AttrResumed.Bool(e.Resumed), AttrPaused.Bool(e.Paused))
+	var buf [11]attribute.KeyValue
+	extra := append(buf[:0], AttrRound.Int(e.Round), AttrResumed.Bool(e.Resumed), AttrPaused.Bool(e.Paused))
 	if e.Paused {
-		span.SetAttributes(AttrKeyID.String(e.KeyID), AttrTokenBytes.Int(e.TokenBytes))
+		extra = append(extra, AttrKeyID.String(e.KeyID), AttrTokenBytes.Int(e.TokenBytes))
 	}
 	if e.Failed {
 		// The handler's error: its kind is the handler's business.
-		span.SetAttributes(semconv.ErrorTypeKey.String(semconv.ErrorTypeOther.Value.AsString()))
+		extra = append(extra, semconv.ErrorTypeOther)
+	}
+	_, span := t.start(ctx, e.Call, extra)
+	if e.Failed {
 		span.SetStatus(codes.Error, "handler error")
 	}
 	span.End(trace.WithTimestamp(e.Start.Add(e.Duration)))
 }
 
-func (t *Tracer) start(ctx context.Context, c mrtr.Call) (context.Context, trace.Span) {
+// start starts the span of call c with the MCP attributes followed by
+// attrs, which must have room for four more.
+func (t *Tracer) start(ctx context.Context, c mrtr.Call, attrs []attribute.KeyValue) (context.Context, trace.Span) {
 	if len(c.Meta) > 0 {
 		if pctx := t.prop.Extract(ctx, metaCarrier(c.Meta)); trace.SpanContextFromContext(pctx).IsValid() {
 			ctx = pctx
@@ -100,7 +104,7 @@ func (t *Tracer) start(ctx context.Context, c mrtr.Call) (context.Context, trace
 	if len(target) > maxTargetLen {
 		target = target[:maxTargetLen]
 	}
-	attrs := []attribute.KeyValue{semconv.McpMethodNameKey.String(c.Method)}
+	attrs = append(attrs, semconv.McpMethodNameKey.String(c.Method))
 	if c.ProtocolVersion != "" {
 		attrs = append(attrs, semconv.McpProtocolVersionKey.String(c.ProtocolVersion))
 	}
