@@ -1,6 +1,7 @@
 package reqstate
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -28,4 +29,21 @@ func TestTokenKeyID(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { TokenKeyID(tok) }); n != 0 {
 		t.Fatalf("TokenKeyID allocates %v times", n)
 	}
+}
+
+// FuzzTokenKeyID: TokenKeyID never panics, and returns either "" or a
+// valid key id that the token's clear-text prefix names.
+func FuzzTokenKeyID(f *testing.F) {
+	for _, s := range []string{"v1.k1.AAAA", "v1..x", "v1.k", "", "v2.k.x", "v1.a/b.x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, tok string) {
+		kid := TokenKeyID(tok)
+		if kid == "" {
+			return
+		}
+		if checkKeyID(kid) != nil || !strings.HasPrefix(tok, "v1."+kid+".") {
+			t.Fatalf("TokenKeyID(%q) = %q", tok, kid)
+		}
+	})
 }

@@ -47,11 +47,12 @@ type Tracer struct {
 	mrtr.NopObserver
 	tracer trace.Tracer
 	prop   propagation.TraceContext
+	server trace.SpanStartOption // built once: options are interfaces
 }
 
 // NewTracer returns a Tracer whose spans go to tp.
 func NewTracer(tp trace.TracerProvider) *Tracer {
-	return &Tracer{tracer: tp.Tracer(ScopeName)}
+	return &Tracer{tracer: tp.Tracer(ScopeName), server: trace.WithSpanKind(trace.SpanKindServer)}
 }
 
 // Resumed records a span for a refused resume.
@@ -121,7 +122,7 @@ func (t *Tracer) start(ctx context.Context, c mrtr.Call, attrs []attribute.KeyVa
 		name += " " + target
 	}
 	return t.tracer.Start(ctx, name,
-		trace.WithSpanKind(trace.SpanKindServer),
+		t.server,
 		trace.WithTimestamp(c.Start),
 		trace.WithAttributes(attrs...))
 }
