@@ -1,0 +1,186 @@
+package mcpwire
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// CodeMissingCapability is the JSON-RPC code of a request that needs a
+// client capability the client did not declare (MCP 2026-07-28).
+const CodeMissingCapability = -32021
+
+// MissingCapabilityMessage is the message of a CodeMissingCapability error.
+const MissingCapabilityMessage = "missing required client capability"
+
+// MetaClientCapabilities is the _meta key under which a 2026-07-28 request
+// declares its client's capabilities.
+const MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+
+// MetaProtocolVersion is the _meta key of a 2026-07-28 request's protocol
+// version.
+const MetaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+
+// Caps is what a client declared it can answer: the part of its
+// ClientCapabilities the capability gate needs. The zero value declares
+// nothing.
+type Caps struct {
+	ElicitForm    bool // elicitation (form mode): {"elicitation":{}} or {"elicitation":{"form":{}}}
+	ElicitURL     bool // elicitation URL mode: {"elicitation":{"url":{}}}
+	Sampling      bool // sampling/createMessage
+	SamplingTools bool // sampling with tools: {"sampling":{"tools":{}}}
+	Roots         bool // roots/list
+}
+
+// ParseCaps reads a ClientCapabilities JSON object. Anything that is not
+// an object declares nothing; a member that is not an object does not
+// declare its capability.
+func ParseCaps(raw json.RawMessage) Caps {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return Caps{}
+	}
+	var c Caps
+	if e, ok := object(m["elicitation"]); ok {
+		_, form := e["form"]
+		_, url := e["url"]
+		c.ElicitForm = form || !url
+		c.ElicitURL = url
+	}
+	if s, ok := object(m["sampling"]); ok {
+		c.Sampling = true
+		_, c.SamplingTools = s["tools"]
+	}
+	_, c.Roots = object(m["roots"])
+	return c
+}
+
+// CapsFromMeta reads the capabilities a request declares in its params'
+// _meta object (raw is the value of params._meta); absent means none.
+func CapsFromMeta(meta json.RawMessage) Caps {
+	m, ok := object(meta)
+	if !ok {
+		return Caps{}
+	}
+	return ParseCaps(m[MetaClientCapabilities])
+}
+
+func object(raw json.RawMessage) (map[string]json.RawMessage, bool) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// The methods of the three input request kinds.
+const (
+	MethodElicit    = "elicitation/create"
+	MethodSampling  = "sampling/createMessage"
+	MethodListRoots = "roots/list"
+)
+
+// Required names the capability an input request needs that c lacks, as
+// a path like "elicitation.url", or returns "" when c has it. method and
+// params are the input request's members. An unknown method is
+// Unvettable: no declaration covers it, so it is never passed on.
+func Required(c Caps, method string, params json.RawMessage) string {
+	switch method {
+	case MethodElicit:
+		var p struct {
+			Mode string `json:"mode"`
+			URL  string `json:"url"`
+		}
+		_ = json.Unmarshal(params, &p) // a malformed body is judged as form mode
+		if p.Mode == "url" || (p.Mode == "" && p.URL != "") {
+			if !c.ElicitURL {
+				return "elicitation.url"
+			}
+			return ""
+		}
+		if !c.ElicitForm {
+			return "elicitation.form"
+		}
+	case MethodSampling:
+		if !c.Sampling {
+			return "sampling"
+		}
+		var p struct {
+			Tools []json.RawMessage `json:"tools"`
+		}
+		_ = json.Unmarshal(params, &p)
+		if len(p.Tools) > 0 && !c.SamplingTools {
+			return "sampling.tools"
+		}
+	case MethodListRoots:
+		if !c.Roots {
+			return "roots"
+		}
+	default:
+		return Unvettable
+	}
+	return ""
+}
+
+// Unvettable is what Required and Missing name for an input request that
+// no capability can cover: an unknown method, or an entry that is not a
+// {method, params} object. A caller should treat it as a protocol error
+// of whoever produced the request, not as a client's missing capability.
+const Unvettable = "invalid"
+
+// InputRequest is one entry of an input_required result's inputRequests.
+type InputRequest struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// Missing returns, sorted and without repeats, the capabilities c lacks
+// for reqs (the raw inputRequests entries by key). An entry that is not a
+// {method, params} object is reported as "invalid".
+func Missing(c Caps, reqs map[string]json.RawMessage) []string {
+	var need map[string]bool // allocated only when something is missing
+	for _, raw := range reqs {
+		var r InputRequest
+		name := ""
+		if err := json.Unmarshal(raw, &r); err != nil || r.Method == "" {
+			name = Unvettable
+		} else {
+			name = Required(c, r.Method, r.Params)
+		}
+		if name != "" {
+			if need == nil {
+				need = map[string]bool{}
+			}
+			need[name] = true
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(need))
+}
+
+// MissingCapabilityData returns the data of a -32021 error:
+// {"requiredCapabilities": ClientCapabilities} holding the named
+// capabilities ("elicitation", "elicitation.form", "elicitation.url",
+// "sampling", "sampling.tools", "roots", or any other path).
+func MissingCapabilityData(capabilities ...string) json.RawMessage {
+	req := map[string]map[string]any{}
+	for _, c := range capabilities {
+		top, sub, _ := strings.Cut(c, ".")
+		m := req[top]
+		if m == nil {
+			m = map[string]any{}
+			req[top] = m
+		}
+		if sub != "" {
+			m[sub] = map[string]any{}
+		}
+	}
+	data, _ := json.Marshal(map[string]any{"requiredCapabilities": req})
+	return data
+}
