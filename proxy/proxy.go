@@ -335,6 +335,9 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	if req.method != methodReadResource {
 		mreq.Arguments = p["arguments"]
 	}
+	if h.guard.Policy().Observer != nil { // only an Observer reads the trace context
+		mreq.Meta = traceMeta(p["_meta"])
+	}
 	if p.has("requestState") {
 		st, ok := p.str("requestState")
 		if !ok || st == "" {

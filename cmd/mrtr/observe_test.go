@@ -442,3 +442,72 @@ func runAppEnv(t *testing.T, env map[string]string, args ...string) (int, string
 	code := a.run(context.Background(), args)
 	return code, out.String(), errOut.String()
 }
+
+// TestProxyMetricsAndHealth: `mrtr proxy` takes --metrics-addr from the
+// common flags and counts its pauses and resumes; its probes answer
+// without the credential /mcp demands.
+func TestProxyMetricsAndHealth(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Params struct {
+				RequestState *string `json:"requestState"`
+			} `json:"params"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		res := map[string]any{"resultType": "input_required", "requestState": "upstream-state",
+			"inputRequests": map[string]any{"ok": map[string]any{"method": "elicitation/create", "params": map[string]any{"message": "ok?", "requestedSchema": map[string]any{"type": "object"}}}}}
+		if req.Params.RequestState != nil {
+			res = map[string]any{"resultType": "complete", "content": []any{}}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": res})
+	}))
+	defer up.Close()
+	url, logs := startProxyCmd(t, "--upstream", up.URL, "--metrics-addr", "127.0.0.1:0")
+	metricsURL := logURL(t, logs, "mrtr metrics serving")
+	base := strings.TrimSuffix(url, "/mcp")
+	call := func(state string) map[string]any {
+		params := map[string]any{"name": "t", "_meta": map[string]any{
+			"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}}}}
+		if state != "" {
+			params["requestState"] = state
+			params["inputResponses"] = map[string]any{"ok": map[string]any{"action": "accept"}}
+		}
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+		resp, err := http.Post(url, "application/json", strings.NewReader(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var msg map[string]any
+		json.NewDecoder(resp.Body).Decode(&msg)
+		return msg
+	}
+	first := call("")
+	res, _ := first["result"].(map[string]any)
+	tok, _ := res["requestState"].(string)
+	if tok == "" || tok == "upstream-state" {
+		t.Fatalf("first call through the proxy: %v", first)
+	}
+	if got := call(tok); got["result"] == nil {
+		t.Fatalf("resume: %v", got)
+	}
+	if got := call(tok); got["error"] == nil {
+		t.Fatalf("replay accepted: %v", got)
+	}
+	if code, body := probe(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok"}}` {
+		t.Fatalf("/readyz: %d %s", code, body)
+	}
+	m, _ := scrape(t, metricsURL)
+	for name, want := range map[string]float64{
+		`mrtr_pauses_total{key_id="ephemeral"}`:                   1,
+		`mrtr_resumes_total{outcome="ok"}`:                        1,
+		`mrtr_resumes_total{outcome="replayed"}`:                  1,
+		`mrtr_store_calls_total{op="reserve",outcome="replayed"}`: 1,
+	} {
+		if got := m[name]; got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+}

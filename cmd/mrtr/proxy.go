@@ -62,6 +62,7 @@ func (a *app) parseProxy(args []string) (*proxyConfig, error) {
 		return nil, err
 	}
 	c.commonConfig.settle()
+	c.getenv = a.getenv
 	return c, nil
 }
 
@@ -77,6 +78,11 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeGuard()
+	stopMetrics, err := c.startMetrics(log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	var hosts []string
 	for _, h := range strings.Split(c.allowedHosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
@@ -105,6 +111,7 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", c.authenticate(h))
+	c.mountHealth(mux, hosts)
 	u, _ := url.Parse(c.upstream)
 	log.Info("mrtr proxy", "upstream", u.Redacted(), "upstream_timeout", c.upstreamTimeout, "max_held", c.maxHeld,
 		"max_upstream_state", c.maxState, "forward_authorization", c.forwardAuth, "max_body", c.maxBodyBytes,
