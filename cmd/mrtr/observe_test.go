@@ -163,7 +163,10 @@ func TestServeMetricsReadiness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, _ := ring.MarshalJSON()
+	data, err := ring.MarshalSecretJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
 	keys := filepath.Join(t.TempDir(), "keys.json")
 	if err := os.WriteFile(keys, data, 0o600); err != nil {
 		t.Fatal(err)
