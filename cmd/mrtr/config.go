@@ -251,7 +251,7 @@ func commonFlags(f *flags, c *commonConfig) {
 	f.Duration(&c.readTimeout, "read-timeout", defaultReadTimeout,
 		"longest time to read one request, headers and body (a slower client is disconnected); responses and event streams are not limited")
 	f.Int(&c.maxConns, "max-conns", defaultMaxConns, 1, "most client connections open at once; more wait until one closes")
-	f.String(&c.metricsAddr, "metrics-addr", "", "listen address of the Prometheus endpoint /metrics, on its own listener (like 127.0.0.1:9090); empty: no metrics")
+	f.String(&c.metricsAddr, "metrics-addr", "", "listen address of the Prometheus endpoint /metrics, on its own listener (like 127.0.0.1:9464); empty: no metrics. Traces: set OTEL_EXPORTER_OTLP_ENDPOINT")
 }
 
 // serveFlags registers the flags of `mrtr serve`.
