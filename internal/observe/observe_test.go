@@ -24,6 +24,7 @@ import (
 	"github.com/mrtr-go/mrtr/gosdk"
 	"github.com/mrtr-go/mrtr/internal/demo"
 	"github.com/mrtr-go/mrtr/internal/observe"
+	"github.com/mrtr-go/mrtr/proxy"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
@@ -322,5 +323,42 @@ func TestHealth(t *testing.T) {
 	h.Checks = h.Checks[:1]
 	if code, body := get(h.Readyz, "GET"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok"}}` {
 		t.Fatalf("readyz: %d %s", code, body)
+	}
+}
+
+// TestTracerThroughProxy: behind package proxy, the span of a paused
+// call continues the trace context of the request's _meta too.
+func TestTracerThroughProxy(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": map[string]any{
+			"resultType": "input_required", "requestState": "upstream-state",
+			"inputRequests": map[string]any{"ok": map[string]any{"method": "elicitation/create", "params": map[string]any{"message": "ok?", "requestedSchema": map[string]any{"type": "object"}}}}}})
+	}))
+	defer up.Close()
+	rec := tracetest.NewSpanRecorder()
+	ring, _ := reqstate.GenerateKeyRing("k1", nil)
+	g := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Observer: observe.NewTracer(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))})
+	h, err := proxy.New(proxy.Options{Upstream: up.URL, Guard: g, AnyHost: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	a := call(t, srv.URL, "tools/call", "t", nil, map[string]any{"traceparent": traceparent})
+	if a.state == "" || a.state == "upstream-state" {
+		t.Fatalf("first call through the proxy: %+v", a)
+	}
+	spans := rec.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	s := spans[0]
+	if s.Name() != "tools/call t" || s.SpanContext().TraceID().String() != parentTrace || s.Parent().SpanID().String() != parentSpan || attrs(s)["mrtr.paused"] != "true" {
+		t.Fatalf("span %s trace %s parent %s %v", s.Name(), s.SpanContext().TraceID(), s.Parent().SpanID(), attrs(s))
 	}
 }
