@@ -19,27 +19,183 @@ func pausable(method string) bool {
 	return method == methodCallTool || method == methodGetPrompt || method == methodReadResource
 }
 
-var errNotObject = errors.New("not a JSON object")
+var (
+	errNotObject = errors.New("not a JSON object")
+	errSyntax    = errors.New("invalid JSON")
+)
 
 // object is a JSON object read from untrusted input, members by exact
-// name (encoding/json's map decoding: no case folding; of repeated names
-// the last wins, and the proxy forwards only what it decoded, so the
-// upstream cannot read a member the proxy did not see).
+// name (no case folding; of repeated names the last wins, as in
+// encoding/json, and the proxy forwards only what it parsed, so the
+// upstream cannot read a member the proxy did not see). Member values are
+// raw JSON, sub-slices of the parsed input.
 type object map[string]json.RawMessage
 
+// parseObject validates b as one JSON value (encoding/json's scanner, no
+// allocation) and splits it into members if it is an object.
 func parseObject(b []byte) (object, error) {
-	b = bytes.TrimLeft(b, " \t\r\n")
+	b = bytes.TrimSpace(b)
 	if len(b) == 0 || b[0] != '{' {
 		return nil, errNotObject
 	}
-	var o object
-	if err := json.Unmarshal(b, &o); err != nil {
-		return nil, err
+	if !json.Valid(b) {
+		return nil, errSyntax
 	}
-	if o == nil {
-		return nil, errNotObject
+	return splitObject(b), nil
+}
+
+// obj returns member k as an object, without validating it again: the
+// members of a parsed object are valid JSON.
+func (o object) obj(k string) (object, bool) {
+	raw := o[k]
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, false
 	}
-	return o, nil
+	return splitObject(raw), true
+}
+
+// splitObject splits b, one valid JSON object with no surrounding space,
+// into its members.
+func splitObject(b []byte) object {
+	o := make(object, 8)
+	i := 1
+	for {
+		i = skipSpace(b, i)
+		if b[i] == '}' {
+			return o
+		}
+		kEnd := skipString(b, i)
+		key := unquote(b[i:kEnd])
+		i = skipSpace(b, kEnd) + 1 // ':'
+		i = skipSpace(b, i)
+		vEnd := skipValue(b, i)
+		o[key] = b[i:vEnd:vEnd]
+		i = skipSpace(b, vEnd)
+		if b[i] == ',' {
+			i++
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i] == '"'.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index after the valid JSON value starting at b[i].
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+	}
+	return i
+}
+
+// unquote decodes a valid JSON string literal as encoding/json does
+// (invalid UTF-8 becomes U+FFFD), with a fast path for plain ASCII.
+func unquote(raw []byte) string {
+	plain := true
+	for _, c := range raw {
+		if c == '\\' || c >= 0x80 {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return intern(raw[1 : len(raw)-1])
+	}
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
+}
+
+// intern returns the member names every message repeats without
+// allocating (a switch on string(b) does not copy b).
+func intern(b []byte) string {
+	switch string(b) {
+	case "jsonrpc":
+		return "jsonrpc"
+	case "id":
+		return "id"
+	case "method":
+		return "method"
+	case "params":
+		return "params"
+	case "name":
+		return "name"
+	case "uri":
+		return "uri"
+	case "arguments":
+		return "arguments"
+	case "_meta":
+		return "_meta"
+	case "requestState":
+		return "requestState"
+	case "inputResponses":
+		return "inputResponses"
+	case "inputRequests":
+		return "inputRequests"
+	case "result":
+		return "result"
+	case "error":
+		return "error"
+	case "resultType":
+		return "resultType"
+	case "content":
+		return "content"
+	case "input_required":
+		return "input_required"
+	case "complete":
+		return "complete"
+	case "tools/call":
+		return "tools/call"
+	case "2026-07-28":
+		return "2026-07-28"
+	case "io.modelcontextprotocol/protocolVersion":
+		return "io.modelcontextprotocol/protocolVersion"
+	case "io.modelcontextprotocol/clientCapabilities":
+		return "io.modelcontextprotocol/clientCapabilities"
+	case "io.modelcontextprotocol/clientInfo":
+		return "io.modelcontextprotocol/clientInfo"
+	}
+	return string(b)
 }
 
 // str returns member k as a string; ok is false when it is absent or not
@@ -49,11 +205,7 @@ func (o object) str(k string) (string, bool) {
 	if !ok || len(raw) == 0 || raw[0] != '"' {
 		return "", false
 	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
+	return unquote(raw), true
 }
 
 // has reports whether member k is present and not null.
@@ -77,11 +229,9 @@ func (o object) encode() ([]byte, error) {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		kb, err := marshalNoEscape(k)
-		if err != nil {
+		if err := writeString(&buf, k); err != nil {
 			return nil, err
 		}
-		buf.Write(kb)
 		buf.WriteByte(':')
 		buf.Write(o[k])
 	}
@@ -95,6 +245,21 @@ func (o object) size() int {
 		n += len(k) + len(v) + 4
 	}
 	return n
+}
+
+// writeString writes s as a JSON string, without HTML escaping.
+func writeString(buf *bytes.Buffer, s string) error {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			b, err := marshalNoEscape(s)
+			buf.Write(b)
+			return err
+		}
+	}
+	buf.WriteByte('"')
+	buf.WriteString(s)
+	buf.WriteByte('"')
+	return nil
 }
 
 func marshalNoEscape(v any) ([]byte, error) {
@@ -141,11 +306,8 @@ func parseRequest(body []byte) (*rpcRequest, error) {
 		r.method = m
 	}
 	if pausable(r.method) && r.id != nil {
-		raw, ok := msg["params"]
-		if !ok {
-			return nil, errBadRequest
-		}
-		if r.params, err = parseObject(raw); err != nil {
+		var ok bool
+		if r.params, ok = msg.obj("params"); !ok {
 			return nil, errBadRequest
 		}
 	}
@@ -186,8 +348,8 @@ func parseResponse(b []byte) (*rpcResponse, error) {
 		return nil, errNotResponse
 	}
 	r := &rpcResponse{msg: msg}
-	if raw, ok := msg["result"]; ok {
-		if r.result, err = parseObject(raw); err != nil {
+	if _, ok := msg["result"]; ok {
+		if r.result, ok = msg.obj("result"); !ok {
 			return nil, errNotResponse
 		}
 	}

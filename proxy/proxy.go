@@ -291,7 +291,6 @@ func (h *Handler) passThroughFailed(w http.ResponseWriter, r *http.Request, err 
 type call struct {
 	req    *rpcRequest
 	flow   *mrtr.Flow
-	caps   mcpwire.Caps
 	target string
 }
 
@@ -321,7 +320,7 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 		return
 	}
 	p := req.params
-	meta, _ := parseObject(p["_meta"])
+	meta, _ := p.obj("_meta")
 	version, ok := meta.str(mcpwire.MetaProtocolVersion)
 	if !ok {
 		version = r.Header.Get("Mcp-Protocol-Version")
@@ -345,8 +344,8 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 		}
 		mreq.RequestState = st
 		if p.has("inputResponses") {
-			answers, err := parseObject(p["inputResponses"])
-			if err != nil {
+			answers, ok := p.obj("inputResponses")
+			if !ok {
 				writeError(w, http.StatusOK, req.id, mrtr.CodeInvalidParams, "invalid params: inputResponses must be an object of answers", nil)
 				return
 			}
@@ -361,7 +360,7 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 		writeGuardError(w, req.id, err)
 		return
 	}
-	c := &call{req: req, flow: fl, caps: mcpwire.CapsFromMeta(p["_meta"]), target: target}
+	c := &call{req: req, flow: fl, target: target}
 	settle := h.forward(w, r, c)
 	_ = fl.End(ctx, settle) // a failed commit or release is logged by the guard
 }
@@ -501,11 +500,13 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 	}
 	var reqs object
 	if resp.result.has("inputRequests") {
-		if reqs, err = parseObject(resp.result["inputRequests"]); err != nil {
+		var ok bool
+		if reqs, ok = resp.result.obj("inputRequests"); !ok {
 			return garbage("inputRequests is not an object")
 		}
 	}
-	if missing := mcpwire.Missing(c.caps, reqs); len(missing) > 0 {
+	caps := mcpwire.CapsFromMeta(c.req.params["_meta"])
+	if missing := mcpwire.Missing(caps, reqs); len(missing) > 0 {
 		if slices.Contains(missing, mcpwire.Unvettable) {
 			return garbage("an input request is not a known {method, params} object")
 		}
@@ -535,8 +536,11 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 		h.log.ErrorContext(ctx, "proxy: seal the upstream's pause", "method", c.req.method, "target", c.target, "error", err)
 		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, err
 	}
-	sealed, _ := marshalNoEscape(tok)
-	resp.result["requestState"] = sealed
+	var sealed bytes.Buffer
+	if err := writeString(&sealed, tok); err != nil {
+		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, err
+	}
+	resp.result["requestState"] = sealed.Bytes()
 	if resp.msg["result"], err = resp.result.encode(); err == nil {
 		out, err = resp.msg.encode()
 	}
@@ -574,18 +578,19 @@ var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy
 // copyHeader copies an upstream response's header, except hop-by-hop
 // fields and Content-Length (the proxy may rewrite the body).
 func copyHeader(dst, src http.Header) {
-	skip := map[string]bool{"Content-Length": true}
+	var named map[string]bool // fields the Connection header names
 	for _, f := range src["Connection"] {
 		for _, k := range strings.Split(f, ",") {
-			skip[http.CanonicalHeaderKey(strings.TrimSpace(k))] = true
+			if named == nil {
+				named = map[string]bool{}
+			}
+			named[http.CanonicalHeaderKey(strings.TrimSpace(k))] = true
 		}
-	}
-	for _, k := range hopHeaders {
-		skip[k] = true
 	}
 	for k, vs := range src {
-		if !skip[k] {
-			dst[k] = append([]string(nil), vs...)
+		if k == "Content-Length" || slices.Contains(hopHeaders, k) || named[k] {
+			continue
 		}
+		dst[k] = append([]string(nil), vs...)
 	}
 }
