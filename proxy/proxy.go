@@ -220,7 +220,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := parseRequest(body)
 	switch {
-	case errors.Is(err, errBadRequest) || errors.Is(err, errNotObject):
+	case errors.Is(err, errBadRequest) || errors.Is(err, mcpwire.ErrNotObject):
 		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: one JSON-RPC object expected (no batches)", nil)
 		return
 	case err != nil:
@@ -235,7 +235,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.pausable(w, r, req)
 		return
 	}
-	out, err := req.msg.encode()
+	out, err := req.msg.Encode()
 	if err != nil {
 		writeError(w, http.StatusBadRequest, req.id, codeInvalidRequest, "invalid request", nil)
 		return
@@ -320,8 +320,8 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 		return
 	}
 	p := req.params
-	meta, _ := p.obj("_meta")
-	version, ok := meta.str(mcpwire.MetaProtocolVersion)
+	meta, _ := p.Object("_meta")
+	version, ok := meta.String(mcpwire.MetaProtocolVersion)
 	if !ok {
 		version = r.Header.Get("Mcp-Protocol-Version")
 	}
@@ -334,17 +334,21 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	if req.method != methodReadResource {
 		mreq.Arguments = p["arguments"]
 	}
-	if p.has("requestState") {
-		st, ok := p.str("requestState")
-		if !ok || st == "" {
+	if p.Has("requestState") {
+		st, ok := p.String("requestState")
+		if !ok {
 			// Only strings are tokens; anything else is not one we sealed.
-			h.log.WarnContext(ctx, "mrtr: requestState rejected", "reason", string(mrtr.ReasonInvalid), "method", req.method, "target", target, "detail", "not a non-empty string")
+			h.log.WarnContext(ctx, "mrtr: requestState rejected", "reason", string(mrtr.ReasonInvalid), "method", req.method, "target", target, "detail", "not a string")
 			writeGuardError(w, req.id, &mrtr.RejectError{Reason: mrtr.ReasonInvalid})
 			return
 		}
+		// An empty state is no state, as for the guard: a first call, and
+		// the upstream receives none.
 		mreq.RequestState = st
-		if p.has("inputResponses") {
-			answers, ok := p.obj("inputResponses")
+	}
+	if mreq.RequestState != "" {
+		if p.Has("inputResponses") {
+			answers, ok := p.Object("inputResponses")
 			if !ok {
 				writeError(w, http.StatusOK, req.id, mrtr.CodeInvalidParams, "invalid params: inputResponses must be an object of answers", nil)
 				return
@@ -372,7 +376,7 @@ func upstreamParams(c *call) (object, error) {
 	p := maps.Clone(c.req.params)
 	fl := c.flow
 	if !fl.Resumed() {
-		if s, ok := p.str("requestState"); ok && s == "" {
+		if p.Has("requestState") { // an empty string, or null: no state
 			delete(p, "requestState")
 		}
 		return p, nil
@@ -396,7 +400,7 @@ func upstreamParams(c *call) (object, error) {
 			}
 			o[k] = raw
 		}
-		b, err := o.encode()
+		b, err := o.Encode()
 		if err != nil {
 			return nil, err
 		}
@@ -420,10 +424,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		return h.fail(w, r, c, "rebuild the upstream request", err)
 	}
 	msg := maps.Clone(c.req.msg)
-	if msg["params"], err = params.encode(); err != nil {
+	if msg["params"], err = params.Encode(); err != nil {
 		return h.fail(w, r, c, "encode the upstream request", err)
 	}
-	body, err := msg.encode()
+	body, err := msg.Encode()
 	if err != nil {
 		return h.fail(w, r, c, "encode the upstream request", err)
 	}
@@ -499,9 +503,9 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 		return errorBody(id, mrtr.CodeInternalError, "upstream answered an invalid message", nil), http.StatusOK, errRefused
 	}
 	var reqs object
-	if resp.result.has("inputRequests") {
+	if resp.result.Has("inputRequests") {
 		var ok bool
-		if reqs, ok = resp.result.obj("inputRequests"); !ok {
+		if reqs, ok = resp.result.Object("inputRequests"); !ok {
 			return garbage("inputRequests is not an object")
 		}
 	}
@@ -514,7 +518,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 		return errorBody(id, mcpwire.CodeMissingCapability, mcpwire.MissingCapabilityMessage, mcpwire.MissingCapabilityData(missing...)), http.StatusBadRequest, errRefused
 	}
 	var cont json.RawMessage
-	if resp.result.has("requestState") {
+	if resp.result.Has("requestState") {
 		s := resp.result["requestState"]
 		if s[0] != '"' {
 			return garbage("requestState is not a string")
@@ -537,12 +541,12 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, err
 	}
 	var sealed bytes.Buffer
-	if err := writeString(&sealed, tok); err != nil {
+	if err := mcpwire.WriteString(&sealed, tok); err != nil {
 		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, err
 	}
 	resp.result["requestState"] = sealed.Bytes()
-	if resp.msg["result"], err = resp.result.encode(); err == nil {
-		out, err = resp.msg.encode()
+	if resp.msg["result"], err = resp.result.Encode(); err == nil {
+		out, err = resp.msg.Encode()
 	}
 	if err != nil {
 		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, err

@@ -149,13 +149,13 @@ func TestTamperEveryByte(t *testing.T) {
 			t.Fatalf("error id %s, want the caller's %d", r.id, i+10)
 		}
 	}
-	for _, bad := range []string{tok + "-TAMPERED", upState, "", "v1"} {
-		r := post(t, px.URL, callReq{id: 3, name: "ask", state: ptr(bad), responses: confirmed()})
-		if bad == "" {
-			wantReject(t, r, "invalid") // an empty string is not a token either
-			continue
-		}
-		wantReject(t, r, "invalid")
+	for _, bad := range []string{tok + "-TAMPERED", upState, "v1", "v1.k1."} {
+		wantReject(t, post(t, px.URL, callReq{id: 3, name: "ask", state: ptr(bad), responses: confirmed()}), "invalid")
+	}
+	// An empty state is no state, as for the guard: a first call, and the
+	// upstream receives none.
+	if r := post(t, px.URL, callReq{id: 3, name: "ask", state: ptr(""), responses: confirmed()}); r.resultType() != "input_required" {
+		t.Fatalf("empty requestState: %s", r.raw)
 	}
 	if n := len(up.resumes()); n != 0 {
 		t.Fatalf("%d tampered resumes reached the upstream", n)

@@ -1,6 +1,7 @@
 package mcpwire
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -37,44 +38,41 @@ type Caps struct {
 // an object declares nothing; a member that is not an object does not
 // declare its capability.
 func ParseCaps(raw json.RawMessage) Caps {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
+	m, err := ParseObject(raw)
+	if err != nil {
 		return Caps{}
 	}
+	return capsOf(m)
+}
+
+func capsOf(m Object) Caps {
 	var c Caps
-	if e, ok := object(m["elicitation"]); ok {
+	if e, ok := m.Object("elicitation"); ok {
 		_, form := e["form"]
 		_, url := e["url"]
 		c.ElicitForm = form || !url
 		c.ElicitURL = url
 	}
-	if s, ok := object(m["sampling"]); ok {
+	if s, ok := m.Object("sampling"); ok {
 		c.Sampling = true
 		_, c.SamplingTools = s["tools"]
 	}
-	_, c.Roots = object(m["roots"])
+	_, c.Roots = m.Object("roots")
 	return c
 }
 
 // CapsFromMeta reads the capabilities a request declares in its params'
-// _meta object (raw is the value of params._meta); absent means none.
+// _meta object (meta is the value of params._meta); absent means none.
 func CapsFromMeta(meta json.RawMessage) Caps {
-	m, ok := object(meta)
+	m, err := ParseObject(meta)
+	if err != nil {
+		return Caps{}
+	}
+	caps, ok := m.Object(MetaClientCapabilities)
 	if !ok {
 		return Caps{}
 	}
-	return ParseCaps(m[MetaClientCapabilities])
-}
-
-func object(raw json.RawMessage) (map[string]json.RawMessage, bool) {
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil, false
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil || m == nil {
-		return nil, false
-	}
-	return m, true
+	return capsOf(caps)
 }
 
 // The methods of the three input request kinds.
@@ -91,12 +89,10 @@ const (
 func Required(c Caps, method string, params json.RawMessage) string {
 	switch method {
 	case MethodElicit:
-		var p struct {
-			Mode string `json:"mode"`
-			URL  string `json:"url"`
-		}
-		_ = json.Unmarshal(params, &p) // a malformed body is judged as form mode
-		if p.Mode == "url" || (p.Mode == "" && p.URL != "") {
+		p, _ := ParseObject(params) // a malformed body is judged as form mode
+		mode, _ := p.String("mode")
+		url, _ := p.String("url")
+		if mode == "url" || (mode == "" && url != "") {
 			if !c.ElicitURL {
 				return "elicitation.url"
 			}
@@ -109,11 +105,9 @@ func Required(c Caps, method string, params json.RawMessage) string {
 		if !c.Sampling {
 			return "sampling"
 		}
-		var p struct {
-			Tools []json.RawMessage `json:"tools"`
-		}
-		_ = json.Unmarshal(params, &p)
-		if len(p.Tools) > 0 && !c.SamplingTools {
+		p, _ := ParseObject(params)
+		if tools := p["tools"]; len(tools) > 2 && tools[0] == '[' &&
+			len(bytes.TrimSpace(tools[1:len(tools)-1])) > 0 && !c.SamplingTools {
 			return "sampling.tools"
 		}
 	case MethodListRoots:
@@ -132,24 +126,17 @@ func Required(c Caps, method string, params json.RawMessage) string {
 // of whoever produced the request, not as a client's missing capability.
 const Unvettable = "invalid"
 
-// InputRequest is one entry of an input_required result's inputRequests.
-type InputRequest struct {
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params,omitempty"`
-}
-
 // Missing returns, sorted and without repeats, the capabilities c lacks
 // for reqs (the raw inputRequests entries by key). An entry that is not a
 // {method, params} object is reported as "invalid".
 func Missing(c Caps, reqs map[string]json.RawMessage) []string {
 	var need map[string]bool // allocated only when something is missing
 	for _, raw := range reqs {
-		var r InputRequest
-		name := ""
-		if err := json.Unmarshal(raw, &r); err != nil || r.Method == "" {
-			name = Unvettable
-		} else {
-			name = Required(c, r.Method, r.Params)
+		name := Unvettable
+		if r, err := ParseObject(raw); err == nil {
+			if method, ok := r.String("method"); ok && method != "" {
+				name = Required(c, method, r["params"])
+			}
 		}
 		if name != "" {
 			if need == nil {
