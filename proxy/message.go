@@ -30,19 +30,22 @@ type rpcRequest struct {
 	id     json.RawMessage // nil for a notification or a response
 	method string
 	params object // nil when absent
+	body   []byte // as received; forwarded as is when nothing in it changes
 }
 
 var errBadRequest = errors.New("not a JSON-RPC message")
 
 // parseRequest reads a client's POST body. It accepts any JSON-RPC object
-// (request, notification or a legacy client's response); a batch or
-// anything else is an error.
+// (request, notification or a legacy client's response) whose member names
+// do not repeat, at its top level or in the params of a pausable call (a
+// parser keeping the first of them could read another message than the
+// proxy judged); a batch or anything else is an error.
 func parseRequest(body []byte) (*rpcRequest, error) {
-	msg, err := mcpwire.ParseObject(body)
+	msg, err := mcpwire.ParseUniqueObject(body)
 	if err != nil {
 		return nil, err
 	}
-	r := &rpcRequest{msg: msg}
+	r := &rpcRequest{msg: msg, body: body}
 	if id, ok := msg["id"]; ok && !bytes.Equal(id, []byte("null")) {
 		if id[0] != '"' && (id[0] < '0' || id[0] > '9') && id[0] != '-' {
 			return nil, errBadRequest
@@ -58,7 +61,7 @@ func parseRequest(body []byte) (*rpcRequest, error) {
 	}
 	if pausable(r.method) && r.id != nil {
 		var ok bool
-		if r.params, ok = msg.Object("params"); !ok {
+		if r.params, ok = msg.UniqueObject("params"); !ok {
 			return nil, errBadRequest
 		}
 	}

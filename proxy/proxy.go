@@ -220,6 +220,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := parseRequest(body)
 	switch {
+	case errors.Is(err, mcpwire.ErrDuplicateName):
+		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: a member name repeats", nil)
+		return
 	case errors.Is(err, errBadRequest) || errors.Is(err, mcpwire.ErrNotObject):
 		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: one JSON-RPC object expected (no batches)", nil)
 		return
@@ -235,11 +238,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.pausable(w, r, req)
 		return
 	}
-	out, err := req.msg.Encode()
-	if err != nil {
-		writeError(w, http.StatusBadRequest, req.id, codeInvalidRequest, "invalid request", nil)
-		return
-	}
+	out := req.body
 	ctx := context.WithValue(r.Context(), idKey{}, req)
 	if h.timeout > 0 && req.method != methodListen && req.id != nil {
 		var cancel context.CancelFunc
@@ -320,8 +319,8 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 		return
 	}
 	p := req.params
-	meta, _ := p.Object("_meta")
-	version, ok := meta.String(mcpwire.MetaProtocolVersion)
+	v, _ := mcpwire.Member(p["_meta"], mcpwire.MetaProtocolVersion)
+	version, ok := mcpwire.StringValue(v)
 	if !ok {
 		version = r.Header.Get("Mcp-Protocol-Version")
 	}
@@ -419,17 +418,21 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		ctx, cancel = context.WithTimeout(ctx, h.timeout)
 		defer cancel()
 	}
-	params, err := upstreamParams(c)
-	if err != nil {
-		return h.fail(w, r, c, "rebuild the upstream request", err)
-	}
-	msg := maps.Clone(c.req.msg)
-	if msg["params"], err = params.Encode(); err != nil {
-		return h.fail(w, r, c, "encode the upstream request", err)
-	}
-	body, err := msg.Encode()
-	if err != nil {
-		return h.fail(w, r, c, "encode the upstream request", err)
+	body := c.req.body
+	if _, hasState := c.req.params["requestState"]; hasState || c.flow.Resumed() {
+		// Only a message that changes is encoded again; its members are
+		// unique (parseRequest), so the upstream reads what the proxy read.
+		params, err := upstreamParams(c)
+		if err != nil {
+			return h.fail(w, r, c, "rebuild the upstream request", err)
+		}
+		msg := maps.Clone(c.req.msg)
+		if msg["params"], err = params.Encode(); err != nil {
+			return h.fail(w, r, c, "encode the upstream request", err)
+		}
+		if body, err = msg.Encode(); err != nil {
+			return h.fail(w, r, c, "encode the upstream request", err)
+		}
 	}
 	up, err := http.NewRequestWithContext(ctx, http.MethodPost, h.target(r.URL).String(), bytes.NewReader(body))
 	if err != nil {

@@ -38,38 +38,41 @@ type Caps struct {
 // an object declares nothing; a member that is not an object does not
 // declare its capability.
 func ParseCaps(raw json.RawMessage) Caps {
-	m, err := ParseObject(raw)
-	if err != nil {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
 		return Caps{}
 	}
-	return capsOf(m)
+	return capsOf(raw)
 }
 
-func capsOf(m Object) Caps {
+// capsOf reads a valid ClientCapabilities object.
+func capsOf(raw []byte) Caps {
 	var c Caps
-	if e, ok := m.Object("elicitation"); ok {
-		_, form := e["form"]
-		_, url := e["url"]
+	if e, ok := member(raw, "elicitation"); ok && e[0] == '{' {
+		_, form := member(e, "form")
+		_, url := member(e, "url")
 		c.ElicitForm = form || !url
 		c.ElicitURL = url
 	}
-	if s, ok := m.Object("sampling"); ok {
+	if s, ok := member(raw, "sampling"); ok && s[0] == '{' {
 		c.Sampling = true
-		_, c.SamplingTools = s["tools"]
+		_, c.SamplingTools = member(s, "tools")
 	}
-	_, c.Roots = m.Object("roots")
+	if r, ok := member(raw, "roots"); ok && r[0] == '{' {
+		c.Roots = true
+	}
 	return c
 }
 
 // CapsFromMeta reads the capabilities a request declares in its params'
 // _meta object (meta is the value of params._meta); absent means none.
 func CapsFromMeta(meta json.RawMessage) Caps {
-	m, err := ParseObject(meta)
-	if err != nil {
+	meta = bytes.TrimSpace(meta)
+	if len(meta) == 0 || meta[0] != '{' || !json.Valid(meta) {
 		return Caps{}
 	}
-	caps, ok := m.Object(MetaClientCapabilities)
-	if !ok {
+	caps, ok := member(meta, MetaClientCapabilities)
+	if !ok || caps[0] != '{' {
 		return Caps{}
 	}
 	return capsOf(caps)
@@ -89,9 +92,9 @@ const (
 func Required(c Caps, method string, params json.RawMessage) string {
 	switch method {
 	case MethodElicit:
-		p, _ := ParseObject(params) // a malformed body is judged as form mode
-		mode, _ := p.String("mode")
-		url, _ := p.String("url")
+		p := validObject(params) // a malformed body is judged as form mode
+		mode := stringMember(p, "mode")
+		url := stringMember(p, "url")
 		if mode == "url" || (mode == "" && url != "") {
 			if !c.ElicitURL {
 				return "elicitation.url"
@@ -105,8 +108,8 @@ func Required(c Caps, method string, params json.RawMessage) string {
 		if !c.Sampling {
 			return "sampling"
 		}
-		p, _ := ParseObject(params)
-		if tools := p["tools"]; len(tools) > 2 && tools[0] == '[' &&
+		tools, _ := member(validObject(params), "tools")
+		if len(tools) > 2 && tools[0] == '[' &&
 			len(bytes.TrimSpace(tools[1:len(tools)-1])) > 0 && !c.SamplingTools {
 			return "sampling.tools"
 		}
@@ -133,9 +136,10 @@ func Missing(c Caps, reqs map[string]json.RawMessage) []string {
 	var need map[string]bool // allocated only when something is missing
 	for _, raw := range reqs {
 		name := Unvettable
-		if r, err := ParseObject(raw); err == nil {
-			if method, ok := r.String("method"); ok && method != "" {
-				name = Required(c, method, r["params"])
+		if r := validObject(raw); r != nil {
+			if method := stringMember(r, "method"); method != "" {
+				params, _ := member(r, "params")
+				name = Required(c, method, params)
 			}
 		}
 		if name != "" {
@@ -170,4 +174,27 @@ func MissingCapabilityData(capabilities ...string) json.RawMessage {
 	}
 	data, _ := json.Marshal(map[string]any{"requiredCapabilities": req})
 	return data
+}
+
+// validObject returns raw, trimmed, if it is one valid JSON object, and
+// nil otherwise.
+func validObject(raw json.RawMessage) []byte {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
+		return nil
+	}
+	return raw
+}
+
+// stringMember returns member key of a valid object as a string, "" when
+// absent or not a string.
+func stringMember(obj []byte, key string) string {
+	if obj == nil {
+		return ""
+	}
+	v, ok := member(obj, key)
+	if !ok || v[0] != '"' {
+		return ""
+	}
+	return unquote(v)
 }

@@ -43,21 +43,119 @@ func (o Object) Object(k string) (Object, bool) {
 	return SplitObject(raw), true
 }
 
+// ErrDuplicateName is ParseUniqueObject's error for an object in which a
+// member name repeats.
+var ErrDuplicateName = errors.New("duplicate member name")
+
+// ParseUniqueObject is ParseObject that refuses (ErrDuplicateName) an
+// object whose member names repeat at its top level: two parsers that
+// keep the first or the last of them could read different messages.
+func ParseUniqueObject(b []byte) (Object, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return nil, ErrNotObject
+	}
+	if !json.Valid(b) {
+		return nil, ErrSyntax
+	}
+	o, dup := split(b)
+	if dup {
+		return nil, ErrDuplicateName
+	}
+	return o, nil
+}
+
+// UniqueObject is Object for a member whose own member names must not
+// repeat: ok is false when it is absent, not an object, or repeats one.
+func (o Object) UniqueObject(k string) (Object, bool) {
+	raw := o[k]
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, false
+	}
+	m, dup := split(raw)
+	return m, !dup
+}
+
 // SplitObject splits b, one valid JSON object with no surrounding space,
-// into its members.
+// into its members; of repeated names the last wins.
 func SplitObject(b []byte) Object {
-	o := make(Object, 8)
+	o, _ := split(b)
+	return o
+}
+
+// Member returns the value of the last member named key of obj, a member
+// of a parsed Object (so valid JSON), without building a map; ok is false
+// when obj is not an object or has no such member.
+func Member(obj json.RawMessage, key string) (json.RawMessage, bool) {
+	if len(obj) == 0 || obj[0] != '{' {
+		return nil, false
+	}
+	return member(obj, key)
+}
+
+// member returns the value of the last member named key of b, one valid
+// JSON object with no surrounding space, without building a map.
+func member(b []byte, key string) (json.RawMessage, bool) {
+	var val json.RawMessage
+	found := false
+	i := 1
+	for {
+		i = skipSpace(b, i)
+		if i >= len(b) || b[i] == '}' {
+			return val, found
+		}
+		kEnd := skipString(b, i)
+		match := unquoteEqual(b[i:kEnd], key)
+		i = skipSpace(b, kEnd) + 1 // ':'
+		i = skipSpace(b, i)
+		vEnd := skipValue(b, i)
+		if match {
+			val, found = b[i:vEnd:vEnd], true
+		}
+		i = skipSpace(b, vEnd)
+		if i < len(b) && b[i] == ',' {
+			i++
+		}
+	}
+}
+
+// unquoteEqual reports whether the valid JSON string literal raw decodes
+// to s.
+func unquoteEqual(raw []byte, s string) bool {
+	if len(raw) == len(s)+2 && string(raw[1:len(raw)-1]) == s {
+		return true
+	}
+	if bytes.IndexByte(raw, '\\') < 0 && !hasHighBit(raw) {
+		return false
+	}
+	return unquote(raw) == s
+}
+
+func hasHighBit(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return true
+		}
+	}
+	return false
+}
+
+func split(b []byte) (o Object, dup bool) {
+	o = make(Object, 8)
 	i := 1
 	for {
 		i = skipSpace(b, i)
 		if b[i] == '}' {
-			return o
+			return o, dup
 		}
 		kEnd := skipString(b, i)
 		key := unquote(b[i:kEnd])
 		i = skipSpace(b, kEnd) + 1 // ':'
 		i = skipSpace(b, i)
 		vEnd := skipValue(b, i)
+		if _, seen := o[key]; seen {
+			dup = true
+		}
 		o[key] = b[i:vEnd:vEnd]
 		i = skipSpace(b, vEnd)
 		if b[i] == ',' {
@@ -185,6 +283,15 @@ func intern(b []byte) string {
 		return "io.modelcontextprotocol/clientInfo"
 	}
 	return string(b)
+}
+
+// StringValue decodes raw, a valid JSON value, as a string; ok is false
+// when it is not a string.
+func StringValue(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", false
+	}
+	return unquote(raw), true
 }
 
 // String returns member k as a string; ok is false when it is absent or not

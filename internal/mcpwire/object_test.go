@@ -40,6 +40,33 @@ func FuzzParseObject(f *testing.F) {
 			if !bytes.Equal(a.Bytes(), c.Bytes()) {
 				t.Fatalf("member %q: %s, encoding/json %s, on %q", k, got[k], v, b)
 			}
+			if m, ok := member(bytes.TrimSpace(b), k); !ok || !bytes.Equal(m, got[k]) {
+				t.Fatalf("member(%q) = %s, %v; split gives %s, on %q", k, m, ok, got[k], b)
+			}
 		}
 	})
+}
+
+func TestParseUniqueObject(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want error
+	}{
+		{`{"a":1,"b":{"a":1,"a":2}}`, nil},
+		{`{"a":1,"a":1}`, ErrDuplicateName},
+		{`{"a":1,"\u0061":2}`, ErrDuplicateName},
+		{`[]`, ErrNotObject},
+		{`{"a":}`, ErrSyntax},
+	} {
+		if _, err := ParseUniqueObject([]byte(tc.in)); err != tc.want {
+			t.Errorf("ParseUniqueObject(%s) = %v, want %v", tc.in, err, tc.want)
+		}
+	}
+	o, _ := ParseUniqueObject([]byte(`{"p":{"x":1,"x":2},"q":{"x":1}}`))
+	if _, ok := o.UniqueObject("p"); ok {
+		t.Error("UniqueObject accepted repeated names")
+	}
+	if m, ok := o.UniqueObject("q"); !ok || string(m["x"]) != "1" {
+		t.Errorf("UniqueObject(q) = %v, %v", m, ok)
+	}
 }
