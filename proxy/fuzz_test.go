@@ -100,3 +100,14 @@ func FuzzEventReader(f *testing.F) {
 		}
 	})
 }
+
+func TestIsEventStream(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"text/event-stream": true, "Text/Event-Stream; charset=utf-8": true, " text/event-stream ": true,
+		"application/json": false, "text/event-streamx": false, "": false, "text/event": false,
+	} {
+		if got := isEventStream(ct); got != want {
+			t.Errorf("isEventStream(%q) = %v, want %v", ct, got, want)
+		}
+	}
+}

@@ -10,12 +10,12 @@ import (
 	"log"
 	"log/slog"
 	"maps"
-	"mime"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,7 +108,7 @@ type Options struct {
 type Handler struct {
 	up        *url.URL
 	guard     *mrtr.Guard
-	client    *http.Client
+	tr        http.RoundTripper // redirects are never followed: a 3xx goes to the client as is
 	rp        *httputil.ReverseProxy
 	timeout   time.Duration
 	maxBody   int64
@@ -177,10 +177,7 @@ func New(opts Options) (*Handler, error) {
 		t.MaxIdleConnsPerHost = 256
 		tr = t
 	}
-	h.client = &http.Client{
-		Transport:     tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	h.tr = tr
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:       h.rewrite,
 		Transport:     tr,
@@ -439,7 +436,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		return h.fail(w, r, c, "build the upstream request", err)
 	}
 	up.Header = h.outHeader(r.Header)
-	resp, err := h.client.Do(up)
+	resp, err := h.tr.RoundTrip(up)
 	if err != nil {
 		return h.fail(w, r, c, "reach the upstream", err)
 	}
@@ -453,8 +450,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		_, _ = io.Copy(w, io.LimitReader(resp.Body, h.maxHeld))
 		return errUpstreamStatus
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if mt == "text/event-stream" {
+	if isEventStream(resp.Header.Get("Content-Type")) {
 		return h.relaySSE(ctx, w, resp, c)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, h.maxHeld+1))
@@ -467,13 +463,22 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 	out, status, settle := h.finish(ctx, c, b)
 	copyHeader(w.Header(), resp.Header)
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", fmt.Sprint(len(out)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	if status == 0 {
 		status = resp.StatusCode
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(out)
 	return settle
+}
+
+// isEventStream reports whether a Content-Type is text/event-stream,
+// whatever its case and parameters.
+func isEventStream(ct string) bool {
+	const want = "text/event-stream"
+	ct = strings.TrimSpace(ct)
+	return len(ct) >= len(want) && strings.EqualFold(ct[:len(want)], want) &&
+		(len(ct) == len(want) || ct[len(want)] == ';' || ct[len(want)] == ' ')
 }
 
 // fail answers a call the upstream could not answer: -32603 with the
