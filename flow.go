@@ -155,7 +155,7 @@ func (f *Flow) Pause(continuation any, asked ...string) (string, error) {
 	if !f.hashed {
 		h, err := reqstate.HashArguments(f.args)
 		if err != nil {
-			return "", fmt.Errorf("mrtr: hash arguments: %w", err)
+			return "", fmt.Errorf("%w: %w", ErrInvalidArguments, err)
 		}
 		f.argsHash, f.hashed = h, true
 	}

@@ -202,7 +202,10 @@ func (g *Guard) Begin(ctx context.Context, r *Request) (*Flow, error) {
 		return nil, g.rejected(ctx, r, ReasonExpired, "")
 	}
 	h, err := reqstate.HashArguments(r.Arguments)
-	if err != nil || subtle.ConstantTimeCompare(h[:], st.ArgsHash[:]) != 1 {
+	if err != nil { // no token was sealed for these: Pause refuses them
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
+	}
+	if subtle.ConstantTimeCompare(h[:], st.ArgsHash[:]) != 1 {
 		return nil, g.rejected(ctx, r, ReasonArgumentsChanged, "")
 	}
 	f.argsHash, f.hashed = h, true
