@@ -199,7 +199,8 @@ func (c *commonConfig) openStore(ctx context.Context, log *slog.Logger) (replay.
 	return s, func() { s.Close() }, nil
 }
 
-func (c *serveConfig) allowedHostList() []string {
+// allowedHostList is --allowed-hosts as a list of lower-case names.
+func (c *commonConfig) allowedHostList() []string {
 	var hosts []string
 	for _, h := range strings.Split(c.allowedHosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
