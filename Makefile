@@ -41,6 +41,10 @@ fuzz:
 		echo "fuzz reqstate $$f ($(FUZZTIME))"; \
 		out=$$($(GO) test ./reqstate -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
 	done
+	@for t in "./proxy FuzzParseRequest" "./proxy FuzzParseResponse" "./proxy FuzzEventReader" "./internal/mcpwire FuzzParseObject" "./internal/mcpwire FuzzMissing"; do \
+		set -- $$t; echo "fuzz $$1 $$2 ($(FUZZTIME))"; \
+		out=$$($(GO) test $$1 -run '^$$' -fuzz "^$$2$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
+	done
 	@echo "fuzz reqstate/jcsoracle FuzzCanonicalizeJCS ($(FUZZTIME))"; \
 	out=$$(cd reqstate/jcsoracle && $(GO) test . -run '^$$' -fuzz '^FuzzCanonicalizeJCS$$' -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }
 	@for f in FuzzParseJWKS FuzzVerify FuzzParseAuthorization; do \

@@ -234,6 +234,7 @@ type call struct {
 	args      json.RawMessage
 	state     string
 	responses mcp.InputResponseMap
+	meta      mcp.Meta // params._meta, for the guard's Observer (trace context)
 	// fullCaps is go-sdk's accessor for the client's capabilities; it is
 	// costly (a JSON round trip), so it runs only when a handler asks.
 	fullCaps func() *mcp.ClientCapabilities
@@ -268,6 +269,7 @@ func (a *Adapter) begin(ctx context.Context, c *call) (*mrtr.Flow, error) {
 		Principal:       p,
 		Arguments:       c.args,
 		RequestState:    c.state,
+		Meta:            c.meta,
 	}
 	if len(c.responses) > 0 {
 		r.InputResponses = make(map[string]any, len(c.responses))

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
@@ -25,7 +27,7 @@ const defaultKeysPoll = 5 * time.Second
 // file every --keys-poll and SIGHUP. A key ring given inline in
 // $MRTR_KEYS, or the ephemeral one, cannot be reloaded; SIGHUP then only
 // logs that. stop ends the reloading.
-func (c *commonConfig) openKeys(ctx context.Context, log *slog.Logger) (codec *reqstate.AESGCM, ephemeral bool, stop func(), err error) {
+func (c *commonConfig) openKeys(ctx context.Context, log *slog.Logger, onSealWarn func(keyID string, seals uint64)) (codec *reqstate.AESGCM, ephemeral bool, stop func(), err error) {
 	var rl *keyReloader
 	var ring *reqstate.KeyRing
 	if c.keysFile != "" && c.keysJSON == "" {
@@ -41,9 +43,10 @@ func (c *commonConfig) openKeys(ctx context.Context, log *slog.Logger) (codec *r
 	}
 	codec = reqstate.New(ring, &reqstate.Options{
 		// A key keeps opening for as long as a token it sealed may be accepted.
-		OpenGrace: max(c.ttl, c.anonTTL) + mrtr.DefaultLeeway,
-		SealWarn:  c.keySealWarn,
-		Logger:    log,
+		OpenGrace:  max(c.ttl, c.anonTTL) + mrtr.DefaultLeeway,
+		SealWarn:   c.keySealWarn,
+		OnSealWarn: onSealWarn,
+		Logger:     log,
 	})
 	hup := make(chan os.Signal, 1)
 	// Registered in every case: SIGHUP's default action would end the process.
@@ -229,4 +232,20 @@ func (k *keyReloader) reload(trigger string) bool {
 func (k *keyReloader) refuse(trigger string, err error) {
 	k.log.Error("mrtr key ring reload refused; the current ring stays", "file", k.path, "trigger", trigger,
 		"error", err.Error(), "keys", k.codec.KeyRing().IDs())
+}
+
+// sealWarnings returns the hook that counts --key-seal-warn warnings in
+// mrtr_key_seal_warnings_total{key_id} (with --metrics-addr; nil
+// otherwise), so an alert can fire on them. Key ids are the operator's,
+// never a caller's: the label stays small.
+func (t *telemetry) sealWarnings() func(string, uint64) {
+	if t == nil || t.registry == nil {
+		return nil
+	}
+	warned := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mrtr_key_seal_warnings_total",
+		Help: "Warnings that one key has sealed --key-seal-warn tokens (and each further multiple) in this process: rotate it before all nodes together reach the AES-GCM random-nonce budget of 2^32 seals per key.",
+	}, []string{"key_id"})
+	t.registry.MustRegister(warned)
+	return func(kid string, _ uint64) { warned.WithLabelValues(kid).Inc() }
 }

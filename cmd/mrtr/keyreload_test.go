@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrtr-go/mrtr/internal/observe"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -308,7 +309,7 @@ func TestServeInlineKeysNotReloadable(t *testing.T) {
 	data, _ := ring.MarshalSecretJSON()
 	c := &commonConfig{keysJSON: string(data), keysPoll: time.Hour, ttl: time.Minute, anonTTL: time.Minute, keySealWarn: 1}
 	var logs syncBuffer
-	codec, eph, stop, err := c.openKeys(t.Context(), slog.New(slog.NewTextHandler(&logs, nil)))
+	codec, eph, stop, err := c.openKeys(t.Context(), slog.New(slog.NewTextHandler(&logs, nil)), nil)
 	if err != nil || eph || codec.KeyRing().Primary() != "inline" {
 		t.Fatalf("%v %v", eph, err)
 	}
@@ -330,19 +331,33 @@ func TestProxyReloadsKeyRing(t *testing.T) {
 }
 
 // --key-seal-warn: the server warns, naming the key, when one key has
-// sealed that many tokens in this process.
+// sealed that many tokens in this process, and counts the warning in
+// mrtr_key_seal_warnings_total{key_id} for an alert.
 func TestServeSealWarning(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keys.json")
 	writeRing(t, path, genKey(t, "key-a"))
-	url, logs := startServe(t, "--keys", path, "--key-seal-warn", "2")
+	url, logs := startServe(t, "--keys", path, "--key-seal-warn", "2", "--metrics-addr", "127.0.0.1:0")
+	metricsURL := logURL(t, logs, "mrtr metrics serving")
 	c := mcpClient{t, url}
 	c.pause()
 	if strings.Contains(logs.String(), "sealed many tokens") {
 		t.Fatal("warned after one seal")
 	}
+	if m, _ := scrape(t, metricsURL); m[`mrtr_key_seal_warnings_total{key_id="key-a"}`] != 0 {
+		t.Fatal("warning counted after one seal")
+	}
 	c.pause()
 	waitLog(t, logs, 0, "reqstate: key has sealed many tokens in this process; rotate it before every node together reaches the AES-GCM nonce budget",
 		map[string]string{"key_id": "key-a", "seals": "2"})
+	c.pause()
+	c.pause()
+	m, _ := scrape(t, metricsURL)
+	if got := m[`mrtr_key_seal_warnings_total{key_id="key-a"}`]; got != 2 {
+		t.Fatalf("mrtr_key_seal_warnings_total = %v after 4 seals with --key-seal-warn 2, want 2", got)
+	}
+	if got := m[`mrtr_key_seals_total{key_id="key-a"}`]; got != 4 {
+		t.Fatalf("mrtr_key_seals_total = %v, want 4", got)
+	}
 }
 
 // A key file in which no key can seal now stops startup, naming the file.
@@ -354,5 +369,24 @@ func TestServeRefusesRingThatCannotSeal(t *testing.T) {
 	code, _, errOut := runApp(t, "serve", "--addr", "127.0.0.1:0", "--keys", path)
 	if code != 1 || !strings.Contains(errOut, path) || !strings.Contains(errOut, "no key may seal now") {
 		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
+
+// /readyz's keys check reads the ring in use, so it follows a reload, and
+// is unready while no key's window is open.
+func TestReadinessFollowsKeyRing(t *testing.T) {
+	open := genKey(t, "open")
+	closed := genKey(t, "closed")
+	closed.NotAfter = time.Now().Add(-time.Minute)
+	cur, _ := reqstate.NewKeyRing(open)
+	tel := &telemetry{health: &observe.Health{}}
+	tel.addReadiness(func() *reqstate.KeyRing { return cur }, nil, time.Second)
+	check := tel.health.Checks[0]
+	if check.Name != "keys" || check.Fn(t.Context()) != nil {
+		t.Fatalf("keys check on a sealing ring: %v", check.Fn(t.Context()))
+	}
+	cur, _ = reqstate.NewKeyRing(closed)
+	if err := check.Fn(t.Context()); err == nil || !strings.Contains(err.Error(), "no key of the ring may seal now") {
+		t.Fatalf("keys check with every window closed: %v", err)
 	}
 }

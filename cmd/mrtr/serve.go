@@ -42,6 +42,11 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		sdkLog = log
 	}
 	server := demo.NewServer(guard, &demo.Options{Name: "mrtr", Version: version, Logger: sdkLog})
+	stopMetrics, err := c.startMetrics(log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 
 	if c.stdio {
 		if c.auth.enabled() {
@@ -75,6 +80,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	local := func(h http.Handler) http.Handler { return localOnly(hosts, h) }
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", local(protect(authn, h, mux, local)))
+	c.mountHealth(mux, hosts)
 	log.Info("mrtr limits", "max_body", c.maxBodyBytes, "read_timeout", c.readTimeout, "max_conns", c.maxConns,
 		"session_timeout", c.sessionTimeout, "max_sessions", c.maxSessions)
 	return runHTTP(ctx, c.newHTTPServer(mux, log), ln, log)
@@ -84,8 +90,13 @@ func (a *app) serve(ctx context.Context, args []string) error {
 // logs the policy. The returned func closes the store and stops reloading
 // the key ring.
 func (c *commonConfig) newGuard(ctx context.Context, log *slog.Logger) (*mrtr.Guard, func(), error) {
-	codec, ephemeral, stopKeys, err := c.openKeys(ctx, log)
+	tel, err := c.newTelemetry(ctx, log)
 	if err != nil {
+		return nil, nil, err
+	}
+	codec, ephemeral, stopKeys, err := c.openKeys(ctx, log, tel.sealWarnings())
+	if err != nil {
+		tel.close(log)
 		return nil, nil, err
 	}
 	if ephemeral {
@@ -96,11 +107,15 @@ func (c *commonConfig) newGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 	store, closeStore, err := c.openStore(ctx, log)
 	if err != nil {
 		stopKeys()
+		tel.close(log)
 		return nil, nil, err
 	}
+	tel.addReadiness(codec.KeyRing, store, c.replayTO)
+	c.tel = tel
 	ring := codec.KeyRing()
 	guard := mrtr.New(codec, &mrtr.Options{
 		TTL: c.ttl, AnonymousTTL: min(c.anonTTL, c.ttl), MaxRounds: c.maxRounds, ServerID: c.serverID, Store: store, Logger: log,
+		Observer: tel.observer,
 		// The Redis store bounds each call by --replay-timeout itself; the
 		// guard's own bound must not cut it shorter.
 		StoreTimeout: max(mrtr.DefaultStoreTimeout, c.replayTO+time.Second),
@@ -108,8 +123,9 @@ func (c *commonConfig) newGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 	p := guard.Policy()
 	sealing, _ := ring.SealingKey(time.Now())
 	log.Info("mrtr policy", "keys", ring.IDs(), "primary", sealing, "server_id", p.ServerID, "ttl", p.TTL, "anonymous_ttl", p.AnonymousTTL,
-		"max_rounds", p.MaxRounds, "replay", c.replayName(), "auth", c.auth.enabled())
-	return guard, func() { closeStore(); stopKeys() }, nil
+		"max_rounds", p.MaxRounds, "replay", c.replayName(), "auth", c.auth.enabled(),
+		"metrics", c.metricsAddr != "", "tracing", tel.tracing != nil)
+	return guard, func() { closeStore(); stopKeys(); tel.close(log) }, nil
 }
 
 // listen opens the listener of --addr, holding at most --max-conns
@@ -187,7 +203,8 @@ func (c *commonConfig) openStore(ctx context.Context, log *slog.Logger) (replay.
 	return s, func() { s.Close() }, nil
 }
 
-func (c *serveConfig) allowedHostList() []string {
+// allowedHostList is --allowed-hosts as a list of lower-case names.
+func (c *commonConfig) allowedHostList() []string {
 	var hosts []string
 	for _, h := range strings.Split(c.allowedHosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {

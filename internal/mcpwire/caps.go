@@ -1,6 +1,7 @@
 package mcpwire
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -37,44 +38,44 @@ type Caps struct {
 // an object declares nothing; a member that is not an object does not
 // declare its capability.
 func ParseCaps(raw json.RawMessage) Caps {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
 		return Caps{}
 	}
+	return capsOf(raw)
+}
+
+// capsOf reads a valid ClientCapabilities object.
+func capsOf(raw []byte) Caps {
 	var c Caps
-	if e, ok := object(m["elicitation"]); ok {
-		_, form := e["form"]
-		_, url := e["url"]
+	if e, ok := member(raw, "elicitation"); ok && e[0] == '{' {
+		_, form := member(e, "form")
+		_, url := member(e, "url")
 		c.ElicitForm = form || !url
 		c.ElicitURL = url
 	}
-	if s, ok := object(m["sampling"]); ok {
+	if s, ok := member(raw, "sampling"); ok && s[0] == '{' {
 		c.Sampling = true
-		_, c.SamplingTools = s["tools"]
+		_, c.SamplingTools = member(s, "tools")
 	}
-	_, c.Roots = object(m["roots"])
+	if r, ok := member(raw, "roots"); ok && r[0] == '{' {
+		c.Roots = true
+	}
 	return c
 }
 
 // CapsFromMeta reads the capabilities a request declares in its params'
-// _meta object (raw is the value of params._meta); absent means none.
+// _meta object (meta is the value of params._meta); absent means none.
 func CapsFromMeta(meta json.RawMessage) Caps {
-	m, ok := object(meta)
-	if !ok {
+	meta = bytes.TrimSpace(meta)
+	if len(meta) == 0 || meta[0] != '{' || !json.Valid(meta) {
 		return Caps{}
 	}
-	return ParseCaps(m[MetaClientCapabilities])
-}
-
-func object(raw json.RawMessage) (map[string]json.RawMessage, bool) {
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil, false
+	caps, ok := member(meta, MetaClientCapabilities)
+	if !ok || caps[0] != '{' {
+		return Caps{}
 	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil || m == nil {
-		return nil, false
-	}
-	return m, true
+	return capsOf(caps)
 }
 
 // The methods of the three input request kinds.
@@ -91,12 +92,10 @@ const (
 func Required(c Caps, method string, params json.RawMessage) string {
 	switch method {
 	case MethodElicit:
-		var p struct {
-			Mode string `json:"mode"`
-			URL  string `json:"url"`
-		}
-		_ = json.Unmarshal(params, &p) // a malformed body is judged as form mode
-		if p.Mode == "url" || (p.Mode == "" && p.URL != "") {
+		p := validObject(params) // a malformed body is judged as form mode
+		mode := stringMember(p, "mode")
+		url := stringMember(p, "url")
+		if mode == "url" || (mode == "" && url != "") {
 			if !c.ElicitURL {
 				return "elicitation.url"
 			}
@@ -109,11 +108,9 @@ func Required(c Caps, method string, params json.RawMessage) string {
 		if !c.Sampling {
 			return "sampling"
 		}
-		var p struct {
-			Tools []json.RawMessage `json:"tools"`
-		}
-		_ = json.Unmarshal(params, &p)
-		if len(p.Tools) > 0 && !c.SamplingTools {
+		tools, _ := member(validObject(params), "tools")
+		if len(tools) > 2 && tools[0] == '[' &&
+			len(bytes.TrimSpace(tools[1:len(tools)-1])) > 0 && !c.SamplingTools {
 			return "sampling.tools"
 		}
 	case MethodListRoots:
@@ -132,24 +129,18 @@ func Required(c Caps, method string, params json.RawMessage) string {
 // of whoever produced the request, not as a client's missing capability.
 const Unvettable = "invalid"
 
-// InputRequest is one entry of an input_required result's inputRequests.
-type InputRequest struct {
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params,omitempty"`
-}
-
 // Missing returns, sorted and without repeats, the capabilities c lacks
 // for reqs (the raw inputRequests entries by key). An entry that is not a
 // {method, params} object is reported as "invalid".
 func Missing(c Caps, reqs map[string]json.RawMessage) []string {
 	var need map[string]bool // allocated only when something is missing
 	for _, raw := range reqs {
-		var r InputRequest
-		name := ""
-		if err := json.Unmarshal(raw, &r); err != nil || r.Method == "" {
-			name = Unvettable
-		} else {
-			name = Required(c, r.Method, r.Params)
+		name := Unvettable
+		if r := validObject(raw); r != nil {
+			if method := stringMember(r, "method"); method != "" {
+				params, _ := member(r, "params")
+				name = Required(c, method, params)
+			}
 		}
 		if name != "" {
 			if need == nil {
@@ -183,4 +174,27 @@ func MissingCapabilityData(capabilities ...string) json.RawMessage {
 	}
 	data, _ := json.Marshal(map[string]any{"requiredCapabilities": req})
 	return data
+}
+
+// validObject returns raw, trimmed, if it is one valid JSON object, and
+// nil otherwise.
+func validObject(raw json.RawMessage) []byte {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
+		return nil
+	}
+	return raw
+}
+
+// stringMember returns member key of a valid object as a string, "" when
+// absent or not a string.
+func stringMember(obj []byte, key string) string {
+	if obj == nil {
+		return ""
+	}
+	v, ok := member(obj, key)
+	if !ok || v[0] != '"' {
+		return ""
+	}
+	return unquote(v)
 }
