@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mrtr-go/mrtr/internal/adapt"
 )
 
 // legacySession reports whether req comes from a client older than
@@ -20,7 +22,7 @@ func legacySession(req mcp.Request) bool {
 		return false
 	}
 	ip := ss.InitializeParams()
-	return ip != nil && ip.ProtocolVersion < modernVersion
+	return ip != nil && ip.ProtocolVersion < adapt.ModernVersion
 }
 
 // legacyRounds completes a flow for a legacy client. go-sdk's bridge

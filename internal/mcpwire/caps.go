@@ -2,6 +2,7 @@ package mcpwire
 
 import (
 	"encoding/json"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -37,22 +38,31 @@ type Caps struct {
 // an object declares nothing; a member that is not an object does not
 // declare its capability.
 func ParseCaps(raw json.RawMessage) Caps {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
 		return Caps{}
 	}
+	return CapsFromValue(v)
+}
+
+// CapsFromValue reads a ClientCapabilities object already decoded by
+// encoding/json (a map[string]any), as an SDK hands out a request's _meta.
+// It is the one reading of a declaration that ParseCaps and every adapter
+// share.
+func CapsFromValue(v any) Caps {
+	m, _ := v.(map[string]any)
 	var c Caps
-	if e, ok := object(m["elicitation"]); ok {
+	if e, ok := m["elicitation"].(map[string]any); ok {
 		_, form := e["form"]
 		_, url := e["url"]
 		c.ElicitForm = form || !url
 		c.ElicitURL = url
 	}
-	if s, ok := object(m["sampling"]); ok {
+	if s, ok := m["sampling"].(map[string]any); ok {
 		c.Sampling = true
 		_, c.SamplingTools = s["tools"]
 	}
-	_, c.Roots = object(m["roots"])
+	_, c.Roots = m["roots"].(map[string]any)
 	return c
 }
 
@@ -84,19 +94,23 @@ const (
 	MethodListRoots = "roots/list"
 )
 
-// Required names the capability an input request needs that c lacks, as
-// a path like "elicitation.url", or returns "" when c has it. method and
-// params are the input request's members. An unknown method is
-// Unvettable: no declaration covers it, so it is never passed on.
-func Required(c Caps, method string, params json.RawMessage) string {
-	switch method {
+// Need is an input request as the capability gate sees it: its method,
+// and for elicitation and sampling the one fact that needs a finer
+// capability. An adapter builds it from its SDK's typed request; Required
+// builds it from raw JSON.
+type Need struct {
+	Method  string // MethodElicit, MethodSampling or MethodListRoots
+	URLMode bool   // an elicitation in URL mode (mode "url", or a url without a mode)
+	Tools   bool   // a sampling request that offers tools
+}
+
+// Lacks names the capability n needs that c does not declare, as a path
+// like "elicitation.url", or returns "" when c has it. An unknown method
+// is Unvettable.
+func (c Caps) Lacks(n Need) string {
+	switch n.Method {
 	case MethodElicit:
-		var p struct {
-			Mode string `json:"mode"`
-			URL  string `json:"url"`
-		}
-		_ = json.Unmarshal(params, &p) // a malformed body is judged as form mode
-		if p.Mode == "url" || (p.Mode == "" && p.URL != "") {
+		if n.URLMode {
 			if !c.ElicitURL {
 				return "elicitation.url"
 			}
@@ -109,11 +123,7 @@ func Required(c Caps, method string, params json.RawMessage) string {
 		if !c.Sampling {
 			return "sampling"
 		}
-		var p struct {
-			Tools []json.RawMessage `json:"tools"`
-		}
-		_ = json.Unmarshal(params, &p)
-		if len(p.Tools) > 0 && !c.SamplingTools {
+		if n.Tools && !c.SamplingTools {
 			return "sampling.tools"
 		}
 	case MethodListRoots:
@@ -124,6 +134,53 @@ func Required(c Caps, method string, params json.RawMessage) string {
 		return Unvettable
 	}
 	return ""
+}
+
+// LacksAny returns, sorted and without repeats, the capabilities c lacks
+// for needs; nil when it has them all.
+func (c Caps) LacksAny(needs iter.Seq[Need]) []string {
+	var lack map[string]bool // allocated only when something is missing
+	for n := range needs {
+		if name := c.Lacks(n); name != "" {
+			if lack == nil {
+				lack = map[string]bool{}
+			}
+			lack[name] = true
+		}
+	}
+	if len(lack) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(lack))
+}
+
+// Required names the capability an input request needs that c lacks, as
+// a path like "elicitation.url", or returns "" when c has it. method and
+// params are the input request's members. An unknown method is
+// Unvettable: no declaration covers it, so it is never passed on.
+func Required(c Caps, method string, params json.RawMessage) string {
+	return c.Lacks(NeedOf(method, params))
+}
+
+// NeedOf reads the Need of an input request from its raw members.
+func NeedOf(method string, params json.RawMessage) Need {
+	n := Need{Method: method}
+	switch method {
+	case MethodElicit:
+		var p struct {
+			Mode string `json:"mode"`
+			URL  string `json:"url"`
+		}
+		_ = json.Unmarshal(params, &p) // a malformed body is judged as form mode
+		n.URLMode = p.Mode == "url" || (p.Mode == "" && p.URL != "")
+	case MethodSampling:
+		var p struct {
+			Tools []json.RawMessage `json:"tools"`
+		}
+		_ = json.Unmarshal(params, &p)
+		n.Tools = len(p.Tools) > 0
+	}
+	return n
 }
 
 // Unvettable is what Required and Missing name for an input request that
@@ -142,26 +199,18 @@ type InputRequest struct {
 // for reqs (the raw inputRequests entries by key). An entry that is not a
 // {method, params} object is reported as "invalid".
 func Missing(c Caps, reqs map[string]json.RawMessage) []string {
-	var need map[string]bool // allocated only when something is missing
-	for _, raw := range reqs {
-		var r InputRequest
-		name := ""
-		if err := json.Unmarshal(raw, &r); err != nil || r.Method == "" {
-			name = Unvettable
-		} else {
-			name = Required(c, r.Method, r.Params)
-		}
-		if name != "" {
-			if need == nil {
-				need = map[string]bool{}
+	return c.LacksAny(func(yield func(Need) bool) {
+		for _, raw := range reqs {
+			var r InputRequest
+			n := Need{Method: Unvettable}
+			if err := json.Unmarshal(raw, &r); err == nil && r.Method != "" {
+				n = NeedOf(r.Method, r.Params)
 			}
-			need[name] = true
+			if !yield(n) {
+				return
+			}
 		}
-	}
-	if len(need) == 0 {
-		return nil
-	}
-	return slices.Sorted(maps.Keys(need))
+	})
 }
 
 // MissingCapabilityData returns the data of a -32021 error:
