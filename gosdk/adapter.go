@@ -118,7 +118,7 @@ func (a *Adapter) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if err != nil {
 			return res, err
 		}
-		if rec.CheckState(requestStateOf(res)) != nil {
+		if _, st := pauseOf(res); rec.CheckState(st) != nil {
 			a.logger.ErrorContext(ctx, "gosdk: a handler set requestState by hand; register it with gosdk and pause through its Flow", "method", method)
 			return nil, wireError(mrtr.ErrHandlerState)
 		}
@@ -127,25 +127,6 @@ func (a *Adapter) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return res, nil
 	}
-}
-
-// requestStateOf returns the requestState of a pausable result.
-func requestStateOf(res mcp.Result) string {
-	switch r := res.(type) {
-	case *mcp.CallToolResult:
-		if r != nil {
-			return r.RequestState
-		}
-	case *mcp.GetPromptResult:
-		if r != nil {
-			return r.RequestState
-		}
-	case *mcp.ReadResourceResult:
-		if r != nil {
-			return r.RequestState
-		}
-	}
-	return ""
 }
 
 // wireError turns mrtr's errors into the JSON-RPC errors of the error

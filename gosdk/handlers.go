@@ -107,22 +107,6 @@ func run[R pausable, C any](ctx context.Context, a *Adapter, c *call, h func(con
 
 // inspect reads what adapt.Run checks in a result.
 func inspect[R pausable](res R) adapt.Result {
-	var r adapt.Result
-	var reqs mcp.InputRequestMap
-	switch x := any(res).(type) {
-	case *mcp.CallToolResult:
-		if x != nil {
-			r.State, reqs = x.RequestState, x.InputRequests
-		}
-	case *mcp.GetPromptResult:
-		if x != nil {
-			r.State, reqs = x.RequestState, x.InputRequests
-		}
-	case *mcp.ReadResourceResult:
-		if x != nil {
-			r.State, reqs = x.RequestState, x.InputRequests
-		}
-	}
-	r.Needs = needsOf(reqs)
-	return r
+	reqs, st := pauseOf(res)
+	return adapt.Result{State: st, Needs: needsOf(reqs)}
 }

@@ -58,7 +58,9 @@ func (a *Adapter) legacyRounds(ctx context.Context, method string, req mcp.Reque
 	}
 }
 
-func pauseOf(res mcp.Result) (mcp.InputRequestMap, string) {
+// pauseOf returns the input requests and requestState of a pausable
+// result (nil and "" for any other).
+func pauseOf(res any) (mcp.InputRequestMap, string) {
 	switch r := res.(type) {
 	case *mcp.CallToolResult:
 		if r != nil {
