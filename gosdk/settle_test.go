@@ -90,7 +90,7 @@ func TestCommitFailsAfterSuccess(t *testing.T) {
 	e.clk.Advance(2*time.Minute + time.Second)
 	_, err = cs.CallTool(t.Context(), params)
 	wantReject(t, err, mrtr.ReasonReplayed)
-	if n := e.runs.Load(); n != 1 {
+	if n := e.probe.Runs.Load(); n != 1 {
 		t.Fatalf("the handler ran %d times, want 1", n)
 	}
 }
@@ -103,7 +103,7 @@ func TestReleaseFailsAfterError(t *testing.T) {
 	cs := connect(t, e, clientOpts{manual: true})
 	tok := pauseDeploy(t, cs, prodArgs)
 	params := &mcp.CallToolParams{Name: "deploy", Arguments: prodArgs, RequestState: tok, InputResponses: accept(map[string]any{"approve": true})}
-	e.fail.Store(true)
+	e.probe.FailNext()
 	res, err := cs.CallTool(t.Context(), params)
 	if err != nil || !res.IsError || !strings.Contains(resultText(t, res), "deployment backend down") {
 		t.Fatalf("failing handler whose release fails = %v, %+v; want the handler's error", err, res)
@@ -122,13 +122,13 @@ func TestConsumeOnErrorThroughAdapter(t *testing.T) {
 	cs := connect(t, e, clientOpts{manual: true})
 	tok := pauseDeploy(t, cs, prodArgs)
 	params := &mcp.CallToolParams{Name: "deploy", Arguments: prodArgs, RequestState: tok, InputResponses: accept(map[string]any{"approve": true})}
-	e.fail.Store(true)
+	e.probe.FailNext()
 	if res, err := cs.CallTool(t.Context(), params); err != nil || !res.IsError {
 		t.Fatalf("failing handler: %v %+v", err, res)
 	}
 	_, err := cs.CallTool(t.Context(), params)
 	wantReject(t, err, mrtr.ReasonReplayed)
-	if n := e.runs.Load(); n != 1 {
+	if n := e.probe.Runs.Load(); n != 1 {
 		t.Fatalf("the handler ran %d times, want 1", n)
 	}
 }
