@@ -527,11 +527,11 @@ func noTokenInLogs(t *testing.T, run Start) {
 	ans := accept(map[string]any{"approve": true})
 	b := []byte(tok)
 	b[len(b)/2] ^= 1
-	c.Call(t, "tools/call", resume(string(b), prodArgs, ans))                                 // invalid
+	c.Call(t, "tools/call", resume(string(b), prodArgs, ans))                             // invalid
 	c.Call(t, "tools/call", resume(tok, map[string]any{"service": "x", "env": "y"}, ans)) // arguments_changed
-	c.Call(t, "tools/call", resume(tok, prodArgs, ans))                                      // ok
-	c.Call(t, "tools/call", resume(tok, prodArgs, ans))                                      // replayed
-	c.Call(t, "tools/call", map[string]any{"name": "raw", "arguments": map[string]any{}})     // hand-set
+	c.Call(t, "tools/call", resume(tok, prodArgs, ans))                                   // ok
+	c.Call(t, "tools/call", resume(tok, prodArgs, ans))                                   // replayed
+	c.Call(t, "tools/call", map[string]any{"name": "raw", "arguments": map[string]any{}}) // hand-set
 	e.clk.Advance(2 * time.Minute)
 	c.Call(t, "tools/call", resume(tok, prodArgs, ans)) // expired
 	out := logs.String()
