@@ -21,16 +21,18 @@ check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd mcpgo && $(GO) vet ./...
 
 deps:
 	scripts/redis.sh ensure
 	scripts/conformance-setup.sh
 
 # Unit, contract, end-to-end, conformance and interop tests under the race detector,
-# and the JCS oracle module (reqstate against github.com/gowebpki/jcs).
+# the JCS oracle module (reqstate against github.com/gowebpki/jcs) and the mcp-go adapter's module.
 unit:
 	$(GO) test -race -count=1 -timeout 15m ./...
 	cd reqstate/jcsoracle && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd mcpgo && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 # Short fuzzing of every decoder of untrusted input (longer runs: FUZZTIME=50000000x make fuzz).
 fuzz:
@@ -40,6 +42,10 @@ fuzz:
 	done
 	@echo "fuzz reqstate/jcsoracle FuzzCanonicalizeJCS ($(FUZZTIME))"; \
 	out=$$(cd reqstate/jcsoracle && $(GO) test . -run '^$$' -fuzz '^FuzzCanonicalizeJCS$$' -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }
+	@for f in FuzzNullResponses FuzzRewriteMessage; do \
+		echo "fuzz mcpgo $$f ($(FUZZTIME))"; \
+		out=$$(cd mcpgo && $(GO) test . -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
+	done
 
 # The bench module's own tests (every contender round-trips, every flow
 # endpoint works), then each comparison benchmark once (timings are never
