@@ -93,14 +93,8 @@ func serve(t *testing.T, c adaptertest.Config) string {
 			if !resumed {
 				return flow.Ask(deployState(args), confirmRequest("deploy "+args.Service+"?"))
 			}
-			probe.Runs.Add(1)
-			for _, k := range []string{"confirm", "extra"} {
-				if _, ok := flow.Elicited(k); ok {
-					probe.Saw(k)
-				}
-			}
-			if probe.TakeFail() {
-				return nil, errors.New("deployment backend down")
+			if err := probe.Resumed(func(k string) bool { _, ok := flow.Elicited(k); return ok }); err != nil {
+				return nil, err
 			}
 			ans, ok := flow.Elicited("confirm")
 			if !ok {

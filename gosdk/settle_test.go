@@ -1,7 +1,6 @@
 package gosdk_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/adaptertest"
 	"github.com/mrtr-go/mrtr/replay"
 )
 
@@ -39,29 +39,11 @@ type lostSettle struct{}
 func (lostSettle) Commit(context.Context) error  { return errors.New("i/o timeout") }
 func (lostSettle) Release(context.Context) error { return errors.New("i/o timeout") }
 
-// syncBuffer is a log destination safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // startSettleFails runs the test server on a store whose settling fails.
-func startSettleFails(t *testing.T, o mrtr.Options) (*env, *syncBuffer) {
+func startSettleFails(t *testing.T, o mrtr.Options) (*env, *adaptertest.SyncBuffer) {
 	t.Helper()
 	store := &settleFails{}
-	logs := new(syncBuffer)
+	logs := new(adaptertest.SyncBuffer)
 	o.Store = store
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	e := startServer(t, serverOpts{guard: o})

@@ -60,18 +60,20 @@ func Install(s *server.MCPServer, g *mrtr.Guard, opts *Options) *Adapter {
 	if s == nil || g == nil {
 		panic("mcpgo: Install needs a server and a guard")
 	}
-	a := &Adapter{server: s, guard: g, principal: contextPrincipal}
+	var o Options
 	if opts != nil {
-		if opts.Principal != nil {
-			a.principal = opts.Principal
-		}
-		a.logger = opts.Logger
+		o = *opts
 	}
-	if a.logger == nil {
-		a.logger = slog.New(slog.DiscardHandler)
+	a := &Adapter{server: s, guard: g, principal: o.Principal, logger: adapt.Logger(o.Logger)}
+	if a.principal == nil {
+		a.principal = contextPrincipal
 	}
-	s.Use(a.toolMiddleware)
-	server.WithPromptHandlerMiddleware(a.promptMiddleware)(s)
+	s.Use(func(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+		return stateGuard(a, adapt.MethodCallTool, next, func(r *mcp.CallToolResult) string { return r.RequestState })
+	})
+	server.WithPromptHandlerMiddleware(func(next server.PromptHandlerFunc) server.PromptHandlerFunc {
+		return stateGuard(a, adapt.MethodGetPrompt, next, func(r *mcp.GetPromptResult) string { return r.RequestState })
+	})(s)
 	hooks := s.GetHooks()
 	if hooks == nil {
 		hooks = &server.Hooks{}
@@ -189,23 +191,14 @@ func withRecord(ctx context.Context) (context.Context, *adapt.Record) {
 	return context.WithValue(ctx, recordKey{}, r), r
 }
 
-func (a *Adapter) toolMiddleware(next server.ToolHandlerFunc) server.ToolHandlerFunc {
-	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// stateGuard is the tool and prompt middleware: it refuses a result whose
+// requestState nobody sealed during the call.
+func stateGuard[Req any, Res any](a *Adapter, method string, next func(context.Context, Req) (*Res, error), stateOf func(*Res) string) func(context.Context, Req) (*Res, error) {
+	return func(ctx context.Context, req Req) (*Res, error) {
 		ctx, rec := withRecord(ctx)
 		res, err := next(ctx, req)
 		if err == nil && res != nil {
-			err = a.checkState(ctx, rec, adapt.MethodCallTool, res.RequestState)
-		}
-		return res, err
-	}
-}
-
-func (a *Adapter) promptMiddleware(next server.PromptHandlerFunc) server.PromptHandlerFunc {
-	return func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		ctx, rec := withRecord(ctx)
-		res, err := next(ctx, req)
-		if err == nil && res != nil {
-			err = a.checkState(ctx, rec, adapt.MethodGetPrompt, res.RequestState)
+			err = a.checkState(ctx, rec, method, stateOf(res))
 		}
 		return res, err
 	}

@@ -2,7 +2,6 @@ package mcpgo_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -74,14 +73,8 @@ func newServer(c adaptertest.Config) (*server.MCPServer, *mcpgo.Adapter) {
 			if !resumed {
 				return flow.Ask(args, confirm("deploy "+args.Service+"?"))
 			}
-			probe.Runs.Add(1)
-			for _, k := range []string{"confirm", "extra"} {
-				if _, ok := flow.Elicited(k); ok {
-					probe.Saw(k)
-				}
-			}
-			if probe.TakeFail() {
-				return nil, errors.New("deployment backend down")
+			if err := probe.Resumed(func(k string) bool { _, ok := flow.Elicited(k); return ok }); err != nil {
+				return nil, err
 			}
 			ans, ok := flow.Elicited("confirm")
 			if !ok {

@@ -92,6 +92,27 @@ func MissingCapabilities(capabilities ...string) *WireError {
 		Data: mcpwire.MissingCapabilityData(capabilities...)}
 }
 
+// NeedsOf maps an SDK's input requests to what the gate needs of each,
+// with needOf reading one; nil for none.
+func NeedsOf[R any](reqs map[string]R, needOf func(R) mcpwire.Need) map[string]mcpwire.Need {
+	if len(reqs) == 0 {
+		return nil
+	}
+	needs := make(map[string]mcpwire.Need, len(reqs))
+	for k, r := range reqs {
+		needs[k] = needOf(r)
+	}
+	return needs
+}
+
+// Logger returns l, or a logger that discards when l is nil.
+func Logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}
+
 // Gate returns the -32021 error for the needs caps cannot answer, or nil.
 func Gate(caps mcpwire.Caps, needs map[string]mcpwire.Need) error {
 	lack := caps.LacksAny(func(yield func(mcpwire.Need) bool) {

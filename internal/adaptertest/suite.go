@@ -35,12 +35,11 @@ type Config struct {
 // The fixtures:
 //
 //   - tool deploy {service, env}, continuation {service, env}: a first call
-//     pauses with Deploy's input request under key "confirm" (an
-//     elicitation, form mode) sealing its arguments. A resumed call adds
-//     one to Probe.Runs, calls Probe.Saw for each of "confirm" and "extra"
-//     its flow holds a verified elicitation answer for, fails with a
-//     handler error (Go error) if Probe.TakeFail, asks "confirm" again
-//     when it is missing, answers an isError result on anything but accept
+//     pauses with an input request under key "confirm" (an elicitation,
+//     form mode, ConfirmSchema) sealing its arguments. A resumed call
+//     calls Probe.Resumed with whether its flow holds a verified
+//     elicitation answer under a key, returns its error as a handler error
+//     (a Go error), asks "confirm" again when it is missing, answers an isError result on anything but accept
 //     with approve true, and otherwise the text
 //     "deployed <service> to <env> (flow <flow id>)".
 //   - tool forever {}: pauses every call, asking "confirm".
@@ -79,8 +78,25 @@ func (p *Probe) Saw(key string) {
 // FailNext makes the next resumed deploy fail.
 func (p *Probe) FailNext() { p.fail.Store(true) }
 
-// TakeFail reports, once, that the next resumed deploy must fail.
-func (p *Probe) TakeFail() bool { return p.fail.CompareAndSwap(true, false) }
+// ErrBackendDown is the handler error of a resumed deploy after FailNext.
+var ErrBackendDown = errors.New("deployment backend down")
+
+// Resumed is what a resumed deploy reports first: it counts the run,
+// records which of "confirm" and "extra" has reports a verified answer
+// (Saw), and returns ErrBackendDown, once, after FailNext: the handler
+// returns it.
+func (p *Probe) Resumed(has func(key string) bool) error {
+	p.Runs.Add(1)
+	for _, k := range []string{"confirm", "extra"} {
+		if has(k) {
+			p.Saw(k)
+		}
+	}
+	if p.fail.CompareAndSwap(true, false) {
+		return ErrBackendDown
+	}
+	return nil
+}
 
 func (p *Probe) saw() string {
 	p.mu.Lock()
@@ -113,14 +129,14 @@ type env struct {
 	base  string
 	clk   *fakeclock.Clock
 	probe *Probe
-	logs  *syncBuffer
+	logs  *SyncBuffer
 }
 
 type options struct {
 	guard mrtr.Options
 	ring  *reqstate.KeyRing
 	clk   *fakeclock.Clock
-	logs  *syncBuffer
+	logs  *SyncBuffer
 }
 
 func start(t *testing.T, run Start, o options) *env {
@@ -135,7 +151,7 @@ func start(t *testing.T, run Start, o options) *env {
 		o.clk = fakeclock.New(time.Now())
 	}
 	if o.logs == nil {
-		o.logs = &syncBuffer{}
+		o.logs = &SyncBuffer{}
 	}
 	log := slog.New(slog.NewTextHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	gopts := o.guard
@@ -520,7 +536,7 @@ func promptAndResource(t *testing.T, run Start) {
 }
 
 func noTokenInLogs(t *testing.T, run Start) {
-	logs := &syncBuffer{}
+	logs := &SyncBuffer{}
 	e := start(t, run, options{logs: logs, guard: mrtr.Options{Store: useMemory, TTL: time.Minute, AnonymousTTL: time.Minute}})
 	c := e.client("/mcp", "")
 	tok := pauseDeploy(t, c, prodArgs)
@@ -546,19 +562,19 @@ func noTokenInLogs(t *testing.T, run Start) {
 	}
 }
 
-// syncBuffer is a log destination safe for the server's goroutines.
-type syncBuffer struct {
+// SyncBuffer is a log destination safe for a server's goroutines.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
