@@ -118,11 +118,8 @@ func serve(t *testing.T, c adaptertest.Config) string {
 			}
 			g, _ := ans.Content["guess"].(float64)
 			st.Guesses++
-			switch {
-			case int(g) < st.Secret:
-				return flow.Ask(st, guessRequest("higher"))
-			case int(g) > st.Secret:
-				return flow.Ask(st, guessRequest("lower"))
+			if hint := adaptertest.Hint(st.Secret, int(g)); hint != "" {
+				return flow.Ask(st, guessRequest(hint))
 			}
 			return text(fmt.Sprintf("correct: %d after %d guesses, round %d", st.Secret, st.Guesses, flow.Round())), nil
 		})

@@ -99,11 +99,8 @@ func newServer(c adaptertest.Config) (*server.MCPServer, *mcpgo.Adapter) {
 			content, _ := ans.Content.(map[string]any)
 			g, _ := content["guess"].(float64)
 			st.Guesses++
-			switch {
-			case int(g) < st.Secret:
-				return flow.Ask(st, guessRequest("higher"))
-			case int(g) > st.Secret:
-				return flow.Ask(st, guessRequest("lower"))
+			if hint := adaptertest.Hint(st.Secret, int(g)); hint != "" {
+				return flow.Ask(st, guessRequest(hint))
 			}
 			return mcp.NewToolResultText(fmt.Sprintf("correct: %d after %d guesses, round %d", st.Secret, st.Guesses, flow.Round())), nil
 		})

@@ -113,6 +113,18 @@ func ParseToken(tok string) (reqstate.Principal, bool) {
 	return reqstate.Principal{Issuer: iss, Subject: sub}, true
 }
 
+// Hint is the guess fixture's (and a client test's) answer to guess g of
+// secret: "higher", "lower", or "" when right.
+func Hint(secret, g int) string {
+	switch {
+	case g < secret:
+		return "higher"
+	case g > secret:
+		return "lower"
+	}
+	return ""
+}
+
 // ConfirmSchema is the requested schema of the "confirm" elicitation.
 func ConfirmSchema() map[string]any {
 	return map[string]any{"type": "object", "properties": map[string]any{"approve": map[string]any{"type": "boolean"}}, "required": []string{"approve"}}
