@@ -46,6 +46,10 @@ fuzz:
 		echo "fuzz mcpgo $$f ($(FUZZTIME))"; \
 		out=$$(cd mcpgo && $(GO) test . -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
 	done
+	@for f in FuzzParseJWKS FuzzVerify FuzzParseAuthorization; do \
+		echo "fuzz bearer $$f ($(FUZZTIME))"; \
+		out=$$($(GO) test ./bearer -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
+	done
 
 # The bench module's own tests (every contender round-trips, every flow
 # endpoint works), then each comparison benchmark once (timings are never

@@ -22,7 +22,6 @@ const (
 	defaultMaxConns       = 1024
 	defaultSessionTimeout = 10 * time.Minute
 	defaultMaxSessions    = 1000
-	minHS256SecretBytes   = 32
 )
 
 // commonConfig is what every HTTP-serving command (serve, and proxy
@@ -38,8 +37,7 @@ type commonConfig struct {
 	serverID     string
 	replay       string
 	replayTO     time.Duration // bound on each call to a Redis store
-	authSecret   string
-	authIssuer   string
+	auth         authConfig
 	logFormat    string
 	logLevel     string
 	maxBodyBytes int64
@@ -230,16 +228,7 @@ func commonFlags(f *flags, c *commonConfig) {
 		return nil
 	})
 	f.Duration(&c.replayTO, "replay-timeout", redisstore.DefaultTimeout, "with a redis:// store: how long one store call may take before the resume fails closed")
-	f.String(&c.authSecret, "auth-hs256-secret", "",
-		fmt.Sprintf("require a bearer JWT signed with this HS256 secret, at least %d bytes (sub and exp checked)", minHS256SecretBytes))
-	f.check("auth-hs256-secret", func() error {
-		if n := len(c.authSecret); n > 0 && n < minHS256SecretBytes {
-			// Never the secret itself, only its length.
-			return flagErr("auth-hs256-secret", "the secret is %d bytes; an HS256 secret must be at least %d bytes (256 bits) of random data", n, minHS256SecretBytes)
-		}
-		return nil
-	})
-	f.String(&c.authIssuer, "auth-issuer", "", "with --auth-hs256-secret: require this iss claim")
+	authFlags(f, &c.auth)
 	f.Choice(&c.logFormat, "log-format", "text", []string{"text", "json"}, "log format: text or json")
 	f.String(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.check("log-level", func() error { _, err := parseLevel(c.logLevel); return err })

@@ -99,12 +99,20 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	authn, err := c.auth.verifier(ctx, log)
+	if err != nil {
+		return err
+	}
+	if authn != nil {
+		defer authn.Close()
+	}
 	ln, err := c.listen()
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", c.authenticate(h))
+	// The proxy checks Host on loopback itself; the metadata gets the same check.
+	mux.Handle("/mcp", protect(authn, h, mux, func(h http.Handler) http.Handler { return localOnly(hosts, h) }))
 	u, _ := url.Parse(c.upstream)
 	log.Info("mrtr proxy", "upstream", u.Redacted(), "upstream_timeout", c.upstreamTimeout, "max_held", c.maxHeld,
 		"max_upstream_state", c.maxState, "forward_authorization", c.forwardAuth, "max_body", c.maxBodyBytes,

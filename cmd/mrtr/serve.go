@@ -45,12 +45,24 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	server := demo.NewServer(guard, &demo.Options{Name: "mrtr", Version: version, Logger: sdkLog})
 
 	if c.stdio {
+		if c.auth.enabled() {
+			// The MCP authorization spec is for HTTP; a stdio server's caller
+			// is whoever started it.
+			log.Warn("--auth-* flags do not apply to --stdio; every caller is anonymous")
+		}
 		log.Info("mrtr serving on stdio")
 		err := server.Run(ctx, &mcp.StdioTransport{})
 		if errors.Is(err, context.Canceled) {
 			return nil
 		}
 		return err
+	}
+	authn, err := c.auth.verifier(ctx, log)
+	if err != nil {
+		return err
+	}
+	if authn != nil {
+		defer authn.Close()
 	}
 	ln, err := c.listen()
 	if err != nil {
@@ -61,9 +73,9 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		MaxRequestBodyBytes: c.maxBodyBytes, Logger: log,
 		SessionTimeout: c.sessionTimeout, MaxSessions: c.maxSessions, AllowedHosts: hosts,
 	})
-	h = localOnly(hosts, c.authenticate(h))
+	local := func(h http.Handler) http.Handler { return localOnly(hosts, h) }
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
+	mux.Handle("/mcp", local(protect(authn, h, mux, local)))
 	log.Info("mrtr limits", "max_body", c.maxBodyBytes, "read_timeout", c.readTimeout, "max_conns", c.maxConns,
 		"session_timeout", c.sessionTimeout, "max_sessions", c.maxSessions)
 	return runHTTP(ctx, c.newHTTPServer(mux, log), ln, log)
@@ -93,7 +105,7 @@ func (c *commonConfig) newGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 	})
 	p := guard.Policy()
 	log.Info("mrtr policy", "keys", ring.IDs(), "server_id", p.ServerID, "ttl", p.TTL, "anonymous_ttl", p.AnonymousTTL,
-		"max_rounds", p.MaxRounds, "replay", c.replayName(), "auth", c.authSecret != "")
+		"max_rounds", p.MaxRounds, "replay", c.replayName(), "auth", c.auth.enabled())
 	return guard, closeStore, nil
 }
 
