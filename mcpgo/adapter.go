@@ -114,13 +114,23 @@ func contextPrincipal(ctx context.Context) (reqstate.Principal, error) {
 // JSON-RPC error of its own code and data, nor a resource handler a way
 // to pause; the exchange carries both to Handler and to the resource hook.
 type exchange struct {
-	nullResponses bool // the body's params.inputResponses is null or {}
+	body []byte // the request body, for nullResponses
+
+	nullOnce sync.Once
+	null     bool
 
 	mu      sync.Mutex
 	modern  bool                        // the call was on the 2026-07-28 wire
 	pending map[string]*adapt.WireError // by the message mcp-go sends
 	pause   *mcp.ReadResourceResult     // a resource's pause, for the hook
 	rec     adapt.Record                // the states sealed during the call
+}
+
+// nullResponses reports whether the body's params.inputResponses is null
+// or {}, reading it once, and only when asked: a call without answers.
+func (x *exchange) nullResponses() bool {
+	x.nullOnce.Do(func() { x.null = nullResponses(x.body) })
+	return x.null
 }
 
 type exchangeKey struct{}

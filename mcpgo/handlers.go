@@ -146,7 +146,7 @@ func (a *Adapter) newCall(ctx context.Context, method, target string, args json.
 			c.Responses[k] = v
 		}
 	} else if x := exchangeFrom(ctx); x != nil {
-		c.NullResponses = x.nullResponses // mcp-go decodes null as absent
+		c.NullResponses = x.nullResponses() // mcp-go decodes null as absent
 	}
 	c.Caps = func() mcpwire.Caps { return capsOf(ctx, meta) }
 	return c, nil

@@ -55,7 +55,7 @@ func (a *Adapter) Handler(next http.Handler) http.Handler {
 				http.Error(w, "read request body", http.StatusBadRequest)
 				return
 			}
-			x.nullResponses = nullResponses(body)
+			x.body = body
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		rw := &rewriter{w: w, x: x}
