@@ -13,6 +13,7 @@ import (
 
 	"github.com/mrtr-go/mrtr/internal/adaptertest"
 	"github.com/mrtr-go/mrtr/mcpgo"
+	"github.com/mrtr-go/mrtr/mcpgo/internal/example"
 )
 
 // TestContract runs the guard's whole contract, the table every adapter
@@ -45,19 +46,6 @@ func guessRequest(msg string) mcp.InputRequests {
 func approved(ans *mcp.ElicitationResult) bool {
 	content, _ := ans.Content.(map[string]any)
 	return ans.Action == mcp.ElicitationResponseActionAccept && content["approve"] == true
-}
-
-// samplingText is the text of a sampling answer, decoded from the wire (a
-// map) or handed over by mcp-go's legacy bridge (a TextContent).
-func samplingText(r *mcp.CreateMessageResult) string {
-	switch c := r.Content.(type) {
-	case mcp.TextContent:
-		return c.Text
-	case map[string]any:
-		s, _ := c["text"].(string)
-		return s
-	}
-	return ""
 }
 
 // newServer is an mcp-go server with the suite's fixtures, plus guess.
@@ -113,7 +101,7 @@ func newServer(c adaptertest.Config) (*server.MCPServer, *mcpgo.Adapter) {
 	mcpgo.AddTool(a, mcp.NewTool("sample"),
 		func(ctx context.Context, req mcp.CallToolRequest, args struct{}, flow *mcpgo.ToolFlow[struct{}]) (*mcp.CallToolResult, error) {
 			if r, ok := flow.Sampled("q"); ok {
-				return mcp.NewToolResultText("model said " + samplingText(r)), nil
+				return mcp.NewToolResultText("model said " + example.SampledText(r)), nil
 			}
 			return flow.Ask(struct{}{}, mcp.InputRequests{"q": mcp.NewSamplingInputRequest(mcp.CreateMessageParams{MaxTokens: 10,
 				Messages: []mcp.SamplingMessage{{Role: mcp.RoleUser, Content: mcp.NewTextContent("capital of France?")}}})})

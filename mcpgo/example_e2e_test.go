@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -88,31 +87,8 @@ func wantDemo(t *testing.T, deploy, guess string, p *player) {
 func TestExampleWithGoClients(t *testing.T) {
 	for _, version := range []string{"2026-07-28", "2025-11-25"} {
 		t.Run("mcp-go/"+version, func(t *testing.T) {
-			url := startExample(t)
-			tr, err := transport.NewStreamableHTTP(url)
-			if err != nil {
-				t.Fatal(err)
-			}
 			p := &player{}
-			opts := []client.ClientOption{client.WithElicitationHandler(p)}
-			if version != "2026-07-28" {
-				opts = append(opts, client.WithProtocolVersion(version))
-			}
-			c := client.NewClient(tr, opts...)
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-			defer cancel()
-			if err := c.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
-				t.Fatal(err)
-			}
-			call := func(name string, args map[string]any) string {
-				req := mcp.CallToolRequest{}
-				req.Params.Name, req.Params.Arguments = name, args
-				return mcpgoText(c.CallTool(ctx, req))
-			}
+			call := callMCPGo(dialMCPGo(t, startExample(t), version, client.WithElicitationHandler(p)))
 			wantDemo(t, call("deploy", map[string]any{"service": "billing", "env": "production"}), call("guess_number", map[string]any{"max": guessMax}), p)
 		})
 		t.Run("go-sdk/"+version, func(t *testing.T) {

@@ -80,9 +80,9 @@ func refused(r *mcp.ElicitationResult) bool {
 	return r != nil && (r.Action == mcp.ElicitationResponseActionDecline || r.Action == mcp.ElicitationResponseActionCancel)
 }
 
-// sampledText is the text of a sampling answer: a map off the wire, a
+// SampledText is the text of a sampling answer: a map off the wire, a
 // TextContent from mcp-go's legacy bridge.
-func sampledText(r *mcp.CreateMessageResult) string {
+func SampledText(r *mcp.CreateMessageResult) string {
 	switch c := r.Content.(type) {
 	case mcp.TextContent:
 		return c.Text

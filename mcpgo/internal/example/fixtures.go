@@ -47,7 +47,7 @@ func addFixtures(a *mcpgo.Adapter) {
 	mcpgo.AddTool(a, tool("test_input_required_result_sampling", "Asks the client's model a question (sampling)."),
 		func(ctx context.Context, req mcp.CallToolRequest, _ struct{}, flow *mcpgo.ToolFlow[struct{}]) (*mcp.CallToolResult, error) {
 			if r, ok := flow.Sampled("capital_question"); ok {
-				return mcp.NewToolResultText("The model answered: " + sampledText(r)), nil
+				return mcp.NewToolResultText("The model answered: " + SampledText(r)), nil
 			}
 			return flow.Ask(struct{}{}, mcp.InputRequests{"capital_question": sample("What is the capital of France?", 100)})
 		})
@@ -98,7 +98,7 @@ func addFixtures(a *mcpgo.Adapter) {
 				st.Name, _ = acceptedString(r, "name")
 			}
 			if r, ok := flow.Sampled("greeting"); ok {
-				g := sampledText(r)
+				g := SampledText(r)
 				st.Greeting = &g
 			}
 			if r, ok := flow.Roots("client_roots"); ok {
