@@ -43,6 +43,7 @@ type Adapter struct {
 	guard     *mrtr.Guard
 	principal func(context.Context) (reqstate.Principal, error)
 	logger    *slog.Logger
+	bodies    sync.Pool // of *bytes.Buffer, for Handler
 }
 
 // Install adds mrtr's middleware and hooks to s and returns the adapter

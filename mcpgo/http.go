@@ -48,21 +48,41 @@ func (a *Adapter) Handler(next http.Handler) http.Handler {
 			return
 		}
 		x := &exchange{}
+		var buf *bytes.Buffer
 		if r.Body != nil {
-			body, err := io.ReadAll(r.Body)
+			// The body is read once more here (mcp-go reads its own copy), into
+			// a pooled buffer: the exchange needs it only while the call runs.
+			buf, _ = a.bodies.Get().(*bytes.Buffer)
+			if buf == nil {
+				buf = new(bytes.Buffer)
+			}
+			_, err := buf.ReadFrom(r.Body)
 			r.Body.Close()
 			if err != nil {
+				buf.Reset()
+				a.bodies.Put(buf)
 				http.Error(w, "read request body", http.StatusBadRequest)
 				return
 			}
-			x.body = body
-			r.Body = io.NopCloser(bytes.NewReader(body))
+			x.body = buf.Bytes()
+			r.Body = io.NopCloser(bytes.NewReader(x.body))
 		}
 		rw := &rewriter{w: w, x: x}
 		next.ServeHTTP(rw, r.WithContext(withExchange(r.Context(), x)))
 		rw.finish()
+		if buf != nil {
+			x.nullOnce.Do(func() {}) // the call is over: nobody asks any more
+			x.body = nil
+			if buf.Cap() <= maxPooledBody {
+				buf.Reset()
+				a.bodies.Put(buf)
+			}
+		}
 	})
 }
+
+// maxPooledBody is the largest body buffer Handler keeps for reuse.
+const maxPooledBody = 64 << 10
 
 // nullResponses reports whether a JSON-RPC request's
 // params.inputResponses is present but null or an empty object.
