@@ -2,6 +2,7 @@ package mcpgo_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mrtr-go/mrtr"
@@ -233,5 +235,39 @@ func TestGoSDKClient(t *testing.T) {
 			}
 			wantOutcome(t, got, true)
 		})
+	}
+}
+
+// TestLegacyRoundCapOverEventStream: on 2025-11-25 mcp-go's bridge asks
+// every round through the POST's event stream; when the guard refuses the
+// third pause of forever (MaxRounds 2), the client gets the contract's
+// error inside that stream, rewritten by Handler: -32602 with
+// data.reason rounds_exceeded, not mcp-go's -32603.
+func TestLegacyRoundCapOverEventStream(t *testing.T) {
+	ring, err := reqstate.GenerateKeyRing("test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, a := newServer(adaptertest.Config{Guard: mrtr.New(reqstate.New(ring, nil), &mrtr.Options{MaxRounds: 2}), Probe: &adaptertest.Probe{}})
+	srv := httptest.NewServer(mcpgo.NewHTTPHandler(a))
+	t.Cleanup(srv.Close)
+	var asked atomic.Int32
+	copts := &sdk.ClientOptions{ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+		asked.Add(1)
+		return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+	}}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "go-sdk", Version: "1"}, copts).
+		Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: srv.URL}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	_, err = cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "forever", Arguments: map[string]any{}})
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != mrtr.CodeInvalidParams || je.Message != mrtr.RejectMessage || string(je.Data) != `{"reason":"rounds_exceeded"}` {
+		t.Fatalf("forever on the legacy wire: %v, want -32602 rounds_exceeded", err)
+	}
+	if n := asked.Load(); n != 2 {
+		t.Fatalf("the client was asked %d times, want 2 (one per sealed round)", n)
 	}
 }
