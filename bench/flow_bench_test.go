@@ -46,7 +46,7 @@ var flowWarmup = flag.Duration("flow.warmup", 5*time.Second,
 //
 // Run: go test -run '^$' -bench Flow -count 10 (see docs/BENCHMARKS.md).
 func BenchmarkFlow(b *testing.B) {
-	benchFlow(b, func() flowBed { return goSDKBed{NewFlowServer()} })
+	benchFlow(b, FlowEndpoints, func() flowBed { return goSDKBed{NewFlowServer()} })
 }
 
 // flowBed is a flow server with clients of its SDK, as benchFlow drives
@@ -77,14 +77,14 @@ func (c goSDKClient) call(ctx context.Context) (string, error) { return FlowCall
 func (c goSDKClient) close()                                   { c.Close() }
 
 // benchFlow is the method of the flow benchmarks: a warm-up of every
-// endpoint, then per sub-benchmark run a bed of its own, one untimed
+// endpoint of eps, then per sub-benchmark run a bed of its own, one untimed
 // flow, garbage collected before timing, cpu-ns/op and gc/op reported.
-func benchFlow(b *testing.B, newBed func() flowBed) {
+func benchFlow(b *testing.B, eps []FlowEndpoint, newBed func() flowBed) {
 	ctx := context.Background()
-	if err := warmUpFlow(ctx, *flowWarmup, newBed); err != nil {
+	if err := warmUpFlow(ctx, *flowWarmup, eps, newBed); err != nil {
 		b.Fatal(err)
 	}
-	for _, ep := range FlowEndpoints {
+	for _, ep := range eps {
 		b.Run(ep.Name, func(b *testing.B) {
 			bed := newBed()
 			defer bed.close()
@@ -123,7 +123,7 @@ func benchFlow(b *testing.B, newBed func() flowBed) {
 
 // warmUpFlow runs complete flows against every endpoint, round robin, on a
 // bed of its own, for d.
-func warmUpFlow(ctx context.Context, d time.Duration, newBed func() flowBed) error {
+func warmUpFlow(ctx context.Context, d time.Duration, eps []FlowEndpoint, newBed func() flowBed) error {
 	if d <= 0 {
 		return nil
 	}
@@ -135,7 +135,7 @@ func warmUpFlow(ctx context.Context, d time.Duration, newBed func() flowBed) err
 			c.close()
 		}
 	}()
-	for _, ep := range FlowEndpoints {
+	for _, ep := range eps {
 		c, err := bed.connect(ctx, ep.Path)
 		if err != nil {
 			return err

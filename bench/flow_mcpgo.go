@@ -31,7 +31,14 @@ import (
 //     plaintext "service=api;env=production" parsed back on the retry, as
 //     mcp-go's own multi_round_trip example does.
 
-// MCPGoFlowServer serves the deploy tool on every FlowEndpoint with mcp-go.
+// MCPGoFlowEndpoints are the ways the mcp-go server serves the deploy tool.
+var MCPGoFlowEndpoints = []FlowEndpoint{
+	{Name: "sealed", Path: "/sealed"},
+	{Name: "sealed-nostore", Path: "/sealed-nostore"},
+	{Name: "plain", Path: "/plain"},
+}
+
+// MCPGoFlowServer serves the deploy tool on every MCPGoFlowEndpoint.
 type MCPGoFlowServer struct {
 	URL string
 

@@ -9,13 +9,13 @@ import (
 
 // BenchmarkFlowMCPGo is BenchmarkFlow on mark3labs/mcp-go: one complete
 // 2-round elicitation flow per op (a CallTool that mcp-go's client carries
-// through both rounds) over loopback HTTP, for every FlowEndpoint served
+// through both rounds) over loopback HTTP, for every MCPGoFlowEndpoint served
 // by an MCPGoFlowServer, with BenchmarkFlow's method (benchFlow).
 //
 // Run: go test -run '^$' -bench FlowMCPGo -count 5, or
 // FLOW_BENCH=BenchmarkFlowMCPGo ./flow_interleaved.sh (docs/BENCHMARKS.md).
 func BenchmarkFlowMCPGo(b *testing.B) {
-	benchFlow(b, func() flowBed { return mcpgoBed{NewMCPGoFlowServer()} })
+	benchFlow(b, MCPGoFlowEndpoints, func() flowBed { return mcpgoBed{NewMCPGoFlowServer()} })
 }
 
 type mcpgoBed struct{ *MCPGoFlowServer }

@@ -9,7 +9,7 @@ import (
 // working 2-round flow: the text is right and the handler ran twice per
 // flow, so the client really resumed.
 func TestFlowMCPGo(t *testing.T) {
-	for _, ep := range FlowEndpoints {
+	for _, ep := range MCPGoFlowEndpoints {
 		t.Run(ep.Name, func(t *testing.T) {
 			fs := NewMCPGoFlowServer()
 			defer fs.Close()

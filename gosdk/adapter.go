@@ -158,9 +158,10 @@ type call struct {
 
 // newCall reads a pausable request; responses are go-sdk's decoded
 // inputResponses (nil when absent).
-func newCall(req mcp.Request, method, target, version string, args json.RawMessage, state string, responses mcp.InputResponseMap, full func() *mcp.ClientCapabilities) *call {
+func newCall(req mcp.Request, method, target, version string, args json.RawMessage, state string, responses mcp.InputResponseMap,
+	full func() *mcp.ClientCapabilities, meta mcp.Meta) *call {
 	c := &call{req: req, fullCaps: full, Call: adapt.Call{Method: method, Target: target, Version: version,
-		Arguments: args, State: state}}
+		Arguments: args, State: state, Meta: meta}}
 	if responses != nil {
 		c.Responses = make(map[string]any, len(responses))
 		for k, v := range responses {

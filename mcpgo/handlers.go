@@ -140,6 +140,9 @@ func (a *Adapter) newCall(ctx context.Context, method, target string, args json.
 	}
 	c := &adapt.Call{Method: method, Target: target, Version: server.RequestProtocolVersion(ctx), Principal: p,
 		Arguments: args, State: mrt.RequestState}
+	if meta != nil {
+		c.Meta = meta.AdditionalFields // for the guard's Observer (trace context)
+	}
 	if mrt.InputResponses != nil {
 		c.Responses = make(map[string]any, len(mrt.InputResponses))
 		for k, v := range mrt.InputResponses {

@@ -77,8 +77,11 @@
 // fingerprint, never a token or the upstream's state.
 //
 // The proxy reads only what it must of each JSON-RPC message and imports
-// no MCP SDK. It parses client messages with exact member names; what it
-// forwards of a pausable call is re-encoded from what it parsed, so a
-// repeated member cannot show the upstream something the proxy did not
-// judge.
+// no MCP SDK (package internal/mcpwire splits JSON objects into raw
+// members after one validation pass, agreeing with encoding/json). Member
+// names are matched exactly, and a client message whose envelope or
+// params repeat a member name is refused (400), so the upstream cannot
+// read a message the proxy judged differently; a message the proxy does
+// not change is forwarded as received, one it changes (a resume) is
+// encoded again from what it parsed.
 package proxy

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/mrtr-go/mrtr"
+
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
 )
 
 // JSON-RPC codes the proxy answers with itself.
@@ -25,7 +27,7 @@ func errorBody(id json.RawMessage, code int, message string, data json.RawMessag
 		Message string          `json:"message"`
 		Data    json.RawMessage `json:"data,omitempty"`
 	}{code, message, data}
-	b, _ := marshalNoEscape(struct {
+	b, _ := mcpwire.MarshalNoEscape(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   any             `json:"error"`

@@ -27,7 +27,7 @@ func FuzzParseRequest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		out, err := r.msg.encode()
+		out, err := r.msg.Encode()
 		if err != nil {
 			t.Fatalf("encode an accepted message: %v", err)
 		}
@@ -43,7 +43,7 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		if r.params != nil {
 			r.target()
-			if _, err := r.params.encode(); err != nil {
+			if _, err := r.params.Encode(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -99,4 +99,15 @@ func FuzzEventReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestIsEventStream(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"text/event-stream": true, "Text/Event-Stream; charset=utf-8": true, " text/event-stream ": true,
+		"application/json": false, "text/event-streamx": false, "": false, "text/event": false,
+	} {
+		if got := isEventStream(ct); got != want {
+			t.Errorf("isEventStream(%q) = %v, want %v", ct, got, want)
+		}
+	}
 }

@@ -10,12 +10,12 @@ import (
 	"log"
 	"log/slog"
 	"maps"
-	"mime"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,7 +108,7 @@ type Options struct {
 type Handler struct {
 	up        *url.URL
 	guard     *mrtr.Guard
-	client    *http.Client
+	tr        http.RoundTripper // redirects are never followed: a 3xx goes to the client as is
 	rp        *httputil.ReverseProxy
 	timeout   time.Duration
 	maxBody   int64
@@ -177,10 +177,7 @@ func New(opts Options) (*Handler, error) {
 		t.MaxIdleConnsPerHost = 256
 		tr = t
 	}
-	h.client = &http.Client{
-		Transport:     tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	h.tr = tr
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:       h.rewrite,
 		Transport:     tr,
@@ -220,7 +217,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := parseRequest(body)
 	switch {
-	case errors.Is(err, errBadRequest) || errors.Is(err, errNotObject):
+	case errors.Is(err, mcpwire.ErrDuplicateName):
+		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: a member name repeats", nil)
+		return
+	case errors.Is(err, errBadRequest) || errors.Is(err, mcpwire.ErrNotObject):
 		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: one JSON-RPC object expected (no batches)", nil)
 		return
 	case err != nil:
@@ -235,11 +235,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.pausable(w, r, req)
 		return
 	}
-	out, err := req.msg.encode()
-	if err != nil {
-		writeError(w, http.StatusBadRequest, req.id, codeInvalidRequest, "invalid request", nil)
-		return
-	}
+	out := req.body
 	ctx := context.WithValue(r.Context(), idKey{}, req)
 	if h.timeout > 0 && req.method != methodListen && req.id != nil {
 		var cancel context.CancelFunc
@@ -291,7 +287,6 @@ func (h *Handler) passThroughFailed(w http.ResponseWriter, r *http.Request, err 
 type call struct {
 	req    *rpcRequest
 	flow   *mrtr.Flow
-	caps   mcpwire.Caps
 	target string
 }
 
@@ -321,8 +316,8 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 		return
 	}
 	p := req.params
-	meta, _ := parseObject(p["_meta"])
-	version, ok := meta.str(mcpwire.MetaProtocolVersion)
+	v, _ := mcpwire.Member(p["_meta"], mcpwire.MetaProtocolVersion)
+	version, ok := mcpwire.StringValue(v)
 	if !ok {
 		version = r.Header.Get("Mcp-Protocol-Version")
 	}
@@ -335,18 +330,25 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	if req.method != methodReadResource {
 		mreq.Arguments = p["arguments"]
 	}
-	if p.has("requestState") {
-		st, ok := p.str("requestState")
-		if !ok || st == "" {
+	if h.guard.Policy().Observer != nil { // only an Observer reads the trace context
+		mreq.Meta = traceMeta(p["_meta"])
+	}
+	if p.Has("requestState") {
+		st, ok := p.String("requestState")
+		if !ok {
 			// Only strings are tokens; anything else is not one we sealed.
-			h.log.WarnContext(ctx, "mrtr: requestState rejected", "reason", string(mrtr.ReasonInvalid), "method", req.method, "target", target, "detail", "not a non-empty string")
+			h.log.WarnContext(ctx, "mrtr: requestState rejected", "reason", string(mrtr.ReasonInvalid), "method", req.method, "target", target, "detail", "not a string")
 			writeGuardError(w, req.id, &mrtr.RejectError{Reason: mrtr.ReasonInvalid})
 			return
 		}
+		// An empty state is no state, as for the guard: a first call, and
+		// the upstream receives none.
 		mreq.RequestState = st
-		if p.has("inputResponses") {
-			answers, err := parseObject(p["inputResponses"])
-			if err != nil {
+	}
+	if mreq.RequestState != "" {
+		if p.Has("inputResponses") {
+			answers, ok := p.Object("inputResponses")
+			if !ok {
 				writeError(w, http.StatusOK, req.id, mrtr.CodeInvalidParams, "invalid params: inputResponses must be an object of answers", nil)
 				return
 			}
@@ -361,7 +363,7 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 		writeGuardError(w, req.id, err)
 		return
 	}
-	c := &call{req: req, flow: fl, caps: mcpwire.CapsFromMeta(p["_meta"]), target: target}
+	c := &call{req: req, flow: fl, target: target}
 	settle := h.forward(w, r, c)
 	_ = fl.End(ctx, settle) // a failed commit or release is logged by the guard
 }
@@ -373,7 +375,7 @@ func upstreamParams(c *call) (object, error) {
 	p := maps.Clone(c.req.params)
 	fl := c.flow
 	if !fl.Resumed() {
-		if s, ok := p.str("requestState"); ok && s == "" {
+		if p.Has("requestState") { // an empty string, or null: no state
 			delete(p, "requestState")
 		}
 		return p, nil
@@ -397,7 +399,7 @@ func upstreamParams(c *call) (object, error) {
 			}
 			o[k] = raw
 		}
-		b, err := o.encode()
+		b, err := o.Encode()
 		if err != nil {
 			return nil, err
 		}
@@ -416,24 +418,28 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		ctx, cancel = context.WithTimeout(ctx, h.timeout)
 		defer cancel()
 	}
-	params, err := upstreamParams(c)
-	if err != nil {
-		return h.fail(w, r, c, "rebuild the upstream request", err)
-	}
-	msg := maps.Clone(c.req.msg)
-	if msg["params"], err = params.encode(); err != nil {
-		return h.fail(w, r, c, "encode the upstream request", err)
-	}
-	body, err := msg.encode()
-	if err != nil {
-		return h.fail(w, r, c, "encode the upstream request", err)
+	body := c.req.body
+	if _, hasState := c.req.params["requestState"]; hasState || c.flow.Resumed() {
+		// Only a message that changes is encoded again; its members are
+		// unique (parseRequest), so the upstream reads what the proxy read.
+		params, err := upstreamParams(c)
+		if err != nil {
+			return h.fail(w, r, c, "rebuild the upstream request", err)
+		}
+		msg := maps.Clone(c.req.msg)
+		if msg["params"], err = params.Encode(); err != nil {
+			return h.fail(w, r, c, "encode the upstream request", err)
+		}
+		if body, err = msg.Encode(); err != nil {
+			return h.fail(w, r, c, "encode the upstream request", err)
+		}
 	}
 	up, err := http.NewRequestWithContext(ctx, http.MethodPost, h.target(r.URL).String(), bytes.NewReader(body))
 	if err != nil {
 		return h.fail(w, r, c, "build the upstream request", err)
 	}
 	up.Header = h.outHeader(r.Header)
-	resp, err := h.client.Do(up)
+	resp, err := h.tr.RoundTrip(up)
 	if err != nil {
 		return h.fail(w, r, c, "reach the upstream", err)
 	}
@@ -447,8 +453,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		_, _ = io.Copy(w, io.LimitReader(resp.Body, h.maxHeld))
 		return errUpstreamStatus
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if mt == "text/event-stream" {
+	if isEventStream(resp.Header.Get("Content-Type")) {
 		return h.relaySSE(ctx, w, resp, c)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, h.maxHeld+1))
@@ -461,13 +466,22 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 	out, status, settle := h.finish(ctx, c, b)
 	copyHeader(w.Header(), resp.Header)
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", fmt.Sprint(len(out)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	if status == 0 {
 		status = resp.StatusCode
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(out)
 	return settle
+}
+
+// isEventStream reports whether a Content-Type is text/event-stream,
+// whatever its case and parameters.
+func isEventStream(ct string) bool {
+	const want = "text/event-stream"
+	ct = strings.TrimSpace(ct)
+	return len(ct) >= len(want) && strings.EqualFold(ct[:len(want)], want) &&
+		(len(ct) == len(want) || ct[len(want)] == ';' || ct[len(want)] == ' ')
 }
 
 // fail answers a call the upstream could not answer: -32603 with the
@@ -500,12 +514,14 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 		return errorBody(id, mrtr.CodeInternalError, "upstream answered an invalid message", nil), http.StatusOK, errRefused
 	}
 	var reqs object
-	if resp.result.has("inputRequests") {
-		if reqs, err = parseObject(resp.result["inputRequests"]); err != nil {
+	if resp.result.Has("inputRequests") {
+		var ok bool
+		if reqs, ok = resp.result.Object("inputRequests"); !ok {
 			return garbage("inputRequests is not an object")
 		}
 	}
-	if missing := mcpwire.Missing(c.caps, reqs); len(missing) > 0 {
+	caps := mcpwire.CapsFromMeta(c.req.params["_meta"])
+	if missing := mcpwire.Missing(caps, reqs); len(missing) > 0 {
 		if slices.Contains(missing, mcpwire.Unvettable) {
 			return garbage("an input request is not a known {method, params} object")
 		}
@@ -513,7 +529,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 		return errorBody(id, mcpwire.CodeMissingCapability, mcpwire.MissingCapabilityMessage, mcpwire.MissingCapabilityData(missing...)), http.StatusBadRequest, errRefused
 	}
 	var cont json.RawMessage
-	if resp.result.has("requestState") {
+	if resp.result.Has("requestState") {
 		s := resp.result["requestState"]
 		if s[0] != '"' {
 			return garbage("requestState is not a string")
@@ -535,10 +551,13 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 		h.log.ErrorContext(ctx, "proxy: seal the upstream's pause", "method", c.req.method, "target", c.target, "error", err)
 		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, err
 	}
-	sealed, _ := marshalNoEscape(tok)
-	resp.result["requestState"] = sealed
-	if resp.msg["result"], err = resp.result.encode(); err == nil {
-		out, err = resp.msg.encode()
+	var sealed bytes.Buffer
+	if err := mcpwire.WriteString(&sealed, tok); err != nil {
+		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, err
+	}
+	resp.result["requestState"] = sealed.Bytes()
+	if resp.msg["result"], err = resp.result.Encode(); err == nil {
+		out, err = resp.msg.Encode()
 	}
 	if err != nil {
 		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, err
@@ -574,18 +593,19 @@ var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy
 // copyHeader copies an upstream response's header, except hop-by-hop
 // fields and Content-Length (the proxy may rewrite the body).
 func copyHeader(dst, src http.Header) {
-	skip := map[string]bool{"Content-Length": true}
+	var named map[string]bool // fields the Connection header names
 	for _, f := range src["Connection"] {
 		for _, k := range strings.Split(f, ",") {
-			skip[http.CanonicalHeaderKey(strings.TrimSpace(k))] = true
+			if named == nil {
+				named = map[string]bool{}
+			}
+			named[http.CanonicalHeaderKey(strings.TrimSpace(k))] = true
 		}
-	}
-	for _, k := range hopHeaders {
-		skip[k] = true
 	}
 	for k, vs := range src {
-		if !skip[k] {
-			dst[k] = append([]string(nil), vs...)
+		if k == "Content-Length" || slices.Contains(hopHeaders, k) || named[k] {
+			continue
 		}
+		dst[k] = append([]string(nil), vs...)
 	}
 }

@@ -149,13 +149,13 @@ func TestTamperEveryByte(t *testing.T) {
 			t.Fatalf("error id %s, want the caller's %d", r.id, i+10)
 		}
 	}
-	for _, bad := range []string{tok + "-TAMPERED", upState, "", "v1"} {
-		r := post(t, px.URL, callReq{id: 3, name: "ask", state: ptr(bad), responses: confirmed()})
-		if bad == "" {
-			wantReject(t, r, "invalid") // an empty string is not a token either
-			continue
-		}
-		wantReject(t, r, "invalid")
+	for _, bad := range []string{tok + "-TAMPERED", upState, "v1", "v1.k1."} {
+		wantReject(t, post(t, px.URL, callReq{id: 3, name: "ask", state: ptr(bad), responses: confirmed()}), "invalid")
+	}
+	// An empty state is no state, as for the guard: a first call, and the
+	// upstream receives none.
+	if r := post(t, px.URL, callReq{id: 3, name: "ask", state: ptr(""), responses: confirmed()}); r.resultType() != "input_required" {
+		t.Fatalf("empty requestState: %s", r.raw)
 	}
 	if n := len(up.resumes()); n != 0 {
 		t.Fatalf("%d tampered resumes reached the upstream", n)
@@ -524,16 +524,26 @@ func TestBadRequests(t *testing.T) {
 	if n := len(up.all()); n != 0 {
 		t.Fatalf("%d bad requests reached the upstream", n)
 	}
-	// A repeated member: the upstream receives only what the proxy judged.
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","_meta":{},"requestState":"forged","requestState":` + upStateJSON() + `}}`
-	resp, err := http.Post(px.URL, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	// A repeated member name, in the envelope or the params, is refused:
+	// a parser keeping the first one would read another message.
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","_meta":{},"requestState":"forged","requestState":` + upStateJSON() + `}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"ask","requestState":` + upStateJSON() + `}}`,
+	} {
+		resp, err := http.Post(px.URL, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r reply
+		r.raw = readAll(resp)
+		decode(t, r.raw, &r)
+		if resp.StatusCode != http.StatusBadRequest || r.err == nil || r.err.Code != -32600 {
+			t.Errorf("repeated member: %d %s", resp.StatusCode, r.raw)
+		}
 	}
-	var r reply
-	r.raw = readAll(resp)
-	decode(t, r.raw, &r)
-	wantReject(t, r, "invalid")
+	if n := len(up.all()); n != 0 {
+		t.Fatalf("%d requests with repeated members reached the upstream", n)
+	}
 }
 
 type lockedBuf struct {

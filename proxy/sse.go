@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
 )
 
 // event is one server-sent event as read from the upstream: its bytes as
@@ -119,7 +121,7 @@ func (h *Handler) relaySSE(ctx context.Context, w http.ResponseWriter, resp *htt
 			return settle
 		}
 		if !final && len(ev.data) > 0 {
-			if msg, err := parseObject(ev.data); err == nil && isResponse(msg) {
+			if msg, err := mcpwire.ParseObject(ev.data); err == nil && isResponse(msg) {
 				out, _, s := h.finish(ctx, c, ev.data)
 				settle, final = s, true
 				writeEvent(w, ev.other, out)

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -24,7 +23,6 @@ type proxyConfig struct {
 	maxHeld         int64
 	maxState        int
 	forwardAuth     bool
-	allowedHosts    string
 }
 
 // proxyFlags registers the flags of `mrtr proxy`.
@@ -50,7 +48,6 @@ func proxyFlags(f *flags, c *proxyConfig) {
 		"largest upstream requestState carried in a sealed token, in bytes of its JSON string; larger is an error, never truncated")
 	f.Bool(&c.forwardAuth, "forward-authorization", false,
 		"pass the client's Authorization header to the upstream (off: tokens issued to the proxy are not passed through)")
-	f.String(&c.allowedHosts, "allowed-hosts", "", "extra Host header values (host or host:port, comma separated) accepted on a loopback connection, which otherwise must name a loopback host")
 }
 
 // parseProxy reads flags over environment variables over defaults.
@@ -62,6 +59,7 @@ func (a *app) parseProxy(args []string) (*proxyConfig, error) {
 		return nil, err
 	}
 	c.commonConfig.settle()
+	c.getenv = a.getenv
 	return c, nil
 }
 
@@ -77,12 +75,12 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeGuard()
-	var hosts []string
-	for _, h := range strings.Split(c.allowedHosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			hosts = append(hosts, strings.ToLower(h))
-		}
+	stopMetrics, err := c.startMetrics(log)
+	if err != nil {
+		return err
 	}
+	defer stopMetrics()
+	hosts := c.allowedHostList()
 	h, err := proxy.New(proxy.Options{
 		Upstream:             c.upstream,
 		Guard:                guard,
@@ -113,6 +111,7 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	mux := http.NewServeMux()
 	// The proxy checks Host on loopback itself; the metadata gets the same check.
 	mux.Handle("/mcp", protect(authn, h, mux, func(h http.Handler) http.Handler { return localOnly(hosts, h) }))
+	c.mountHealth(mux, hosts)
 	u, _ := url.Parse(c.upstream)
 	log.Info("mrtr proxy", "upstream", u.Redacted(), "upstream_timeout", c.upstreamTimeout, "max_held", c.maxHeld,
 		"max_upstream_state", c.maxState, "forward_authorization", c.forwardAuth, "max_body", c.maxBodyBytes,

@@ -43,6 +43,11 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		sdkLog = log
 	}
 	server := demo.NewServer(guard, &demo.Options{Name: "mrtr", Version: version, Logger: sdkLog})
+	stopMetrics, err := c.startMetrics(log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 
 	if c.stdio {
 		if c.auth.enabled() {
@@ -76,6 +81,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	local := func(h http.Handler) http.Handler { return localOnly(hosts, h) }
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", local(protect(authn, h, mux, local)))
+	c.mountHealth(mux, hosts)
 	log.Info("mrtr limits", "max_body", c.maxBodyBytes, "read_timeout", c.readTimeout, "max_conns", c.maxConns,
 		"session_timeout", c.sessionTimeout, "max_sessions", c.maxSessions)
 	return runHTTP(ctx, c.newHTTPServer(mux, log), ln, log)
@@ -93,20 +99,29 @@ func (c *commonConfig) newGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 			"Paused flows will not survive a restart and other nodes cannot resume them. " +
 			"Run `mrtr keygen --out keys.json` and pass --keys keys.json (or set MRTR_KEYS) in production.")
 	}
-	store, closeStore, err := c.openStore(ctx, log)
+	tel, err := c.newTelemetry(ctx, log)
 	if err != nil {
 		return nil, nil, err
 	}
+	store, closeStore, err := c.openStore(ctx, log)
+	if err != nil {
+		tel.close(log)
+		return nil, nil, err
+	}
+	tel.addReadiness(ring, store, c.replayTO)
+	c.tel = tel
 	guard := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{
 		TTL: c.ttl, AnonymousTTL: min(c.anonTTL, c.ttl), MaxRounds: c.maxRounds, ServerID: c.serverID, Store: store, Logger: log,
+		Observer: tel.observer,
 		// The Redis store bounds each call by --replay-timeout itself; the
 		// guard's own bound must not cut it shorter.
 		StoreTimeout: max(mrtr.DefaultStoreTimeout, c.replayTO+time.Second),
 	})
 	p := guard.Policy()
 	log.Info("mrtr policy", "keys", ring.IDs(), "server_id", p.ServerID, "ttl", p.TTL, "anonymous_ttl", p.AnonymousTTL,
-		"max_rounds", p.MaxRounds, "replay", c.replayName(), "auth", c.auth.enabled())
-	return guard, closeStore, nil
+		"max_rounds", p.MaxRounds, "replay", c.replayName(), "auth", c.auth.enabled(),
+		"metrics", c.metricsAddr != "", "tracing", tel.tracing != nil)
+	return guard, func() { closeStore(); tel.close(log) }, nil
 }
 
 // listen opens the listener of --addr, holding at most --max-conns
@@ -184,7 +199,8 @@ func (c *commonConfig) openStore(ctx context.Context, log *slog.Logger) (replay.
 	return s, func() { s.Close() }, nil
 }
 
-func (c *serveConfig) allowedHostList() []string {
+// allowedHostList is --allowed-hosts as a list of lower-case names.
+func (c *commonConfig) allowedHostList() []string {
 	var hosts []string
 	for _, h := range strings.Split(c.allowedHosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {

@@ -171,6 +171,9 @@ type Call struct {
 	// {}, which is refused (ErrNullResponses).
 	Responses     map[string]any
 	NullResponses bool
+	// Meta is the request's _meta, for the guard's Observer (trace
+	// context); nil for none.
+	Meta map[string]any
 	// Caps returns what the client declared, for the capability gate; it
 	// is called at most once, and only when the handler pauses or asks.
 	Caps func() mcpwire.Caps
@@ -201,6 +204,7 @@ func Begin(ctx context.Context, g *mrtr.Guard, c *Call) (*mrtr.Flow, error) {
 		Principal:       c.Principal,
 		Arguments:       c.Arguments,
 		RequestState:    c.State,
+		Meta:            c.Meta,
 	}
 	if len(c.Responses) > 0 {
 		r.InputResponses = c.Responses

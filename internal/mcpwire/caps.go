@@ -1,6 +1,7 @@
 package mcpwire
 
 import (
+	"bytes"
 	"encoding/json"
 	"iter"
 	"maps"
@@ -38,53 +39,77 @@ type Caps struct {
 // an object declares nothing; a member that is not an object does not
 // declare its capability.
 func ParseCaps(raw json.RawMessage) Caps {
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
 		return Caps{}
 	}
-	return CapsFromValue(v)
+	return capsOf(raw)
+}
+
+// capsOf reads a valid ClientCapabilities object.
+func capsOf(raw []byte) Caps {
+	return readCaps(func(path ...string) (present, object bool) {
+		v, ok := raw, true
+		for _, k := range path {
+			if v, ok = member(v, k); !ok || v[0] != '{' {
+				return ok, false
+			}
+		}
+		return true, true
+	})
 }
 
 // CapsFromValue reads a ClientCapabilities object already decoded by
 // encoding/json (a map[string]any), as an SDK hands out a request's _meta.
-// It is the one reading of a declaration that ParseCaps and every adapter
-// share.
 func CapsFromValue(v any) Caps {
-	m, _ := v.(map[string]any)
+	return readCaps(func(path ...string) (present, object bool) {
+		cur := v
+		for _, k := range path {
+			m, isObj := cur.(map[string]any)
+			if !isObj {
+				return false, false
+			}
+			if cur, present = m[k]; !present {
+				return false, false
+			}
+		}
+		_, object = cur.(map[string]any)
+		return true, object
+	})
+}
+
+// readCaps is the one reading of a declaration, over lookup, which reports
+// whether the member at path is present and whether it is an object. A
+// capability counts only as an object; an empty elicitation object
+// declares form mode.
+func readCaps(lookup func(path ...string) (present, object bool)) Caps {
 	var c Caps
-	if e, ok := m["elicitation"].(map[string]any); ok {
-		_, form := e["form"]
-		_, url := e["url"]
+	if _, obj := lookup("elicitation"); obj {
+		form, _ := lookup("elicitation", "form")
+		url, _ := lookup("elicitation", "url")
 		c.ElicitForm = form || !url
 		c.ElicitURL = url
 	}
-	if s, ok := m["sampling"].(map[string]any); ok {
+	if _, obj := lookup("sampling"); obj {
 		c.Sampling = true
-		_, c.SamplingTools = s["tools"]
+		c.SamplingTools, _ = lookup("sampling", "tools")
 	}
-	_, c.Roots = m["roots"].(map[string]any)
+	_, c.Roots = lookup("roots")
 	return c
 }
 
 // CapsFromMeta reads the capabilities a request declares in its params'
-// _meta object (raw is the value of params._meta); absent means none.
+// _meta object (meta is the value of params._meta); absent means none.
 func CapsFromMeta(meta json.RawMessage) Caps {
-	m, ok := object(meta)
-	if !ok {
+	meta = bytes.TrimSpace(meta)
+	if len(meta) == 0 || meta[0] != '{' || !json.Valid(meta) {
 		return Caps{}
 	}
-	return ParseCaps(m[MetaClientCapabilities])
-}
-
-func object(raw json.RawMessage) (map[string]json.RawMessage, bool) {
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil, false
+	caps, ok := member(meta, MetaClientCapabilities)
+	if !ok || caps[0] != '{' {
+		return Caps{}
 	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil || m == nil {
-		return nil, false
-	}
-	return m, true
+	return capsOf(caps)
 }
 
 // The methods of the three input request kinds.
@@ -96,7 +121,7 @@ const (
 
 // Need is an input request as the capability gate sees it: its method,
 // and for elicitation and sampling the one fact that needs a finer
-// capability. An adapter builds it from its SDK's typed request; Required
+// capability. An adapter builds it from its SDK's typed request; NeedOf
 // builds it from raw JSON.
 type Need struct {
 	Method  string // MethodElicit, MethodSampling or MethodListRoots
@@ -167,18 +192,12 @@ func NeedOf(method string, params json.RawMessage) Need {
 	n := Need{Method: method}
 	switch method {
 	case MethodElicit:
-		var p struct {
-			Mode string `json:"mode"`
-			URL  string `json:"url"`
-		}
-		_ = json.Unmarshal(params, &p) // a malformed body is judged as form mode
-		n.URLMode = p.Mode == "url" || (p.Mode == "" && p.URL != "")
+		p := validObject(params) // a malformed body is judged as form mode
+		mode := stringMember(p, "mode")
+		n.URLMode = mode == "url" || (mode == "" && stringMember(p, "url") != "")
 	case MethodSampling:
-		var p struct {
-			Tools []json.RawMessage `json:"tools"`
-		}
-		_ = json.Unmarshal(params, &p)
-		n.Tools = len(p.Tools) > 0
+		tools, _ := member(validObject(params), "tools")
+		n.Tools = len(tools) > 2 && tools[0] == '[' && len(bytes.TrimSpace(tools[1:len(tools)-1])) > 0
 	}
 	return n
 }
@@ -189,22 +208,18 @@ func NeedOf(method string, params json.RawMessage) Need {
 // of whoever produced the request, not as a client's missing capability.
 const Unvettable = "invalid"
 
-// InputRequest is one entry of an input_required result's inputRequests.
-type InputRequest struct {
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params,omitempty"`
-}
-
 // Missing returns, sorted and without repeats, the capabilities c lacks
 // for reqs (the raw inputRequests entries by key). An entry that is not a
 // {method, params} object is reported as "invalid".
 func Missing(c Caps, reqs map[string]json.RawMessage) []string {
 	return c.LacksAny(func(yield func(Need) bool) {
 		for _, raw := range reqs {
-			var r InputRequest
 			n := Need{Method: Unvettable}
-			if err := json.Unmarshal(raw, &r); err == nil && r.Method != "" {
-				n = NeedOf(r.Method, r.Params)
+			if r := validObject(raw); r != nil {
+				if method := stringMember(r, "method"); method != "" {
+					params, _ := member(r, "params")
+					n = NeedOf(method, params)
+				}
 			}
 			if !yield(n) {
 				return
@@ -232,4 +247,27 @@ func MissingCapabilityData(capabilities ...string) json.RawMessage {
 	}
 	data, _ := json.Marshal(map[string]any{"requiredCapabilities": req})
 	return data
+}
+
+// validObject returns raw, trimmed, if it is one valid JSON object, and
+// nil otherwise.
+func validObject(raw json.RawMessage) []byte {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
+		return nil
+	}
+	return raw
+}
+
+// stringMember returns member key of a valid object as a string, "" when
+// absent or not a string.
+func stringMember(obj []byte, key string) string {
+	if obj == nil {
+		return ""
+	}
+	v, ok := member(obj, key)
+	if !ok || v[0] != '"' {
+		return ""
+	}
+	return unquote(v)
 }
