@@ -126,8 +126,7 @@ func NewMCPGoFlowServer() *MCPGoFlowServer {
 	mux.Handle("/sealed", fs.sealed(replay.NewMemory(nil)))
 	mux.Handle("/sealed-nostore", fs.sealed(nil))
 	mux.Handle("/plain", fs.plain())
-	fs.srv = httptest.NewUnstartedServer(mux)
-	fs.srv.Start()
+	fs.srv = httptest.NewServer(mux) // binds 127.0.0.1
 	fs.URL = fs.srv.URL
 	return fs
 }
