@@ -127,13 +127,12 @@ func (rw *rewriter) WriteHeader(code int) {
 }
 
 func (rw *rewriter) Write(p []byte) (int, error) {
-	p = rw.rewrite(p)
+	out := rw.rewrite(p)
 	rw.writeStatus()
-	n, err := rw.w.Write(p)
-	if err == nil {
-		n = len(p) // the caller's length, whatever the rewrite made of it
+	if _, err := rw.w.Write(out); err != nil {
+		return 0, err
 	}
-	return n, err
+	return len(p), nil // the caller's length, whatever the rewrite made of it
 }
 
 // Flush sends the status line and what is buffered.
