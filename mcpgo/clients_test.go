@@ -271,3 +271,31 @@ func TestLegacyRoundCapOverEventStream(t *testing.T) {
 		t.Fatalf("the client was asked %d times, want 2 (one per sealed round)", n)
 	}
 }
+
+// TestHandlerRewritesOnlyItsOwnErrors: a handler error that merely reads
+// like a contract error (registered on the server directly) reaches the
+// client as mcp-go sends it, -32603 and its text: Handler rewrites only
+// the errors the adapter recorded for the call.
+func TestHandlerRewritesOnlyItsOwnErrors(t *testing.T) {
+	ring, err := reqstate.GenerateKeyRing("test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, a := newServer(adaptertest.Config{Guard: mrtr.New(reqstate.New(ring, nil), nil), Probe: &adaptertest.Probe{}})
+	s.AddTool(mcp.NewTool("mimic"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return nil, errors.New("invalid requestState (reason: expired)")
+	})
+	srv := httptest.NewServer(mcpgo.NewHTTPHandler(a))
+	t.Cleanup(srv.Close)
+	c := &adaptertest.Client{URL: srv.URL}
+	r := c.Call(t, "tools/call", map[string]any{"name": "mimic", "arguments": map[string]any{}})
+	if r.Error == nil || r.Error.Code != mrtr.CodeInternalError || r.Error.Message != "invalid requestState (reason: expired)" || len(r.Error.Data) > 0 {
+		t.Fatalf("a handler's own error: %v, want it unchanged (-32603)", r)
+	}
+	// The same text from the guard is rewritten.
+	r = c.Call(t, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{"service": "a", "env": "b"},
+		"requestState": "v1.test.AAAA", "inputResponses": map[string]any{"confirm": map[string]any{"action": "accept"}}})
+	if r.Error == nil || r.Error.Code != mrtr.CodeInvalidParams || r.Error.Reason() != "invalid" {
+		t.Fatalf("the guard's rejection: %v", r)
+	}
+}
