@@ -92,6 +92,14 @@ type Server struct {
 	dir  string // working directory, holds redis.log
 	port int
 
+	// extra returns arguments that follow the defaults (and so override
+	// them) at every start; nil for a plain server. conf, if set, is the
+	// configuration file given first (redis-sentinel needs one).
+	extra func() []string
+	conf  string
+	// sentinel drops the data options a sentinel does not take.
+	sentinel bool
+
 	mu   sync.Mutex
 	proc *process // nil while stopped
 }
@@ -275,16 +283,27 @@ func (s *Server) startFresh() error {
 // reports whether it failed because the port was taken.
 func (s *Server) startLocked() (portInUse bool, err error) {
 	logPath := filepath.Join(s.dir, "redis.log")
-	cmd := exec.Command(s.bin,
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args,
 		"--bind", "127.0.0.1",
 		"--port", strconv.Itoa(s.port),
 		"--protected-mode", "yes",
-		"--save", "",
-		"--appendonly", "no",
+	)
+	if !s.sentinel {
+		args = append(args, "--save", "", "--appendonly", "no")
+	}
+	args = append(args,
 		"--daemonize", "no",
 		"--dir", s.dir,
 		"--logfile", logPath,
 	)
+	if s.extra != nil {
+		args = append(args, s.extra()...)
+	}
+	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
 	setProcAttr(cmd)
 	// redis-server writes to stdout/stderr only when it cannot open the log
