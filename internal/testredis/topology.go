@@ -146,6 +146,7 @@ type ReplicaSet struct {
 // sync (master_link_status:up, and the primary lists it online).
 func StartReplicated(t testing.TB, n int, args ...string) *ReplicaSet {
 	t.Helper()
+	args = append(fastSync(), args...)
 	rs := &ReplicaSet{Primary: StartServerArgs(t, args...)}
 	for range n {
 		rargs := append(append([]string{}, args...), "--replicaof", "127.0.0.1", strconv.Itoa(rs.Primary.port))
@@ -154,6 +155,11 @@ func StartReplicated(t testing.TB, n int, args ...string) *ReplicaSet {
 	WaitReplicas(t, rs.Primary.Addr(), n)
 	return rs
 }
+
+// fastSync are the arguments that make a replica's full resynchronization
+// start at once: the primary does not wait five seconds for more replicas
+// to share the transfer with.
+func fastSync() []string { return []string{"--repl-diskless-sync-delay", "0"} }
 
 // WaitReplicas waits until the primary at addr has n replicas online and
 // each of them reports its link up.
@@ -397,7 +403,7 @@ func StartCluster(t testing.TB, primaries, replicas int, args ...string) *Cluste
 				"--cluster-port", strconv.Itoa(bus),
 				"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"),
 				"--cluster-node-timeout", "1000",
-			}, args...)
+			}, append(fastSync(), args...)...)
 			s.extra = func() []string {
 				// A restarted node joins as a new, empty one.
 				_ = os.Remove(filepath.Join(s.dir, "nodes.conf"))
@@ -412,8 +418,19 @@ func StartCluster(t testing.TB, primaries, replicas int, args ...string) *Cluste
 	create = append(create, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, cli, create...).CombinedOutput(); err != nil {
-		t.Fatalf("testredis: redis-cli %s: %v\n%s", strings.Join(create, " "), err, out)
+	cmd := exec.CommandContext(ctx, cli, create...)
+	if stdbuf, err := exec.LookPath("stdbuf"); err == nil {
+		// Line-buffered, so that a hang shows how far it got.
+		cmd = exec.CommandContext(ctx, stdbuf, append([]string{"-oL", cli}, create...)...)
+	}
+	out := new(lockedWriter)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		var logs strings.Builder
+		for _, n := range c.Nodes {
+			fmt.Fprintf(&logs, "--- %s:\n%s\n", n.Addr(), readTail(filepath.Join(n.dir, "redis.log"), 1500))
+		}
+		t.Fatalf("testredis: redis-cli %s: %v\n%s\n%s", strings.Join(create, " "), err, out.String(), logs.String())
 	}
 	c.WaitOK(t)
 	return c

@@ -159,7 +159,7 @@ func New(client redis.UniversalClient, opts *Options) *Store {
 		replicas:   o.Replicas,
 		// WAIT must give up before the store does, so that a shortfall
 		// is reported as such and not as a timeout.
-		waitMS: max(1, (o.Timeout * 3 / 4).Milliseconds()),
+		waitMS: max(1, (o.Timeout / 2).Milliseconds()),
 	}
 }
 
