@@ -404,11 +404,10 @@ func StartCluster(t testing.TB, primaries, replicas int, args ...string) *Cluste
 				"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"),
 				"--cluster-node-timeout", "1000",
 			}, append(fastSync(), args...)...)
-			s.extra = func() []string {
-				// A restarted node joins as a new, empty one.
-				_ = os.Remove(filepath.Join(s.dir, "nodes.conf"))
-				return nargs
-			}
+			// A restarted node keeps nodes.conf: it rejoins the cluster
+			// as the node it was, and as a replica if a failover gave its
+			// slots to another (with no data: nothing is persisted).
+			s.extra = func() []string { return nargs }
 		}))
 	}
 	create := []string{"--cluster", "create"}

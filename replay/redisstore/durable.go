@@ -43,11 +43,44 @@ func (s *Store) primaryFor(ctx context.Context, key string) (*redis.Client, erro
 // WAIT (or WAITAOF), in one pipeline. The commands keep their own results
 // and errors. It returns how many replicas acknowledged them, or why that is
 // not known.
+//
+// In a Cluster, the primary comes from the cluster client's slot map, which
+// lags a failover. A MOVED reply names the primary that holds the slot now:
+// the pipeline is sent there once more (a MOVED means the node ran nothing),
+// and the cluster client reloads its map for the next call.
 func (s *Store) pipelineAcked(ctx context.Context, key string, queue func(redis.Pipeliner)) (acks int, err error) {
 	c, err := s.primaryFor(ctx, key)
 	if err != nil {
 		return 0, err
 	}
+	for try := 0; ; try++ {
+		cmds, acks, err := s.pipelineOn(ctx, c, queue)
+		cc, cluster := s.client.(*redis.ClusterClient)
+		if !cluster {
+			return acks, err
+		}
+		moved := ""
+		for _, cmd := range cmds {
+			if e := cmd.Err(); e != nil && !errors.Is(e, redis.Nil) {
+				// A MOVED, a CLUSTERDOWN or a dead node: the slot map
+				// changes (a failover). Have the cluster client load
+				// it again, in the background; go-redis does so itself
+				// for the commands it routes.
+				cc.ReloadState(ctx)
+				if f := strings.Fields(e.Error()); len(f) == 3 && f[0] == "MOVED" && moved == "" {
+					moved = f[2]
+				}
+			}
+		}
+		if moved == "" || try > 0 {
+			return acks, err
+		}
+		c = s.redirect(cc, moved)
+	}
+}
+
+// pipelineOn runs queue's commands and the acknowledgment on c.
+func (s *Store) pipelineOn(ctx context.Context, c *redis.Client, queue func(redis.Pipeliner)) ([]redis.Cmder, int, error) {
 	mode := s.ackMode.Load()
 	p := c.Pipeline()
 	queue(p)
@@ -58,41 +91,63 @@ func (s *Store) pipelineAcked(ctx context.Context, key string, queue func(redis.
 	if mode != ackWaitAOF {
 		wait = p.Do(ctx, "WAIT", s.replicas, s.waitMS)
 	}
-	_, _ = p.Exec(ctx) // each command's error is in the command
-	if cc, ok := s.client.(*redis.ClusterClient); ok && ctx.Err() == nil {
-		// A MOVED or a dead node means the slot map changed (a
-		// failover): have the cluster client load it again.
-		for _, cmd := range p.Cmds() {
-			if e := cmd.Err(); e != nil && !errors.Is(e, redis.Nil) {
-				cc.ReloadState(ctx)
-				break
-			}
-		}
-	}
+	cmds, _ := p.Exec(ctx) // each command's error is in the command
 	if waitAOF != nil {
 		switch v, err := waitAOF.Int64Slice(); {
 		case err == nil && len(v) == 2:
 			s.ackMode.CompareAndSwap(ackUnknown, ackWaitAOF)
-			return int(v[1]), nil
+			return cmds, int(v[1]), nil
 		case err == nil:
-			return 0, fmt.Errorf("WAITAOF answered %v", v)
+			return cmds, 0, fmt.Errorf("WAITAOF answered %v", v)
 		case noWaitAOF(err):
 			if mode == ackWaitAOF {
 				// The primary changed (a failover, a CONFIG SET):
 				// find out again on the next call, and fail this one.
 				s.ackMode.CompareAndSwap(ackWaitAOF, ackUnknown)
-				return 0, fmt.Errorf("WAITAOF: %w", err)
+				return cmds, 0, fmt.Errorf("WAITAOF: %w", err)
 			}
 			s.ackMode.CompareAndSwap(ackUnknown, ackWait)
 		default:
-			return 0, fmt.Errorf("WAITAOF: %w", err)
+			return cmds, 0, fmt.Errorf("WAITAOF: %w", err)
 		}
 	}
 	n, err := wait.Int64()
 	if err != nil {
-		return 0, fmt.Errorf("WAIT: %w", err)
+		return cmds, 0, fmt.Errorf("WAIT: %w", err)
 	}
-	return int(n), nil
+	return cmds, int(n), nil
+}
+
+// redirect returns a client of the Cluster node at addr, configured like
+// the cluster client's own node clients, made once and closed with the
+// store.
+func (s *Store) redirect(cc *redis.ClusterClient, addr string) *redis.Client {
+	s.redirectMu.Lock()
+	defer s.redirectMu.Unlock()
+	if c, ok := s.redirects[addr]; ok {
+		return c
+	}
+	o := cc.Options()
+	c := redis.NewClient(&redis.Options{
+		Addr: addr, Protocol: o.Protocol, ClientName: o.ClientName, Dialer: o.Dialer,
+		Username: o.Username, Password: o.Password, CredentialsProvider: o.CredentialsProvider,
+		TLSConfig: o.TLSConfig, DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+		ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: 4,
+	})
+	if s.redirects == nil {
+		s.redirects = map[string]*redis.Client{}
+	}
+	s.redirects[addr] = c
+	return c
+}
+
+func (s *Store) closeRedirects() {
+	s.redirectMu.Lock()
+	defer s.redirectMu.Unlock()
+	for _, c := range s.redirects {
+		_ = c.Close()
+	}
+	s.redirects = nil
 }
 
 // noWaitAOF reports whether the server cannot run WAITAOF: it predates Redis

@@ -118,6 +118,11 @@ type Store struct {
 	replicas   int
 	waitMS     int64        // WAIT's timeout, below the store's own
 	ackMode    atomic.Int32 // ackUnknown, ackWait or ackWaitAOF
+
+	// redirects are clients of Cluster nodes that a MOVED reply named,
+	// for Replicas above zero (see pipelineAcked).
+	redirectMu sync.Mutex
+	redirects  map[string]*redis.Client
 }
 
 var _ replay.Store = (*Store)(nil)
@@ -197,6 +202,7 @@ func NewFromURL(rawURL string, opts *Options) (*Store, error) {
 // Close closes the client if the store created it ([NewFromURL]), and does
 // nothing otherwise. The store must not be used after Close.
 func (s *Store) Close() error {
+	s.closeRedirects()
 	if !s.owned {
 		return nil
 	}

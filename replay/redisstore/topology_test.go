@@ -371,3 +371,38 @@ func TestFailoverWindows(t *testing.T) {
 		}
 	})
 }
+
+// After a Cluster failover, the cluster client's slot map still names the
+// old primary until it reloads it. With Replicas above zero the store sends
+// each claim to the key's primary itself; when the old primary is back as a
+// replica and answers MOVED, the claim goes to the node the reply names.
+func TestClusterMovedAfterFailover(t *testing.T) {
+	t.Parallel()
+	cl := testredis.StartCluster(t, 3, 1)
+	store := newStore(t, cl.URL(), &redisstore.Options{Prefix: newPrefix(), Replicas: 1, Timeout: 2 * time.Second})
+	exp := time.Now().Add(time.Hour)
+	ids := make([]string, 64) // every primary holds some
+	for i := range ids {
+		ids[i] = newID()
+		if _, err := store.Reserve(t.Context(), ids[i], exp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := cl.Primaries(t)[0]
+	old.Kill()
+	cl.WaitOK(t) // its replica took its slots over
+	old.Start()  // and it rejoins as that replica's replica
+	cl.WaitOK(t)
+	for range 64 {
+		if _, err := store.Reserve(t.Context(), newID(), exp); err != nil {
+			t.Fatalf("Reserve after the failover = %v, want the claim sent to the new primary", err)
+		}
+	}
+	// The claims from before the failover held: every one was
+	// acknowledged by the replica that took over.
+	for _, id := range ids {
+		if _, err := store.Reserve(t.Context(), id, exp); !errors.Is(err, replay.ErrReplayed) {
+			t.Fatalf("Reserve of an id claimed before the failover = %v, want ErrReplayed", err)
+		}
+	}
+}
