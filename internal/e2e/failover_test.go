@@ -38,6 +38,10 @@ var (
 // outside the failover.
 const failoverReplayTimeout = "4s"
 
+// failoverProbes is how many resumes in a row each node must serve after
+// the failover for the test to call the window over.
+const failoverProbes = 12
+
 // failoverSetup is one deployment under test: the --replay URL, and how to
 // kill a primary and wait until the deployment serves again.
 type failoverSetup struct {
@@ -59,7 +63,7 @@ type failoverOutcome struct {
 	firstRefusal, lastRefusal  time.Duration // resumes sent this long after the kill were refused
 	refusedBeforeKill          int
 	refusedAfterRecovery       int           // resumes refused (-32603) once the deployment reported itself recovered
-	failoverDone               time.Duration // kill to the deployment's own signs of recovery
+	failoverDone               time.Duration // kill to a resume going through on each node again
 	completedAfterLastRefusal  int
 	failures                   []string
 	elapsedBefore, elapsedPost time.Duration
@@ -283,6 +287,30 @@ func failoverRun(t *testing.T, setup failoverSetup, replicas int) failoverOutcom
 	killedAt.Store(&kt)
 	killed := setup.kill(t)
 	setup.recover(t, killed)
+	// The deployment has recovered; the nodes' clients learn of it a
+	// moment later (go-redis hears of a new primary from a sentinel, or
+	// reloads the slot map). The window ends when each node has served
+	// failoverProbes resumes in a row: tokens land on random slots, so in a
+	// Cluster of three that misses the failed-over primary's slots with a
+	// chance of (2/3)^12, under 1%.
+	probe := workers[0]
+	for i, c := range []*mnClient{probe.ra, probe.rb} {
+		deadline := time.Now().Add(time.Minute)
+		for k, ok := 0, 0; ok < failoverProbes; k++ {
+			svc := fmt.Sprintf("probe-%d-%d", i, k)
+			state, err := probe.pause.pauseDeploy(context.Background(), svc)
+			if err == nil {
+				_, err = c.resumeDeploy(context.Background(), svc, state)
+			}
+			ok++
+			if err != nil {
+				ok = 0
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s serves no %d resumes in a row a minute after the failover: %v", "AB"[i:i+1], failoverProbes, err)
+			}
+		}
+	}
 	rt := time.Now()
 	recovered.Store(&rt)
 	out.failoverDone = rt.Sub(kt)
@@ -337,7 +365,7 @@ func failoverRun(t *testing.T, setup failoverSetup, replicas int) failoverOutcom
 		}
 	}
 
-	t.Logf("%s (failover of %s)", out, killed)
+	t.Logf("%s (failover of %s: killed at %s, recovered at %s)", out, killed, kt.Format("15:04:05.000"), rt.Format("15:04:05.000"))
 	if len(out.failures) > 0 {
 		t.Errorf("%d flows failed in ways other than a refusal; first ones:\n%s", len(out.failures), strings.Join(out.failures, "\n"))
 		for _, n := range []*mnNode{a, b} {
@@ -358,6 +386,11 @@ func failoverRun(t *testing.T, setup failoverSetup, replicas int) failoverOutcom
 	}
 	if replicas >= 1 && out.ranTwice() > 0 {
 		t.Errorf("--replay-replicas %d: %d tokens ran twice (%d at once, %d replayed after the failover), want 0", replicas, out.ranTwice(), out.ranTwiceAtOnce, out.ranAgain)
+	}
+	if t.Failed() && len(out.failures) == 0 {
+		for _, n := range []*mnNode{a, b} {
+			t.Logf("node %s logged:\n%s", n.name, failoverProblems(n.logs(), 10))
+		}
 	}
 	return out
 }
