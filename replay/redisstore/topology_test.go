@@ -406,3 +406,61 @@ func TestClusterMovedAfterFailover(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkResume is the store's share of one resume (Reserve, then Commit)
+// on each deployment, one at a time: what --replay-replicas costs in
+// latency and in Redis round trips. The numbers of docs/OPERATIONS.md come
+// from
+//
+//	go test ./replay/redisstore -run '^$' -bench Resume -benchtime 3000x
+func BenchmarkResume(b *testing.B) {
+	single := testredis.StartReplicated(b, 0)
+	ss := testredis.StartSentinel(b, 2, 3)
+	cl := testredis.StartCluster(b, 3, 1)
+	for _, tc := range []struct {
+		name     string
+		url      string
+		replicas int
+	}{
+		{"OneRedis", single.Primary.URL(), 0},
+		{"Sentinel/Replicas0", ss.URL(), 0},
+		{"Sentinel/Replicas1", ss.URL(), 1},
+		{"Sentinel/Replicas2", ss.URL(), 2},
+		{"Cluster/Replicas0", cl.URL(), 0},
+		{"Cluster/Replicas1", cl.URL(), 1},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			store, err := redisstore.NewFromURL(tc.url, &redisstore.Options{Prefix: newPrefix(), Replicas: tc.replicas, Timeout: 2 * time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer store.Close()
+			ctx := context.Background()
+			exp := time.Now().Add(time.Hour)
+			ids := make([]string, b.N)
+			for i := range ids {
+				ids[i] = newID()
+			}
+			// Warm up: connections, the script cache, the slot map.
+			for range 20 {
+				r, err := store.Reserve(ctx, newID(), exp)
+				if err == nil {
+					err = r.Commit(ctx)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				r, err := store.Reserve(ctx, ids[i], exp)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := r.Commit(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
