@@ -103,6 +103,39 @@ func TestFailoverSentinel(t *testing.T) {
 	failoverReport(t, "Sentinel (1 primary, 2 replicas, 3 sentinels)", outcomes)
 }
 
+// TestFailoverSentinelLagged is TestFailoverSentinel with the replicas
+// behind a replication link that delivers the primary's writes
+// failoverLag late and loses what is in flight when the primary dies, as
+// across a slow network from a host that crashes. Here --replay-replicas 0
+// loses the claims of the last moments before the kill, and their tokens
+// run again; 1 loses none.
+func TestFailoverSentinelLagged(t *testing.T) {
+	outcomes := map[int]failoverOutcome{}
+	for _, replicas := range []int{1, 0} {
+		t.Run(fmt.Sprintf("Replicas%d", replicas), func(t *testing.T) {
+			ss := testredis.StartSentinelLagged(t, 2, 3, failoverLag)
+			setup := failoverSetup{
+				url: ss.URL(),
+				kill: func(t *testing.T) string {
+					addr, err := ss.MasterAddr(context.Background())
+					if err != nil {
+						t.Fatal(err)
+					}
+					ss.ServerAt(addr).Kill()
+					return addr
+				},
+				recover: func(t *testing.T, killed string) { ss.WaitFailover(t, killed, 1) },
+			}
+			outcomes[replicas] = failoverRun(t, setup, replicas)
+		})
+	}
+	failoverReport(t, fmt.Sprintf("Sentinel, replication lagging %v (1 primary, 2 replicas, 3 sentinels)", failoverLag), outcomes)
+}
+
+// failoverLag is the one-way delay of the replication links of
+// TestFailoverSentinelLagged: a cross-zone link, or a busy one.
+const failoverLag = 30 * time.Millisecond
+
 // TestFailoverCluster: three primaries with a replica each. The killed
 // primary's replica takes its slots over; the killed node is then restarted
 // and rejoins as the new primary's replica, so that every slot has a

@@ -119,12 +119,17 @@ func waitFor(t testing.TB, what string, cond func(ctx context.Context) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	var last error
+	start, logged := time.Now(), time.Now()
 	for {
 		cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
 		last = cond(cctx)
 		ccancel()
 		if last == nil {
 			return
+		}
+		if time.Since(logged) > 5*time.Second {
+			t.Logf("testredis: %s: still waiting after %v: %v", what, time.Since(start).Round(time.Second), last)
+			logged = time.Now()
 		}
 		select {
 		case <-ctx.Done():
@@ -225,7 +230,38 @@ type SentinelSet struct {
 // --sentinel where only that is installed.
 func StartSentinel(t testing.TB, replicas, sentinels int, args ...string) *SentinelSet {
 	t.Helper()
-	ss := &SentinelSet{ReplicaSet: StartReplicated(t, replicas, args...)}
+	return startSentinel(t, replicas, sentinels, 0, args...)
+}
+
+// StartSentinelLagged is [StartSentinel] with every replica fed through a
+// [LagLink] of lag: the primary's writes reach its replicas lag late, and
+// those of the last lag are lost when the primary is killed, as across a
+// slow network from a host that crashes. (The sentinels leave the replicas
+// on those links for 20 s, their failover-timeout, after which they would
+// point the replicas at the primary directly: long enough for a short test.)
+func StartSentinelLagged(t testing.TB, replicas, sentinels int, lag time.Duration, args ...string) *SentinelSet {
+	t.Helper()
+	return startSentinel(t, replicas, sentinels, lag, args...)
+}
+
+func startSentinel(t testing.TB, replicas, sentinels int, lag time.Duration, args ...string) *SentinelSet {
+	t.Helper()
+	var rs *ReplicaSet
+	failoverTimeout := 10000
+	if lag <= 0 {
+		rs = StartReplicated(t, replicas, args...)
+	} else {
+		failoverTimeout = 20000
+		args = append(fastSync(), args...)
+		rs = &ReplicaSet{Primary: StartServerArgs(t, args...)}
+		for range replicas {
+			link := StartLagLink(t, rs.Primary.Addr(), lag)
+			rargs := append(append([]string{}, args...), "--replicaof", "127.0.0.1", strconv.Itoa(link.Port()))
+			rs.Replicas = append(rs.Replicas, StartServerArgs(t, rargs...))
+		}
+		WaitReplicas(t, rs.Primary.Addr(), replicas)
+	}
+	ss := &SentinelSet{ReplicaSet: rs}
 	bin, sentinelFlag, err := sentinelPath()
 	if err != nil {
 		Unsupported(t, "%v", err)
@@ -238,9 +274,9 @@ func StartSentinel(t testing.TB, replicas, sentinels int, args ...string) *Senti
 			s.conf = filepath.Join(s.dir, "sentinel.conf")
 			conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d %d\n"+
 				"sentinel down-after-milliseconds %s 1000\n"+
-				"sentinel failover-timeout %s 10000\n"+
+				"sentinel failover-timeout %s %d\n"+
 				"sentinel parallel-syncs %s %d\n",
-				SentinelMaster, ss.Primary.port, quorum, SentinelMaster, SentinelMaster, SentinelMaster, max(1, replicas))
+				SentinelMaster, ss.Primary.port, quorum, SentinelMaster, SentinelMaster, failoverTimeout, SentinelMaster, max(1, replicas))
 			if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
 				t.Fatal(err)
 			}
