@@ -29,6 +29,7 @@ func TestContractSentinel(t *testing.T) {
 			t.Parallel()
 			runContract(t, raw, func(t *testing.T, opts *redisstore.Options) replay.Store {
 				opts.Replicas = replicas
+				opts.Timeout = ackTimeout
 				return newStore(t, ss.URL(), opts)
 			})
 		})
@@ -48,12 +49,13 @@ func TestContractCluster(t *testing.T) {
 			t.Parallel()
 			runContract(t, raw, func(t *testing.T, opts *redisstore.Options) replay.Store {
 				opts.Replicas = replicas
+				opts.Timeout = ackTimeout
 				return newStore(t, cl.URL(), opts)
 			})
 		})
 	}
 	// Ids spread over every primary, and many clients race each one.
-	store := newStore(t, cl.URL(), &redisstore.Options{Prefix: newPrefix(), Replicas: 1})
+	store := newStore(t, cl.URL(), &redisstore.Options{Prefix: newPrefix(), Replicas: 1, Timeout: ackTimeout})
 	exp := time.Now().Add(time.Hour)
 	for range 20 {
 		replaytest.RaceReserve(t, store, newID(), exp, 16)
@@ -63,6 +65,11 @@ func TestContractCluster(t *testing.T) {
 		t.Fatalf("Durability = %+v, %v; want 3 primaries, 1 replica each, no AOF", d, err)
 	}
 }
+
+// ackTimeout is the store timeout of tests whose claims must be
+// acknowledged: replicas that share two busy cores with the rest of the
+// test run can take a while to answer WAIT (half of it).
+const ackTimeout = 2 * time.Second
 
 func replicaName(n int) string {
 	return "Replicas" + string(rune('0'+n))
@@ -95,7 +102,7 @@ func (s *switchDialer) store(t *testing.T, prefix string, replicas int) *redisst
 		MaxRetries:            -1,
 	})
 	t.Cleanup(func() { _ = c.Close() })
-	return redisstore.New(c, &redisstore.Options{Prefix: prefix, Replicas: replicas, Timeout: time.Second})
+	return redisstore.New(c, &redisstore.Options{Prefix: prefix, Replicas: replicas, Timeout: ackTimeout})
 }
 
 // reserveAgain is a resume of id retried while the store cannot decide (a
@@ -160,9 +167,9 @@ func TestReplicasAcknowledge(t *testing.T) {
 	ctx := t.Context()
 	prefix := newPrefix()
 	url := rs.Primary.URL()
-	one := newStore(t, url, &redisstore.Options{Prefix: prefix, Replicas: 1, Timeout: 300 * time.Millisecond})
-	two := newStore(t, url, &redisstore.Options{Prefix: prefix, Replicas: 2, Timeout: 300 * time.Millisecond})
-	zero := newStore(t, url, &redisstore.Options{Prefix: prefix, Timeout: 300 * time.Millisecond})
+	one := newStore(t, url, &redisstore.Options{Prefix: prefix, Replicas: 1, Timeout: ackTimeout})
+	two := newStore(t, url, &redisstore.Options{Prefix: prefix, Replicas: 2, Timeout: ackTimeout})
+	zero := newStore(t, url, &redisstore.Options{Prefix: prefix, Timeout: ackTimeout})
 	replica := newClient(t, rs.Replicas[0].URL())
 	exp := time.Now().Add(time.Hour)
 
@@ -301,7 +308,7 @@ func TestFailoverWindows(t *testing.T) {
 				args = []string{"--appendonly", "yes", "--appendfsync", "everysec"}
 			}
 			rs := testredis.StartReplicated(t, 1, args...)
-			store := newStore(t, rs.Primary.URL(), &redisstore.Options{Prefix: newPrefix(), Replicas: 1, Timeout: 300 * time.Millisecond})
+			store := newStore(t, rs.Primary.URL(), &redisstore.Options{Prefix: newPrefix(), Replicas: 1, Timeout: ackTimeout})
 			id := newID()
 			r, err := store.Reserve(t.Context(), id, exp)
 			if err != nil {
@@ -379,7 +386,7 @@ func TestFailoverWindows(t *testing.T) {
 func TestClusterMovedAfterFailover(t *testing.T) {
 	t.Parallel()
 	cl := testredis.StartCluster(t, 3, 1)
-	store := newStore(t, cl.URL(), &redisstore.Options{Prefix: newPrefix(), Replicas: 1, Timeout: 2 * time.Second})
+	store := newStore(t, cl.URL(), &redisstore.Options{Prefix: newPrefix(), Replicas: 1, Timeout: ackTimeout})
 	exp := time.Now().Add(time.Hour)
 	ids := make([]string, 64) // every primary holds some
 	for i := range ids {
