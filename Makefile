@@ -1,7 +1,8 @@
 # `make test` is the README's test command and what CI runs: it installs
-# what the tests need (Debian's redis-server, the pinned conformance
-# harness with Node 22 from npm), then runs everything, strictly: tests
-# that need Redis, the harness or a pseudo-terminal fail instead of skipping.
+# what the tests need (Debian's redis-server and chromium, the pinned
+# conformance harness and MCP Inspector with Node 22 from npm), then runs
+# everything, strictly: tests that need Redis, the harness, a pseudo-terminal
+# or the Inspector fail instead of skipping.
 # For a quick local run without them: go test ./... (those tests skip).
 .PHONY: test deps check unit fuzz bench-check serve
 
@@ -13,6 +14,7 @@ FUZZTIME ?= 300000x
 export MRTR_REQUIRE_REDIS := 1
 export MRTR_REQUIRE_CONFORMANCE := 1
 export MRTR_REQUIRE_PTY := 1
+export MRTR_REQUIRE_INSPECTOR := 1
 
 test: check deps unit fuzz bench-check
 
@@ -25,16 +27,29 @@ check:
 deps:
 	scripts/redis.sh ensure
 	scripts/conformance-setup.sh
+	scripts/inspector-setup.sh
 
-# Unit, contract, end-to-end, conformance and interop tests under the race detector.
+# Unit, contract, end-to-end, conformance and interop tests under the race detector,
+# and the JCS oracle module (reqstate against github.com/gowebpki/jcs).
 unit:
 	$(GO) test -race -count=1 -timeout 15m ./...
+	cd reqstate/jcsoracle && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 # Short fuzzing of every decoder of untrusted input (longer runs: FUZZTIME=50000000x make fuzz).
 fuzz:
-	@for f in FuzzOpen FuzzMalleability FuzzRoundTrip FuzzDecodePayload FuzzCanonicalize FuzzCanonicalizeReference FuzzBindingInjective FuzzValidJSON; do \
+	@for f in FuzzOpen FuzzMalleability FuzzRoundTrip FuzzDecodePayload FuzzCanonicalize FuzzBindingInjective FuzzValidJSON; do \
 		echo "fuzz reqstate $$f ($(FUZZTIME))"; \
 		out=$$($(GO) test ./reqstate -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
+	done
+	@for t in "./proxy FuzzParseRequest" "./proxy FuzzParseResponse" "./proxy FuzzEventReader" "./internal/mcpwire FuzzParseObject" "./internal/mcpwire FuzzMissing"; do \
+		set -- $$t; echo "fuzz $$1 $$2 ($(FUZZTIME))"; \
+		out=$$($(GO) test $$1 -run '^$$' -fuzz "^$$2$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
+	done
+	@echo "fuzz reqstate/jcsoracle FuzzCanonicalizeJCS ($(FUZZTIME))"; \
+	out=$$(cd reqstate/jcsoracle && $(GO) test . -run '^$$' -fuzz '^FuzzCanonicalizeJCS$$' -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }
+	@for f in FuzzParseJWKS FuzzVerify FuzzParseAuthorization; do \
+		echo "fuzz bearer $$f ($(FUZZTIME))"; \
+		out=$$($(GO) test ./bearer -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
 	done
 
 # The bench module's own tests (every contender round-trips, every flow

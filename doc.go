@@ -84,4 +84,14 @@
 // over. The memory store gives the guarantee among the callers of one
 // process; several nodes need a shared store, and that store only as
 // durable as its server (see package redisstore on persistence).
+//
+// # Observing
+//
+// Options.Observer, when set, is told of every resume decided (ok or the
+// reason), every pause sealed (round, key id, token size), every call to
+// the store (operation, outcome, duration) and every call's end, for
+// metrics and traces; [Request.Meta] carries the request's _meta (a W3C
+// trace context) to it. The package itself imports no metrics or tracing
+// library, and without an Observer builds no event and reads no clock.
+// The mrtr command plugs Prometheus and OpenTelemetry in.
 package mrtr

@@ -49,6 +49,14 @@ var ErrRejected = errors.New("mrtr: " + RejectMessage)
 // message and the handler does not run.
 var ErrStoreUnavailable = errors.New("mrtr: single-use store unavailable")
 
+// ErrInvalidArguments wraps the error of a call whose arguments cannot be
+// bound into a requestState: JSON that the arguments hash (RFC 8785,
+// reqstate.HashArguments) refuses, such as a number with more precision
+// than an IEEE 754 double (reqstate.ErrInexactNumber). Pause returns it on
+// a first call, Begin on a resume. Adapters answer CodeInvalidParams with
+// a message naming the rule, never the arguments.
+var ErrInvalidArguments = errors.New("mrtr: invalid arguments")
+
 // ErrHandlerState reports a handler that set a result's requestState by
 // hand instead of pausing through its Flow: it would have sent a state
 // nobody sealed.

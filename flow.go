@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"time"
 
 	sjson "github.com/segmentio/encoding/json"
 
@@ -40,6 +41,13 @@ type Flow struct {
 	token  string // the sealed pause, once Pause succeeded
 	paused bool
 	ended  bool
+
+	// Set only with an Observer (observe.go).
+	obsCtx   context.Context // Begin's, for Observer.Paused
+	start    time.Time
+	meta     map[string]any
+	version  string
+	observed bool // Observer.Ended was called
 }
 
 // Resumed reports whether this call carried a verified requestState.
@@ -155,7 +163,7 @@ func (f *Flow) Pause(continuation any, asked ...string) (string, error) {
 	if !f.hashed {
 		h, err := reqstate.HashArguments(f.args)
 		if err != nil {
-			return "", fmt.Errorf("mrtr: hash arguments: %w", err)
+			return "", fmt.Errorf("%w: %w", ErrInvalidArguments, err)
 		}
 		f.argsHash, f.hashed = h, true
 	}
@@ -184,6 +192,9 @@ func (f *Flow) Pause(continuation any, asked ...string) (string, error) {
 		return "", fmt.Errorf("mrtr: seal pause: %w", err)
 	}
 	f.token, f.paused = tok, true
+	if g.opts.Observer != nil {
+		f.observePause(tok)
+	}
 	return tok, nil
 }
 
@@ -207,6 +218,13 @@ func (f *Flow) Paused() (requestState string, ok bool) {
 // again, and a failed release only costs the user the token. Adapters
 // therefore answer with the handler's result even when End fails.
 func (f *Flow) End(ctx context.Context, handlerErr error) error {
+	if f.g.opts.Observer != nil {
+		return f.observeEnd(ctx, handlerErr)
+	}
+	return f.end(ctx, handlerErr)
+}
+
+func (f *Flow) end(ctx context.Context, handlerErr error) error {
 	f.mu.Lock()
 	if f.ended || f.res == nil {
 		f.ended = true

@@ -82,6 +82,11 @@ type Options struct {
 	// reason and a short token fingerprint, never the token. Nil means no
 	// logging.
 	Logger *slog.Logger
+	// Observer, when set, is told of every resume decided, pause sealed,
+	// store call and call ended, for metrics and traces (see Observer).
+	// Nil means none, at no cost: no event is built and the clock is not
+	// read.
+	Observer Observer
 }
 
 // Guard derives nothing from the transport: an adapter (package gosdk for
@@ -91,6 +96,7 @@ type Options struct {
 type Guard struct {
 	codec reqstate.Codec
 	opts  Options
+	store replay.Store // Options.Store as given, before observeStore wraps it
 }
 
 // New returns a guard over codec. A nil codec, or a negative TTL,
@@ -125,6 +131,10 @@ func New(codec reqstate.Codec, opts *Options) *Guard {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	g.store = o.Store
+	if o.Store != nil && o.Observer != nil {
+		o.Store = observeStore(o.Store, o.Observer)
+	}
 	return g
 }
 
@@ -137,7 +147,11 @@ func or[T comparable](v, def T) T {
 }
 
 // Policy returns the guard's effective options, defaults filled in.
-func (g *Guard) Policy() Options { return g.opts }
+func (g *Guard) Policy() Options {
+	p := g.opts
+	p.Store = g.store
+	return p
+}
 
 // Request is one incoming call, as an adapter derives it from the
 // transport. Everything in it is untrusted except Principal, which the
@@ -159,6 +173,10 @@ type Request struct {
 	// the adapter decoded them (package gosdk passes the SDK's typed
 	// results; an adapter without types may pass json.RawMessage).
 	InputResponses map[string]any
+	// Meta is the request's _meta, or nil. The guard does not read it; it
+	// passes it to Options.Observer, which may continue the W3C trace
+	// context it carries (traceparent, tracestate).
+	Meta map[string]any
 }
 
 func (r *Request) binding(serverID string) reqstate.Binding {
@@ -184,6 +202,13 @@ func (r *Request) binding(serverID string) reqstate.Binding {
 // Every Flow that Begin returns must be ended with Flow.End, once the
 // handler has run.
 func (g *Guard) Begin(ctx context.Context, r *Request) (*Flow, error) {
+	if g.opts.Observer != nil {
+		return g.observeBegin(ctx, r)
+	}
+	return g.begin(ctx, r)
+}
+
+func (g *Guard) begin(ctx context.Context, r *Request) (*Flow, error) {
 	f := &Flow{g: g, binding: r.binding(g.opts.ServerID), args: r.Arguments}
 	if r.RequestState == "" {
 		if len(r.InputResponses) > 0 {
@@ -202,7 +227,10 @@ func (g *Guard) Begin(ctx context.Context, r *Request) (*Flow, error) {
 		return nil, g.rejected(ctx, r, ReasonExpired, "")
 	}
 	h, err := reqstate.HashArguments(r.Arguments)
-	if err != nil || subtle.ConstantTimeCompare(h[:], st.ArgsHash[:]) != 1 {
+	if err != nil { // no token was sealed for these: Pause refuses them
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
+	}
+	if subtle.ConstantTimeCompare(h[:], st.ArgsHash[:]) != 1 {
 		return nil, g.rejected(ctx, r, ReasonArgumentsChanged, "")
 	}
 	f.argsHash, f.hashed = h, true

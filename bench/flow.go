@@ -11,9 +11,13 @@ import (
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/gosdk"
+	"github.com/mrtr-go/mrtr/internal/observe"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
@@ -25,6 +29,11 @@ import (
 //     flow.State and flow.Elicited), the guard on default options with
 //     the in-memory single-use store, as `mrtr serve` runs by default;
 //   - sealed-nostore: the same without a single-use store;
+//   - sealed-observed: sealed with metrics and tracing on, as `mrtr serve
+//     --metrics-addr` with OTEL_EXPORTER_OTLP_ENDPOINT runs: the guard's
+//     Observer feeds the Prometheus metrics (on a registry of its own) and
+//     an OpenTelemetry tracer provider that samples every span and batches
+//     it to an exporter that counts and drops it;
 //   - plain: go-sdk alone (mcp.AddTool), the state a plaintext string
 //     "service=api;env=production" parsed back on the retry, as go-sdk's
 //     own examples do.
@@ -42,6 +51,7 @@ type FlowEndpoint struct {
 var FlowEndpoints = []FlowEndpoint{
 	{Name: "sealed", Path: "/sealed"},
 	{Name: "sealed-nostore", Path: "/sealed-nostore"},
+	{Name: "sealed-observed", Path: "/sealed-observed"},
 	{Name: "plain", Path: "/plain"},
 }
 
@@ -72,6 +82,12 @@ type FlowServer struct {
 	URL   string
 	Store *replay.Memory // the single-use store of the sealed endpoint
 
+	// Of the sealed-observed endpoint: its metrics, its tracer provider
+	// and the spans its exporter received.
+	Registry *prometheus.Registry
+	Tracing  *sdktrace.TracerProvider
+	Spans    *SpanCounter
+
 	srv      *httptest.Server
 	clients  []*http.Transport // of Connect, closed by Close
 	conns    atomic.Int64      // TCP connections accepted
@@ -101,13 +117,14 @@ func textResult(s string) *mcp.CallToolResult {
 var cancelled = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "deployment cancelled"}}}
 
 // newSealedServer returns an MCP server whose deploy tool pauses through
-// mrtr, guarded by a default guard over store (nil: no single-use store).
-func (fs *FlowServer) newSealedServer(store replay.Store) *mcp.Server {
+// mrtr, guarded by a default guard over store (nil: no single-use store)
+// reporting to obs (nil: none).
+func (fs *FlowServer) newSealedServer(store replay.Store, obs mrtr.Observer) *mcp.Server {
 	ring, err := reqstate.GenerateKeyRing("bench", nil)
 	if err != nil {
 		panic(err)
 	}
-	g := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: store})
+	g := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: store, Observer: obs})
 	s := mcp.NewServer(&mcp.Implementation{Name: "bench-sealed", Version: "1"}, nil)
 	a := gosdk.Install(s, g, nil)
 	gosdk.AddTool(a, &mcp.Tool{Name: "deploy", Description: "deploy a service"},
@@ -186,8 +203,9 @@ func parsePlainState(s string) (FlowState, error) {
 func NewFlowServer() *FlowServer {
 	fs := &FlowServer{Store: replay.NewMemory(nil)}
 	mux := http.NewServeMux()
-	mux.Handle("/sealed", gosdk.NewHTTPHandler(fs.newSealedServer(fs.Store), nil))
-	mux.Handle("/sealed-nostore", gosdk.NewHTTPHandler(fs.newSealedServer(nil), nil))
+	mux.Handle("/sealed", gosdk.NewHTTPHandler(fs.newSealedServer(fs.Store, nil), nil))
+	mux.Handle("/sealed-nostore", gosdk.NewHTTPHandler(fs.newSealedServer(nil, nil), nil))
+	mux.Handle("/sealed-observed", gosdk.NewHTTPHandler(fs.newSealedServer(replay.NewMemory(nil), fs.newObserver()), nil))
 	plain := fs.newPlainServer()
 	mux.Handle("/plain", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plain },
 		&mcp.StreamableHTTPOptions{Stateless: true}))
@@ -212,7 +230,37 @@ func (fs *FlowServer) Close() {
 	for _, t := range fs.clients {
 		t.CloseIdleConnections()
 	}
+	fs.Tracing.Shutdown(context.Background())
 }
+
+// newObserver sets up the sealed-observed endpoint's metrics and tracing.
+func (fs *FlowServer) newObserver() mrtr.Observer {
+	fs.Registry = prometheus.NewRegistry()
+	fs.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := observe.NewMetrics(fs.Registry)
+	if err != nil {
+		panic(err)
+	}
+	fs.Spans = new(SpanCounter)
+	fs.Tracing = sdktrace.NewTracerProvider(sdktrace.WithBatcher(fs.Spans))
+	return observe.Observers{m, observe.NewTracer(fs.Tracing)}
+}
+
+// SpanCounter is a span exporter that counts the spans it gets and drops
+// them.
+type SpanCounter struct{ n atomic.Int64 }
+
+// ExportSpans counts spans.
+func (c *SpanCounter) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
+	c.n.Add(int64(len(spans)))
+	return nil
+}
+
+// Shutdown does nothing.
+func (c *SpanCounter) Shutdown(context.Context) error { return nil }
+
+// Count is the number of spans exported so far.
+func (c *SpanCounter) Count() int64 { return c.n.Load() }
 
 // Counters reports the TCP connections accepted, HTTP requests served and
 // tool handler runs so far.

@@ -10,7 +10,8 @@
 set -eu
 rounds=${1:-10}
 out=${2:-flow.txt}
-subs="sealed sealed-nostore plain"
+subs="sealed sealed-nostore sealed-observed plain"
+nsubs=4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 go test -c -o "$tmp/flow.test" .
@@ -19,7 +20,7 @@ r=0
 while [ "$r" -lt "$rounds" ]; do
 	set -- $subs
 	i=0
-	while [ "$i" -lt $((r % 3)) ]; do # rotate by r
+	while [ "$i" -lt $((r % nsubs)) ]; do # rotate by r
 		first=$1
 		shift
 		set -- "$@" "$first"
@@ -34,24 +35,32 @@ done
 
 benchstat "$out"
 echo
-for s in plain sealed sealed-nostore; do
+for s in plain sealed sealed-nostore sealed-observed; do
 	sed -n "s|^BenchmarkFlow/$s-\\([0-9]*[[:space:]]\\)|BenchmarkFlow-\\1|p" "$out" >"$tmp/$s.txt"
 done
 for unit in sec/op cpu-sec/op; do
-	(cd "$tmp" && benchstat -filter ".unit:$unit" plain=plain.txt sealed=sealed.txt sealed-nostore=sealed-nostore.txt)
+	(cd "$tmp" && benchstat -filter ".unit:$unit" plain=plain.txt sealed=sealed.txt sealed-nostore=sealed-nostore.txt sealed-observed=sealed-observed.txt)
 done
 echo
-for s in sealed sealed-nostore; do
-	awk -v s="$s" '
+# paired ratios: each sub-benchmark against plain, and sealed-observed
+# against sealed (what metrics and tracing add)
+# (column 3 is ns/op, column 5 cpu-ns/op)
+for pair in sealed:plain:3 sealed-nostore:plain:3 sealed-observed:plain:3 sealed-observed:sealed:3 \
+	sealed:plain:5 sealed-observed:plain:5 sealed-observed:sealed:5; do
+	s=${pair%%:*}
+	rest=${pair#*:}
+	b=${rest%%:*}
+	col=${rest#*:}
+	awk -v s="$s" -v b="$b" -v col="$col" '
 		match($0, /^BenchmarkFlow\/[a-z-]+-[0-9]+/) {
 			name = substr($1, 15); sub(/-[0-9]+$/, "", name)
-			v[name, ++n[name]] = $3
+			v[name, ++n[name]] = $col
 		}
-		END { for (i = 1; i <= n["plain"] && i <= n[s]; i++) print v[s, i] / v["plain", i] }
-	' "$out" | sort -n | awk -v s="$s" '
+		END { for (i = 1; i <= n[b] && i <= n[s]; i++) print v[s, i] / v[b, i] }
+	' "$out" | sort -n | awk -v s="$s" -v b="$b" -v unit="$([ "$col" = 3 ] && echo time || echo cpu)" '
 		{ x[NR] = $1 }
 		END {
 			m = (NR % 2) ? x[(NR + 1) / 2] : (x[NR / 2] + x[NR / 2 + 1]) / 2
-			printf "%s / plain, paired by round (n=%d): median %.3f, min %.3f, max %.3f\n", s, NR, m, x[1], x[NR]
+			printf "%s / %s (%s), paired by round (n=%d): median %.3f, min %.3f, max %.3f\n", s, b, unit, NR, m, x[1], x[NR]
 		}'
 done

@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestFlow proves every endpoint of BenchmarkFlow measures a working
@@ -42,6 +43,19 @@ func TestFlow(t *testing.T) {
 			}
 			if d := reqs - reqs0; d != 2*n {
 				t.Errorf("%d HTTP requests for %d calls, want %d", d, n, 2*n)
+			}
+			if ep.Name == "sealed-observed" {
+				// Metrics and tracing saw every flow (the warm-up too): one
+				// accepted resume and two spans (pause, resume) each.
+				if err := fs.Tracing.ForceFlush(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				if got := fs.Spans.Count(); got != 2*(n+1) {
+					t.Errorf("%d spans exported, want %d", got, 2*(n+1))
+				}
+				if got := gathered(t, fs.Registry, "mrtr_resumes_total", "outcome", "ok"); got != n+1 {
+					t.Errorf("mrtr_resumes_total{outcome=\"ok\"} = %v, want %d", got, n+1)
+				}
 			}
 			// go-sdk's client now and then dials anew (about one call in
 			// a hundred, on every endpoint alike); most calls must reuse.
@@ -95,7 +109,7 @@ func TestFlowState(t *testing.T) {
 			}
 			for i := range 2 {
 				res, err := retry(state)
-				if i == 1 && ep.Name == "sealed" {
+				if i == 1 && (ep.Name == "sealed" || ep.Name == "sealed-observed") {
 					if !isInvalidState(err) {
 						t.Errorf("second use of a token: %v, want invalid requestState (single use)", err)
 					}
@@ -115,4 +129,27 @@ func TestFlowState(t *testing.T) {
 func isInvalidState(err error) bool {
 	var je *jsonrpc.Error
 	return errors.As(err, &je) && je.Code == -32602 && je.Message == "invalid requestState"
+}
+
+// gathered returns the value of the counter name{label="value"} in reg.
+func gathered(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{%s=%q}", name, label, value)
+	return 0
 }

@@ -3,6 +3,7 @@
 //
 // Usage (from this folder, with the pinned Node 22):
 //   node_modules/.bin/node interop.mjs http://127.0.0.1:PORT/mcp
+//   (MRTR_INTEROP_BEARER=<token> to send a bearer token)
 //
 // The client is pinned to 2026-07-28 (no fallback to the 2025 handshake) and
 // runs its own automatic input_required loop: each elicitation/create input
@@ -25,9 +26,18 @@ if (!url) {
   process.exit(2);
 }
 
+// MRTR_INTEROP_BEARER, when set, is sent as a bearer token on every request
+// (internal/e2e's auth tests run the server as an OAuth resource server).
+const bearer = process.env.MRTR_INTEROP_BEARER ?? '';
+
 // What the client really sent, so the test can tell which wire it spoke.
 const wire = { methods: {}, versions: {}, withState: 0 };
 const recordingFetch = async (input, init = {}) => {
+  if (bearer) {
+    const headers = new Headers(init.headers);
+    headers.set('authorization', `Bearer ${bearer}`);
+    init = { ...init, headers };
+  }
   if ((init.method ?? 'GET').toUpperCase() === 'POST' && typeof init.body === 'string') {
     const headers = new Headers(init.headers);
     const v = headers.get('mcp-protocol-version') ?? '';

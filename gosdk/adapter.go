@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -195,6 +196,8 @@ func wireError(err error) error {
 		return &jsonrpc.Error{Code: mrtr.CodeInvalidParams, Message: mrtr.RejectMessage, Data: data}
 	case errors.Is(err, mrtr.ErrStoreUnavailable):
 		return &jsonrpc.Error{Code: mrtr.CodeInternalError, Message: "internal error"}
+	case errors.Is(err, mrtr.ErrInvalidArguments):
+		return &jsonrpc.Error{Code: mrtr.CodeInvalidParams, Message: argumentsMessage(err)}
 	case errors.Is(err, mrtr.ErrHandlerState):
 		return &jsonrpc.Error{Code: mrtr.CodeInternalError, Message: "server bug: a handler set requestState without sealing it"}
 	case errors.As(err, &je):
@@ -205,6 +208,17 @@ func wireError(err error) error {
 
 // errNoSubjectWire is what the client of ErrNoSubject gets.
 var errNoSubjectWire = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthorized: the credential names no subject"}
+
+// argumentsMessage names the rule that arguments the hash refuses broke,
+// never their content.
+func argumentsMessage(err error) string {
+	if errors.Is(err, reqstate.ErrInexactNumber) {
+		return "invalid params: arguments hold a number with more precision than an IEEE 754 double carries " +
+			"(I-JSON, RFC 7493); send large integers and exact decimals as strings"
+	}
+	return fmt.Sprintf("invalid params: arguments are not I-JSON (RFC 7493): no duplicate member names, "+
+		"no lone surrogates or invalid UTF-8, at most %d levels of nesting", reqstate.MaxJSONDepth)
+}
 
 // errNullResponses answers inputResponses that are null or an empty
 // object: a retry must carry the answers it retries with.
@@ -220,6 +234,7 @@ type call struct {
 	args      json.RawMessage
 	state     string
 	responses mcp.InputResponseMap
+	meta      mcp.Meta // params._meta, for the guard's Observer (trace context)
 	// fullCaps is go-sdk's accessor for the client's capabilities; it is
 	// costly (a JSON round trip), so it runs only when a handler asks.
 	fullCaps func() *mcp.ClientCapabilities
@@ -254,6 +269,7 @@ func (a *Adapter) begin(ctx context.Context, c *call) (*mrtr.Flow, error) {
 		Principal:       p,
 		Arguments:       c.args,
 		RequestState:    c.state,
+		Meta:            c.meta,
 	}
 	if len(c.responses) > 0 {
 		r.InputResponses = make(map[string]any, len(c.responses))

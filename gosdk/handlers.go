@@ -31,7 +31,7 @@ func AddTool[In, C any](a *Adapter, t *mcp.Tool, h ToolHandler[In, C]) {
 	mcp.AddTool(a.server, t, func(ctx context.Context, req *mcp.CallToolRequest, args In) (*mcp.CallToolResult, any, error) {
 		p := *req.Params
 		c := &call{req: req, method: methodCallTool, target: p.Name, version: req.ProtocolVersion(),
-			args: p.Arguments, state: p.RequestState, responses: p.InputResponses, fullCaps: req.ClientCapabilities}
+			args: p.Arguments, state: p.RequestState, responses: p.InputResponses, fullCaps: req.ClientCapabilities, meta: p.Meta}
 		p.RequestState, p.InputResponses = "", nil
 		clean := &mcp.CallToolRequest{Session: req.Session, Params: &p, Extra: req.Extra}
 		res, err := run(ctx, a, c, func(ctx context.Context, fl *Flow[C]) (*mcp.CallToolResult, error) {
@@ -50,7 +50,7 @@ func AddPrompt[C any](a *Adapter, p *mcp.Prompt, h PromptHandler[C]) {
 			args, _ = json.Marshal(params.Arguments) // map[string]string always encodes
 		}
 		c := &call{req: req, method: methodGetPrompt, target: params.Name, version: req.ProtocolVersion(),
-			args: args, state: params.RequestState, responses: params.InputResponses, fullCaps: req.ClientCapabilities}
+			args: args, state: params.RequestState, responses: params.InputResponses, fullCaps: req.ClientCapabilities, meta: params.Meta}
 		params.RequestState, params.InputResponses = "", nil
 		clean := &mcp.GetPromptRequest{Session: req.Session, Params: &params, Extra: req.Extra}
 		return run(ctx, a, c, func(ctx context.Context, fl *Flow[C]) (*mcp.GetPromptResult, error) {
@@ -75,7 +75,7 @@ func resourceHandler[C any](a *Adapter, h ResourceHandler[C]) mcp.ResourceHandle
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		params := *req.Params
 		c := &call{req: req, method: methodReadResource, target: params.URI, version: req.ProtocolVersion(),
-			state: params.RequestState, responses: params.InputResponses, fullCaps: req.ClientCapabilities}
+			state: params.RequestState, responses: params.InputResponses, fullCaps: req.ClientCapabilities, meta: params.Meta}
 		params.RequestState, params.InputResponses = "", nil
 		clean := &mcp.ReadResourceRequest{Session: req.Session, Params: &params, Extra: req.Extra}
 		return run(ctx, a, c, func(ctx context.Context, fl *Flow[C]) (*mcp.ReadResourceResult, error) {

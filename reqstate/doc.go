@@ -54,7 +54,14 @@
 //     needing at-most-once semantics.
 //   - Argument binding. The arguments hash ([HashArguments], RFC 8785 JCS
 //     then SHA-256) travels inside the state; comparing it with the
-//     retry's arguments is the caller's job, as is judging expiry.
+//     retry's arguments is the caller's job, as is judging expiry. The hash
+//     is injective over values, not spellings: member order, whitespace,
+//     escapes and how a number is written (1, 1.0, 1e0) do not count, but
+//     two different numbers never share a hash, because a number whose
+//     canonical form would be another number (an int64 id beyond 2^53, a
+//     decimal more precise than a double) is refused ([ErrInexactNumber]).
+//     The canonicalizer is checked against github.com/gowebpki/jcs by the
+//     test module in jcsoracle/.
 //   - Secrecy of the token itself. Never log a token, put it in an error,
 //     or show it to anyone but the client it was issued to; log a short
 //     fingerprint instead.

@@ -34,5 +34,18 @@ var ErrKeyRing = errors.New("reqstate: bad key ring")
 
 // ErrJSON is wrapped by every error from canonicalizing JSON (RFC 8785):
 // malformed input, a lone surrogate, a duplicate member name, a number that
-// is not a finite IEEE 754 double, or nesting deeper than [MaxJSONDepth].
+// is not a finite IEEE 754 double or not an exact one ([ErrInexactNumber]),
+// or nesting deeper than [MaxJSONDepth].
 var ErrJSON = errors.New("reqstate: cannot canonicalize JSON")
+
+// ErrInexactNumber is wrapped, beside ErrJSON, by the error of a number
+// that an IEEE 754 double does not hold exactly enough for the arguments
+// hash to tell it apart from another: one whose RFC 8785 form (the
+// shortest decimal of its double) would denote a different value, such as
+// the integer 1234567890123456789 (which would become
+// 1234567890123456800) or 0.10000000000000001 (which would become 0.1).
+// Every integer up to 2^53 in magnitude and every number a shortest
+// round-trip writer (JavaScript, Go's encoding/json, Python) produced is
+// exact; larger integers belong in strings. See I-JSON, RFC 7493 section
+// 2.2.
+var ErrInexactNumber = errors.New("reqstate: number not exact in an IEEE 754 double")

@@ -95,3 +95,31 @@ func ExampleCanonicalize() {
 	fmt.Println(string(out))
 	// Output: {"a":"é","b":[1.5,1e+21,0]}
 }
+
+// Numbers are hashed by value, whatever their spelling; a number whose
+// canonical form would be another number is refused rather than hashed as
+// its neighbour.
+func ExampleHashArguments_numbers() {
+	a, _ := reqstate.HashArguments([]byte(`{"replicas":3,"ratio":0.5}`))
+	b, _ := reqstate.HashArguments([]byte(`{"replicas":3.0,"ratio":5e-1}`))
+	fmt.Println(a == b)
+	_, err := reqstate.HashArguments([]byte(`{"id":1234567890123456789}`))
+	fmt.Println(errors.Is(err, reqstate.ErrInexactNumber))
+	fmt.Println(err)
+	// Output:
+	// true
+	// true
+	// reqstate: cannot canonicalize JSON: number at offset 6 is not exact in an IEEE 754 double (I-JSON, RFC 7493): its canonical form would be another number
+}
+
+// A Key or KeyRing shows its ids only, in fmt, log/slog and JSON alike;
+// secrets leave a ring only through MarshalSecretJSON.
+func ExampleKeyRing_MarshalJSON() {
+	ring, _ := reqstate.GenerateKeyRing("2026-11", nil)
+	data, _ := json.Marshal(ring)
+	fmt.Println(string(data))
+	fmt.Printf("%v %x\n", ring, ring.Keys()[0])
+	// Output:
+	// {"keys":[{"id":"2026-11"}]}
+	// reqstate.KeyRing[2026-11] reqstate.Key{ID: "2026-11", Secret: <redacted>}
+}

@@ -20,7 +20,9 @@ const MaxJSONDepth = 64
 // HashArguments returns the arguments hash bound into a state: the SHA-256
 // of the RFC 8785 (JCS) canonical form of args. Absent arguments (empty
 // input or JSON null) hash as the empty object {}, so a call that omits
-// arguments and one that sends {} are the same call.
+// arguments and one that sends {} are the same call. Two arguments texts
+// share a hash only if they hold the same values: numbers whose canonical
+// form would be another number are refused ([ErrInexactNumber]).
 func HashArguments(args []byte) (Hash, error) {
 	trimmed := bytes.TrimSpace(args)
 	if len(trimmed) == 0 || string(trimmed) == "null" {
@@ -39,26 +41,40 @@ func HashArguments(args []byte) (Hash, error) {
 // and numbers in ECMAScript's shortest round-trip form. It rejects what
 // RFC 8785 (via I-JSON, RFC 7493) excludes: invalid UTF-8, lone
 // surrogates, duplicate member names, and numbers that do not fit a finite
-// IEEE 754 double; and nesting deeper than MaxJSONDepth. Errors wrap
-// ErrJSON and give a byte offset, never the input.
+// IEEE 754 double; nesting deeper than MaxJSONDepth; and, so that the
+// canonical form never changes a value, numbers that a double does not
+// hold exactly enough (see [ErrInexactNumber]). Errors wrap ErrJSON and
+// give a byte offset, never the input.
+//
+// Its memory is linear in the input, whatever the nesting: every value is
+// written once, in place, into the one output buffer, and an object whose
+// members arrive out of order is reordered there through one scratch
+// buffer that the whole document shares. Memory is the output, that
+// scratch buffer (at most the output's size) and eight bytes per member
+// of the objects still open; at most about 5 bytes per input byte on the
+// shapes TestCanonicalizeLinearMemory measures. Reordering moves an
+// object's body, so a value under d out-of-order objects is moved d times:
+// time is at most MaxJSONDepth moves per byte, a few milliseconds per MiB.
 func Canonicalize(src []byte) ([]byte, error) {
-	p := jcsParser{src: src}
+	p := jcsParser{src: src, out: make([]byte, 0, len(src))}
 	p.skipSpace()
-	out, err := p.value(make([]byte, 0, len(src)), 0)
-	if err != nil {
+	if err := p.value(0); err != nil {
 		return nil, err
 	}
 	p.skipSpace()
 	if p.pos != len(p.src) {
 		return nil, p.fail("trailing data")
 	}
-	return out, nil
+	return p.out, nil
 }
 
 type jcsParser struct {
 	src []byte
 	pos int
-	tmp []byte // reused for decoding strings that hold escapes
+	out []byte // the canonical form, written as the input is read
+	// scratch is reused for decoding a string that holds escapes and for
+	// putting an object's members in order, never for both at once.
+	scratch []byte
 }
 
 func (p *jcsParser) fail(what string) error {
@@ -76,157 +92,278 @@ func (p *jcsParser) skipSpace() {
 	}
 }
 
-func (p *jcsParser) value(dst []byte, depth int) ([]byte, error) {
+func (p *jcsParser) value(depth int) error {
 	if p.pos >= len(p.src) {
-		return nil, p.fail("unexpected end of input")
+		return p.fail("unexpected end of input")
 	}
 	switch c := p.src[p.pos]; {
 	case c == '{':
-		return p.object(dst, depth+1)
+		return p.object(depth + 1)
 	case c == '[':
-		return p.array(dst, depth+1)
+		return p.array(depth + 1)
 	case c == '"':
-		return p.appendString(dst)
+		return p.appendString()
 	case c == '-' || '0' <= c && c <= '9':
-		return p.number(dst)
+		return p.number()
 	default:
 		for _, lit := range [...]string{"true", "false", "null"} {
 			if strings.HasPrefix(string(p.src[p.pos:min(len(p.src), p.pos+len(lit))]), lit) {
 				p.pos += len(lit)
-				return append(dst, lit...), nil
+				p.out = append(p.out, lit...)
+				return nil
 			}
 		}
-		return nil, p.fail("invalid value")
+		return p.fail("invalid value")
 	}
 }
 
-func (p *jcsParser) array(dst []byte, depth int) ([]byte, error) {
+func (p *jcsParser) array(depth int) error {
 	if depth > MaxJSONDepth {
-		return nil, p.fail("nesting too deep")
+		return p.fail("nesting too deep")
 	}
 	p.pos++ // [
-	dst = append(dst, '[')
+	p.out = append(p.out, '[')
 	p.skipSpace()
 	if p.pos < len(p.src) && p.src[p.pos] == ']' {
 		p.pos++
-		return append(dst, ']'), nil
+		p.out = append(p.out, ']')
+		return nil
 	}
 	for {
-		var err error
 		p.skipSpace()
-		if dst, err = p.value(dst, depth); err != nil {
-			return nil, err
+		if err := p.value(depth); err != nil {
+			return err
 		}
 		p.skipSpace()
 		if p.pos >= len(p.src) {
-			return nil, p.fail("unterminated array")
+			return p.fail("unterminated array")
 		}
 		switch p.src[p.pos] {
 		case ',':
 			p.pos++
-			dst = append(dst, ',')
+			p.out = append(p.out, ',')
 		case ']':
 			p.pos++
-			return append(dst, ']'), nil
+			p.out = append(p.out, ']')
+			return nil
 		default:
-			return nil, p.fail("expected , or ] in array")
+			return p.fail("expected , or ] in array")
 		}
 	}
 }
 
-// jcsMember is one member of an object being canonicalized: where its
-// decoded name and its canonical value sit in the object's scratch buffer.
-type jcsMember struct {
-	name, value span
-}
-
-// span is the byte range [start, end) of a buffer.
-type span struct{ start, end int }
-
-func (p *jcsParser) object(dst []byte, depth int) ([]byte, error) {
+// object writes the members of an object as they come, each name in its
+// canonical form, then puts them in order where they stand (sortMembers).
+// Nothing of a member is copied into its parent: a value nested d levels
+// deep is written once, not d times.
+func (p *jcsParser) object(depth int) error {
 	if depth > MaxJSONDepth {
-		return nil, p.fail("nesting too deep")
+		return p.fail("nesting too deep")
 	}
 	p.pos++ // {
 	p.skipSpace()
 	if p.pos < len(p.src) && p.src[p.pos] == '}' {
 		p.pos++
-		return append(dst, '{', '}'), nil
+		p.out = append(p.out, '{', '}')
+		return nil
 	}
-	// Names and values go into one scratch buffer, referred to by offsets,
-	// so that an object costs one allocation however many members it has.
-	var small [8]jcsMember
+	open := len(p.out)
+	p.out = append(p.out, '{')
+	var small [16]jcsMember
 	members := small[:0]
-	scratch := make([]byte, 0, min(len(p.src)-p.pos, 256))
 	for {
 		p.skipSpace()
 		if p.pos >= len(p.src) || p.src[p.pos] != '"' {
-			return nil, p.fail("expected member name")
+			return p.fail("expected member name")
 		}
-		var m jcsMember
-		var err error
-		m.name.start = len(scratch)
-		if scratch, err = p.decodeString(scratch); err != nil {
-			return nil, err
+		if len(members) == cap(members) {
+			// Doubling, not append's quarter steps for large slices, which
+			// would allocate about five times the final size in all.
+			members = slices.Grow(members, len(members))
 		}
-		m.name.end = len(scratch)
+		start, ok := p.offset(open)
+		if !ok {
+			return p.fail("object too large")
+		}
+		members = append(members, jcsMember{name: start})
+		if err := p.appendString(); err != nil {
+			return err
+		}
 		p.skipSpace()
 		if p.pos >= len(p.src) || p.src[p.pos] != ':' {
-			return nil, p.fail("expected : after member name")
+			return p.fail("expected : after member name")
 		}
 		p.pos++
 		p.skipSpace()
-		m.value.start = len(scratch)
-		if scratch, err = p.value(scratch, depth); err != nil {
-			return nil, err
+		p.out = append(p.out, ':')
+		if err := p.value(depth); err != nil {
+			return err
 		}
-		m.value.end = len(scratch)
-		members = append(members, m)
 		p.skipSpace()
 		if p.pos >= len(p.src) {
-			return nil, p.fail("unterminated object")
+			return p.fail("unterminated object")
 		}
+		end, ok := p.offset(open)
+		if !ok {
+			return p.fail("object too large")
+		}
+		members[len(members)-1].end = end
 		if p.src[p.pos] == ',' {
 			p.pos++
+			p.out = append(p.out, ',')
 			continue
 		}
 		if p.src[p.pos] != '}' {
-			return nil, p.fail("expected , or } in object")
+			return p.fail("expected , or } in object")
 		}
 		p.pos++
 		break
 	}
-	name := func(m jcsMember) []byte { return scratch[m.name.start:m.name.end] }
-	slices.SortFunc(members, func(a, b jcsMember) int { return compareUTF16(name(a), name(b)) })
-	dst = append(dst, '{')
-	for i, m := range members {
-		if i > 0 {
-			if bytes.Equal(name(m), name(members[i-1])) {
-				return nil, fmt.Errorf("%w: duplicate member name in object ending at offset %d", ErrJSON, p.pos)
-			}
-			dst = append(dst, ',')
-		}
-		dst = appendJCSString(dst, name(m))
-		dst = append(dst, ':')
-		dst = append(dst, scratch[m.value.start:m.value.end]...)
+	if err := p.sortMembers(open, members); err != nil {
+		return err
 	}
-	return append(dst, '}'), nil
+	p.out = append(p.out, '}')
+	return nil
 }
 
-// compareUTF16 compares two valid UTF-8 strings by their UTF-16 code units,
-// the order RFC 8785 sorts member names in, without converting them. It
-// differs from comparing the bytes only where a character above U+FFFF
-// (a surrogate pair in UTF-16, D800-DBFF first) meets one in U+E000-U+FFFF.
-func compareUTF16(a, b []byte) int {
-	for len(a) > 0 && len(b) > 0 {
-		ra, na := utf8.DecodeRune(a)
-		rb, nb := utf8.DecodeRune(b)
-		if ra != rb {
+// jcsMember is one member of an object being canonicalized: where it
+// starts (its name's opening quote) and ends in the output, counted from
+// the object's opening brace. Eight bytes, so that the records of a wide
+// object stay smaller than its text.
+type jcsMember struct {
+	name, end uint32
+}
+
+// offset returns the length of the output counted from open, if it fits
+// a jcsMember; an object over 4 GiB does not.
+func (p *jcsParser) offset(open int) (uint32, bool) {
+	n := len(p.out) - open
+	return uint32(n), uint64(n) <= math.MaxUint32
+}
+
+// sortMembers puts the members of the object opened at out[open] (the
+// output ends with its last member) in RFC 8785 order, and refuses
+// duplicate names. Members already in order, the common case, cost one
+// comparison each and no copy.
+func (p *jcsParser) sortMembers(open int, ms []jcsMember) error {
+	name := func(m jcsMember) []byte { return p.out[open+int(m.name)+1:] } // after the opening quote
+	sorted := true
+	for i := 1; i < len(ms); i++ {
+		c := compareJCSNames(name(ms[i-1]), name(ms[i]))
+		if c == 0 {
+			return p.duplicate()
+		}
+		if c > 0 {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		return nil
+	}
+	slices.SortFunc(ms, func(a, b jcsMember) int { return compareJCSNames(name(a), name(b)) })
+	for i := 1; i < len(ms); i++ {
+		if compareJCSNames(name(ms[i-1]), name(ms[i])) == 0 {
+			return p.duplicate()
+		}
+	}
+	// Copy the members out, then back in order: the body keeps its length.
+	body := open + 1
+	p.scratch = append(p.emptyScratch(len(p.out)-body), p.out[body:]...)
+	w := body
+	for i, m := range ms {
+		if i > 0 {
+			p.out[w] = ','
+			w++
+		}
+		w += copy(p.out[w:], p.scratch[m.name-1:m.end-1])
+	}
+	return nil
+}
+
+// emptyScratch returns the scratch buffer, emptied, with room for n
+// bytes. Its first allocation is sized for the whole of a small document,
+// so that its strings and objects share it without growing it. When it
+// must grow it takes the output's capacity at once: no string or object
+// body is longer than the output, so that is all it will ever need
+// (unless the output grows too), and growing step by step would allocate
+// up to twice that in all.
+func (p *jcsParser) emptyScratch(n int) []byte {
+	if p.scratch == nil || cap(p.scratch) < n {
+		size := min(len(p.src), 1024)
+		if n > size {
+			size = max(n, cap(p.out))
+		}
+		p.scratch = make([]byte, 0, size)
+	}
+	return p.scratch[:0]
+}
+
+func (p *jcsParser) duplicate() error {
+	return fmt.Errorf("%w: duplicate member name in object ending at offset %d", ErrJSON, p.pos)
+}
+
+// compareJCSNames compares two member names, each given in its RFC 8785
+// string form from just after its opening quote, by the UTF-16 code units
+// of the names they stand for: the order RFC 8785 sorts members in. It
+// reads each up to its closing quote (a quote inside a name is always
+// escaped in that form), decoding as it goes and converting nothing.
+// Comparing code points instead would differ only where a character above
+// U+FFFF (a surrogate pair in UTF-16, D800-DBFF first) meets one in
+// U+E000-U+FFFF.
+func compareJCSNames(a, b []byte) int {
+	for {
+		ra, na := nextJCSRune(a)
+		rb, nb := nextJCSRune(b)
+		switch {
+		case ra == rb && ra < 0:
+			return 0
+		case ra < 0 || rb < 0: // one name ends: it is a prefix of the other
+			return cmp.Compare(ra, rb)
+		case ra != rb:
 			return cmp.Compare(utf16Units(ra), utf16Units(rb))
 		}
 		a, b = a[na:], b[nb:]
 	}
-	return cmp.Compare(len(a), len(b))
+}
+
+// nextJCSRune decodes the first character of s, a string in the form
+// appendJCSString writes (valid UTF-8, with only the escapes \" \\ \b \t
+// \n \f \r and \u00xx), and returns it with the bytes it took; at the
+// closing quote it returns -1.
+func nextJCSRune(s []byte) (rune, int) {
+	switch c := s[0]; {
+	case c == '"':
+		return -1, 1
+	case c == '\\':
+		switch s[1] {
+		case 'b':
+			return '\b', 2
+		case 't':
+			return '\t', 2
+		case 'n':
+			return '\n', 2
+		case 'f':
+			return '\f', 2
+		case 'r':
+			return '\r', 2
+		case 'u': // \u00xx, lower-case hex
+			return rune(unhex(s[4])<<4 | unhex(s[5])), 6
+		default: // \" and \\
+			return rune(s[1]), 2
+		}
+	case c < utf8.RuneSelf:
+		return rune(c), 1
+	default:
+		return utf8.DecodeRune(s)
+	}
+}
+
+func unhex(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
 }
 
 // utf16Units packs the UTF-16 encoding of r so that comparing two packed
@@ -241,30 +378,41 @@ func utf16Units(r rune) uint32 {
 }
 
 // appendString parses a JSON string at p.pos and appends its RFC 8785
-// form. A string without escapes is already canonical (it cannot hold a
-// quote, a backslash or a control character unescaped), so it is copied
-// as it is; one with escapes is decoded and escaped again.
-func (p *jcsParser) appendString(dst []byte) ([]byte, error) {
+// form to the output. A string without escapes is already canonical (it
+// cannot hold a quote, a backslash or a control character unescaped), so
+// it is copied as it is; one with escapes is decoded and escaped again.
+func (p *jcsParser) appendString() error {
 	start := p.pos
 	end, escaped, err := p.scanString()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !escaped {
 		p.pos = end
-		return append(dst, p.src[start:end]...), nil
+		p.out = append(p.out, p.src[start:end]...)
+		return nil
+	}
+	// Decoding never lengthens a string: room for its source length at once.
+	i := end // the first escape
+	for i < len(p.src) && p.src[i] != '"' {
+		if p.src[i] == '\\' {
+			i++
+		}
+		i++
 	}
 	p.pos = start
-	p.tmp, err = p.decodeString(p.tmp[:0])
+	p.scratch, err = p.decodeString(p.emptyScratch(min(i, len(p.src)) - start))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return appendJCSString(dst, p.tmp), nil
+	p.out = appendJCSString(p.out, p.scratch)
+	return nil
 }
 
 // scanString finds the end of the JSON string at p.pos (just past its
 // closing quote), checking it as decodeString does. At the first escape it
-// stops and reports escaped, leaving the string to decodeString.
+// stops and reports escaped with end at that escape, leaving the string to
+// decodeString.
 func (p *jcsParser) scanString() (end int, escaped bool, err error) {
 	i := p.pos + 1 // opening quote
 	for {
@@ -280,7 +428,7 @@ func (p *jcsParser) scanString() (end int, escaped bool, err error) {
 			p.pos = i
 			return 0, false, p.fail("control character in string")
 		case c == '\\':
-			return 0, true, nil // decodeString takes it from here
+			return i, true, nil // decodeString takes it from here
 		case c < utf8.RuneSelf:
 			i++
 		default:
@@ -386,8 +534,9 @@ func (p *jcsParser) hex4(at int) (rune, bool) {
 	return r, true
 }
 
-// number validates a JSON number at p.pos and appends its ECMAScript form.
-func (p *jcsParser) number(dst []byte) ([]byte, error) {
+// number validates a JSON number at p.pos and appends its ECMAScript form,
+// refusing a number whose value that form would change (exactDecimal).
+func (p *jcsParser) number() error {
 	start := p.pos
 	digits := func() int {
 		n := 0
@@ -403,7 +552,7 @@ func (p *jcsParser) number(dst []byte) ([]byte, error) {
 	if p.pos < len(p.src) && p.src[p.pos] == '0' {
 		p.pos++
 	} else if digits() == 0 {
-		return nil, p.fail("invalid number")
+		return p.fail("invalid number")
 	}
 	if p.pos == len(p.src) || p.src[p.pos] != '.' && p.src[p.pos] != 'e' && p.src[p.pos] != 'E' {
 		// An integer of at most 15 digits is exact in a double, and
@@ -412,15 +561,17 @@ func (p *jcsParser) number(dst []byte) ([]byte, error) {
 		lit := p.src[start:p.pos]
 		if n := len(lit); n <= 15 || n == 16 && lit[0] == '-' {
 			if string(lit) == "-0" {
-				return append(dst, '0'), nil
+				p.out = append(p.out, '0')
+			} else {
+				p.out = append(p.out, lit...)
 			}
-			return append(dst, lit...), nil
+			return nil
 		}
 	}
 	if p.pos < len(p.src) && p.src[p.pos] == '.' {
 		p.pos++
 		if digits() == 0 {
-			return nil, p.fail("invalid number")
+			return p.fail("invalid number")
 		}
 	}
 	if p.pos < len(p.src) && (p.src[p.pos] == 'e' || p.src[p.pos] == 'E') {
@@ -429,15 +580,145 @@ func (p *jcsParser) number(dst []byte) ([]byte, error) {
 			p.pos++
 		}
 		if digits() == 0 {
-			return nil, p.fail("invalid number")
+			return p.fail("invalid number")
 		}
 	}
-	f, err := strconv.ParseFloat(string(p.src[start:p.pos]), 64)
+	lit := p.src[start:p.pos]
+	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil || math.IsInf(f, 0) {
 		p.pos = start
-		return nil, p.fail("number out of the range of an IEEE 754 double")
+		return p.fail("number out of the range of an IEEE 754 double")
 	}
-	return AppendES6Number(dst, f), nil
+	var tmp [32]byte
+	shortest := strconv.AppendFloat(tmp[:0], f, 'e', -1, 64)
+	if !exactDecimal(lit, shortest) {
+		return &inexactNumberError{offset: start}
+	}
+	p.out = appendES6(p.out, shortest)
+	return nil
+}
+
+// inexactNumberError is the error of a number that exactDecimal refuses.
+type inexactNumberError struct{ offset int }
+
+func (e *inexactNumberError) Error() string {
+	return fmt.Sprintf("%v: number at offset %d is not exact in an IEEE 754 double (I-JSON, RFC 7493): its canonical form would be another number", ErrJSON, e.offset)
+}
+
+func (e *inexactNumberError) Unwrap() []error { return []error{ErrJSON, ErrInexactNumber} }
+
+// exactDecimal reports whether the JSON number lit (well formed) has the
+// same decimal value as shortest, the shortest decimal that round-trips
+// the double lit parses to, as strconv.AppendFloat(f, 'e', -1) writes it
+// (-d.ddde±xx). RFC 8785 writes every number as that shortest decimal, so
+// this is what makes the arguments hash injective over numbers.
+//
+// The rule. RFC 8785 reads a number as a double and writes the double
+// back; on its own it maps many numbers to one canonical form:
+// 1234567890123456789 and 1234567890123456800 both become
+// 1234567890123456800, and a handler that decodes into int64, json.Number
+// or big.Float, or reads the raw text, sees two values behind one hash.
+// I-JSON (RFC 7493, section 2.2) advises against numbers a double does not
+// hold exactly. Taken literally that refuses 0.1 (no binary fraction is
+// 0.1), which every client sends. The sound version: a number is accepted
+// when its canonical form denotes the same decimal value as its text, so
+// canonicalizing changes how a number is spelt (1.0, 1, 1e0, 10E-1 all
+// become 1) but never which number it is. Each accepted value then has
+// exactly one canonical form and the hash tells values apart.
+//
+// What passes: every integer of magnitude up to 2^53 (I-JSON's safe
+// range), every number a shortest round-trip writer produced
+// (JavaScript's JSON.stringify, Go's encoding/json for float64, Python's
+// repr), and every spelling of those values. What is refused: integers
+// beyond 2^53 that are not the shortest decimal of their double (int64 ids
+// such as 1234567890123456789; send them as strings), decimals with more
+// precision than a double carries (0.10000000000000001), and nonzero
+// numbers that underflow to 0 (1e-400). Even an integer a double holds
+// exactly can be refused: 2^60 is 1152921504606846976, but its shortest
+// decimal is 1152921504606847000; accepting both would put two values
+// behind one hash, and only one of them can be the canonical one.
+func exactDecimal(lit, shortest []byte) bool {
+	// The value of lit as 0.D x 10^exp, D its significant digits without
+	// leading or trailing zeros. No shortest decimal has more than 17
+	// digits, so a longer D is refused at once.
+	i := 0
+	if lit[i] == '-' {
+		i++
+	}
+	intStart := i
+	for i < len(lit) && '0' <= lit[i] && lit[i] <= '9' {
+		i++
+	}
+	intEnd := i
+	fracStart, fracEnd := i, i
+	if i < len(lit) && lit[i] == '.' {
+		i++
+		fracStart = i
+		for i < len(lit) && '0' <= lit[i] && lit[i] <= '9' {
+			i++
+		}
+		fracEnd = i
+	}
+	var exp int64
+	if i < len(lit) { // e or E
+		i++
+		neg := lit[i] == '-'
+		if lit[i] == '-' || lit[i] == '+' {
+			i++
+		}
+		for ; i < len(lit); i++ {
+			if exp < 1<<40 { // saturate: no input has 2^40 digits to make up for it
+				exp = exp*10 + int64(lit[i]-'0')
+			}
+		}
+		if neg {
+			exp = -exp
+		}
+	}
+	exp += int64(intEnd - intStart)
+	var d [17]byte
+	n, zeros, leading := 0, 0, true
+	take := func(digits []byte) bool {
+		for _, c := range digits {
+			switch {
+			case c == '0' && leading:
+				exp--
+			case c == '0':
+				zeros++ // kept only if a nonzero digit follows
+			default:
+				leading = false
+				if n+zeros+1 > len(d) {
+					return false
+				}
+				for ; zeros > 0; zeros-- {
+					d[n] = '0'
+					n++
+				}
+				d[n] = c
+				n++
+			}
+		}
+		return true
+	}
+	if !take(lit[intStart:intEnd]) || !take(lit[fracStart:fracEnd]) {
+		return false
+	}
+
+	// The value of shortest the same way: d[.ddd]e±xx, its digits without
+	// trailing zeros, save the one digit of zero.
+	if shortest[0] == '-' {
+		shortest = shortest[1:]
+	}
+	e := bytes.IndexByte(shortest, 'e')
+	first, rest := shortest[0], shortest[min(2, e):e]
+	if first == '0' { // the double is zero: so must lit be
+		return n == 0
+	}
+	if n != 1+len(rest) || d[0] != first || !bytes.Equal(d[1:n], rest) {
+		return false
+	}
+	x, _ := strconv.Atoi(string(shortest[e+1:]))
+	return exp == int64(x)+1
 }
 
 // AppendES6Number appends f as ECMAScript's Number.prototype.toString
@@ -445,41 +726,51 @@ func (p *jcsParser) number(dst []byte) ([]byte, error) {
 // the shortest digits that round-trip, plain notation for exponents in
 // [-6, 21), exponent notation otherwise, and -0 as 0. f must be finite.
 func AppendES6Number(dst []byte, f float64) []byte {
-	if f == 0 { // +0 and -0
+	var tmp [32]byte
+	return appendES6(dst, strconv.AppendFloat(tmp[:0], f, 'e', -1, 64))
+}
+
+// appendES6 appends, in ECMAScript's form, the number whose shortest
+// round-trip decimal strconv.AppendFloat(f, 'e', -1) wrote as e.
+func appendES6(dst, e []byte) []byte {
+	if e[0] == '-' {
+		e = e[1:]
+		if e[0] != '0' { // -0 is written 0
+			dst = append(dst, '-')
+		}
+	}
+	// e is d[.ddd]e±xx: the digits d1...dk, and f = 0.d1...dk x 10^n.
+	at := bytes.IndexByte(e, 'e')
+	first, rest := e[0], e[min(2, at):at]
+	if first == '0' {
 		return append(dst, '0')
 	}
-	if f < 0 {
-		dst = append(dst, '-')
-		f = -f
-	}
-	// Shortest round-trip digits d1.d2...dk and exponent e: f = 0.d1...dk * 10^n, n = e+1.
-	var tmp [32]byte
-	e := strconv.AppendFloat(tmp[:0], f, 'e', -1, 64)
-	mant, exp, _ := strings.Cut(string(e), "e")
-	digits := strings.Replace(mant, ".", "", 1)
-	x, _ := strconv.Atoi(exp)
-	k, n := len(digits), x+1
+	x, _ := strconv.Atoi(string(e[at+1:]))
+	k, n := 1+len(rest), x+1
 	switch {
 	case k <= n && n <= 21:
-		dst = append(dst, digits...)
+		dst = append(dst, first)
+		dst = append(dst, rest...)
 		for range n - k {
 			dst = append(dst, '0')
 		}
 	case 0 < n && n <= 21:
-		dst = append(dst, digits[:n]...)
+		dst = append(dst, first)
+		dst = append(dst, rest[:n-1]...)
 		dst = append(dst, '.')
-		dst = append(dst, digits[n:]...)
+		dst = append(dst, rest[n-1:]...)
 	case -6 < n && n <= 0:
 		dst = append(dst, '0', '.')
 		for range -n {
 			dst = append(dst, '0')
 		}
-		dst = append(dst, digits...)
+		dst = append(dst, first)
+		dst = append(dst, rest...)
 	default:
-		dst = append(dst, digits[0])
+		dst = append(dst, first)
 		if k > 1 {
 			dst = append(dst, '.')
-			dst = append(dst, digits[1:]...)
+			dst = append(dst, rest...)
 		}
 		dst = append(dst, 'e')
 		if n-1 >= 0 {

@@ -2,18 +2,29 @@ package reqstate
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"math"
+	"math/big"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf16"
 )
 
 // Examples from RFC 8785 and its reference test data.
 func TestCanonicalizeRFC8785(t *testing.T) {
 	for _, tc := range []struct{ name, in, want string }{
 		{
+			// With 333333333.3333333 for the RFC's 333333333.33333329: that
+			// text is another decimal than its canonical form, so
+			// Canonicalize refuses it (TestInexactNumbers).
 			"rfc 3.2.2 sample",
 			`{
-  "numbers": [333333333.33333329, 1E30, 4.50,
+  "numbers": [333333333.3333333, 1E30, 4.50,
               2e-3, 0.000000000000000000000000001],
   "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
   "literals": [null, true, false]
@@ -96,18 +107,123 @@ func TestES6Numbers(t *testing.T) {
 	}
 	for in, want := range map[string]string{
 		"1e21": "1e+21", "1e20": "100000000000000000000", "1e-7": "1e-7", "1e-6": "0.000001",
-		"0.1": "0.1", "-0": "0", "-0.0": "0", "2.5E+3": "2500", "9007199254740993": "9007199254740992",
-		"123456789012345678901234": "1.2345678901234569e+23", "1E400": "", "-1e400": "", "1e-400": "0",
+		"0.1": "0.1", "-0": "0", "-0.0": "0", "2.5E+3": "2500", "9007199254740992": "9007199254740992",
+		"1.2345678901234569e23": "1.2345678901234569e+23", "1E400": "", "-1e400": "", "0e-400": "0",
+		"0.00000000000000000000": "0", "-0E+99999999999999999999": "0", "1.0": "1", "10E-1": "1",
+		"0.0001000": "0.0001", "1234567890123456800": "1234567890123456800", "1152921504606847000.0": "1152921504606847000",
+		"-9007199254740991": "-9007199254740991", "5e-324": "5e-324", "1.7976931348623157e308": "1.7976931348623157e+308",
 	} {
 		got, err := Canonicalize([]byte(in))
 		if want == "" {
-			if !errors.Is(err, ErrJSON) {
-				t.Errorf("%s: got %s, %v; want ErrJSON", in, got, err)
+			if !errors.Is(err, ErrJSON) || errors.Is(err, ErrInexactNumber) {
+				t.Errorf("%s: got %s, %v; want ErrJSON (out of range)", in, got, err)
 			}
 			continue
 		}
 		if err != nil || string(got) != want {
 			t.Errorf("%s: got %s, %v; want %s", in, got, err, want)
+		}
+	}
+}
+
+// TestInexactNumbers pins item 6 of issue 9: numbers whose canonical form
+// would be another number are refused, with ErrInexactNumber (and
+// ErrJSON), so that two different values never share an arguments hash.
+func TestInexactNumbers(t *testing.T) {
+	// The two ids of the issue: one double, two int64 values.
+	a, errA := HashArguments([]byte(`{"id":1234567890123456789}`))
+	b, errB := HashArguments([]byte(`{"id":1234567890123456800}`))
+	if errA == nil && errB == nil {
+		t.Fatalf("both ids hash (equal: %v)", a == b)
+	}
+	if !errors.Is(errA, ErrInexactNumber) || !errors.Is(errA, ErrJSON) {
+		t.Fatalf("1234567890123456789: %v, want ErrInexactNumber and ErrJSON", errA)
+	}
+	if errB != nil || a == b {
+		t.Fatalf("1234567890123456800 (the shortest decimal of its double) must hash: %v", errB)
+	}
+	if msg := errA.Error(); strings.Contains(msg, "1234567890123456789") || !strings.Contains(msg, "offset 6") {
+		t.Errorf("error %q must give the offset, never the value", msg)
+	}
+	for _, in := range []string{
+		"9007199254740993",                     // 2^53+1: the double is 2^53
+		"-9007199254740993",                    //
+		"1152921504606846976",                  // 2^60 exactly, but its canonical form is 1152921504606847000
+		"18446744073709551615",                 // max uint64
+		"123456789012345678901234",             // 1.2345678901234569e+23 is another number
+		"0.10000000000000001",                  // becomes 0.1
+		"0.1000000000000000055511151231257827", // the exact binary value of 0.1: becomes 0.1
+		"1e-400",                               // underflows to 0
+		"-1e-400",                              //
+		"4.9406564584124654e-325",              // rounds to 5e-324, is not it
+		"1.00000000000000000001",               // more digits than any double's shortest decimal
+		"333333333.33333329",                   // RFC 8785's own sample rounds this to 333333333.3333333
+		`[1,{"a":[0.30000000000000001]}]`,      // nested
+	} {
+		if out, err := Canonicalize([]byte(in)); !errors.Is(err, ErrInexactNumber) || !errors.Is(err, ErrJSON) {
+			t.Errorf("%s: got %s, %v; want ErrInexactNumber", in, out, err)
+		}
+	}
+	// Many spellings of one value: one hash, no error.
+	want, _ := HashArguments([]byte(`{"n":[1,0.5,100,1e+21,0.3]}`))
+	for _, in := range []string{
+		`{"n":[1.0,5e-1,1e2,1e21,0.3]}`,
+		`{"n":[10E-1,0.50,100.000,1000000000000000000000,3e-1]}`,
+		`{"n":[0.01e2,500e-3,0.0001e6,1.000e21,30000000000000000000e-20]}`,
+	} {
+		if h, err := HashArguments([]byte(in)); err != nil || h != want {
+			t.Errorf("%s: %v, %v; want the hash of its shortest spelling", in, h, err)
+		}
+	}
+	// Every integer up to 2^53 in magnitude is exact (I-JSON's safe range).
+	for _, v := range []int64{1<<53 - 1, 1 << 53, -(1 << 53), 1<<53 - 2, 999999999999999, 1000000000000000, 4503599627370497} {
+		if _, err := Canonicalize(strconv.AppendInt(nil, v, 10)); err != nil {
+			t.Errorf("%d: %v", v, err)
+		}
+	}
+}
+
+// TestExactDecimalRandom checks exactDecimal against big.Rat on random
+// decimals near doubles: a number is accepted exactly when the value of
+// its canonical form (which is the value of the double's shortest decimal)
+// equals its own.
+func TestExactDecimalRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 9))
+	for range 20000 {
+		f := math.Float64frombits(rng.Uint64())
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			continue
+		}
+		var lit string
+		switch rng.IntN(4) {
+		case 0: // the shortest decimal, respelt: always exact
+			lit = strconv.FormatFloat(f, 'e', -1, 64)
+		case 1: // more digits than the shortest: exact only if the extra ones are zeros
+			lit = strconv.FormatFloat(f, 'e', 16+rng.IntN(8), 64)
+		case 2: // an integer near 2^53..2^64
+			lit = strconv.FormatUint(rng.Uint64()>>rng.IntN(12), 10)
+		default: // fewer digits: a different double, usually exact for it
+			lit = strconv.FormatFloat(f, 'g', 1+rng.IntN(17), 64)
+		}
+		out, err := Canonicalize([]byte(lit))
+		var in, canon big.Rat
+		if _, ok := in.SetString(lit); !ok {
+			t.Fatalf("big.Rat cannot read %s", lit)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrInexactNumber) {
+				t.Fatalf("%s: %v", lit, err)
+			}
+			// Refused: its double's shortest decimal is another value.
+			g, _ := strconv.ParseFloat(lit, 64)
+			canon.SetString(strconv.FormatFloat(g, 'e', -1, 64))
+			if in.Cmp(&canon) == 0 {
+				t.Fatalf("%s refused, but its canonical form has its value", lit)
+			}
+			continue
+		}
+		if _, ok := canon.SetString(string(out)); !ok || in.Cmp(&canon) != 0 {
+			t.Fatalf("%s accepted, but canonical form %s is another value", lit, out)
 		}
 	}
 }
@@ -180,7 +296,7 @@ func TestHashArguments(t *testing.T) {
 	if a != b || a == c {
 		t.Error("hash does not follow the canonical form")
 	}
-	if _, err := HashArguments([]byte(`{"a":"\ud800"}`)); !errors.Is(err, ErrJSON) {
+	if _, err := HashArguments([]byte(`{"a":"\ud800"}`)); !errors.Is(err, ErrJSON) || errors.Is(err, ErrInexactNumber) {
 		t.Errorf("lone surrogate: %v", err)
 	}
 }
@@ -198,17 +314,22 @@ func BenchmarkHashArguments(b *testing.B) {
 }
 
 // TestCanonicalizeAllocations pins the allocation-lean design: the output
-// buffer, one scratch buffer per object whatever its member count, and
-// nothing per member. (The first implementation took 12, 37, 23 and 2.)
+// buffer, one scratch buffer for the whole document, and nothing per
+// member or per object while an object's members fit on the stack. (The
+// first implementation took 12, 37, 23 and 2 on the first, third, fourth
+// and sixth.)
 func TestCanonicalizeAllocations(t *testing.T) {
 	for _, c := range []struct {
 		in  string
 		max float64
 	}{
-		{`{"service":"api","env":"production"}`, 2},
-		{`{"a":1,"b":"x","c":true,"d":null,"e":"y","f":2,"g":"z","h":false,"i":"w"}`, 3}, // more members than fit on the stack
-		{`{"a":{"b":{"c":"d"}},"e":["f","g"]}`, 4},
+		{`{"service":"api","env":"production"}`, 2}, // the output, and the scratch buffer to reorder
+		{`{"env":"production","service":"api"}`, 1}, // in order already: nothing to reorder
+		{`{"a":1,"b":"x","c":true,"d":null,"e":"y","f":2,"g":"z","h":false,"i":"w"}`, 1},
+		{`{"a":{"b":{"c":"d"}},"e":["f","g"]}`, 1},
+		{`{"b":{"d":{"c":"d"},"c":1},"a":["f","g"]}`, 2}, // one scratch buffer for every object
 		{`"no escapes"`, 1},
+		{`{"z":"caf\u00e9","a":1}`, 2}, // one scratch buffer for strings and objects
 	} {
 		in := []byte(c.in)
 		got := testing.AllocsPerRun(100, func() {
@@ -219,5 +340,122 @@ func TestCanonicalizeAllocations(t *testing.T) {
 		if got > c.max {
 			t.Errorf("Canonicalize(%s): %v allocations, want at most %v", c.in, got, c.max)
 		}
+	}
+}
+
+// TestCompareJCSNames checks the comparison of member names in canonical
+// form against sorting their UTF-16 encodings, on names that mix ASCII,
+// characters RFC 8785 escapes, U+E000-U+FFFF and characters above U+FFFF,
+// where UTF-16 order and code point order differ.
+func TestCompareJCSNames(t *testing.T) {
+	alphabet := []rune{'a', 'b', '"', '\\', '\n', 0x1f, 0x7f, 0xE9, 0x7FF, 0xD7FF, 0xE000, 0xFB33, 0xFFFF, 0x10000, 0x1F600, 0x10FFFF}
+	rng := rand.New(rand.NewPCG(3, 4))
+	name := func() string {
+		r := make([]rune, rng.IntN(4))
+		for i := range r {
+			r[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		return string(r)
+	}
+	canonical := func(s string) []byte { // as compareJCSNames reads it: from after the opening quote
+		return appendJCSString(nil, s)[1:]
+	}
+	for range 20000 {
+		a, b := name(), name()
+		want := slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
+		if got := compareJCSNames(canonical(a), canonical(b)); got != want {
+			t.Fatalf("compareJCSNames(%q, %q) = %d, want %d", a, b, got, want)
+		}
+	}
+}
+
+// linearDocuments returns documents of about size bytes that stress
+// canonicalization: deep nesting whose members arrive out of order at
+// every level (so that every level is reordered), wide objects, and both.
+func linearDocuments(size int) map[string][]byte {
+	docs := map[string][]byte{}
+	// Issue 9, item 12: a long string under 63 levels, each {"b":...,"a":0}.
+	const depth = MaxJSONDepth - 1
+	open, closing := strings.Repeat(`{"b":`, depth), strings.Repeat(`,"a":0}`, depth)
+	docs["deep"] = []byte(open + `"` + strings.Repeat("x", size-len(open)-len(closing)-2) + `"` + closing)
+	// The same, with arrays of escaped strings and numbers at the bottom.
+	var leaf strings.Builder
+	for leaf.Len() < size-len(open)-len(closing)-2 {
+		leaf.WriteString(`["\u00e9\n",1E2,{"y":0.5,"x":null}],`)
+	}
+	open, closing = open[len(`{"b":`)*2:], closing[len(`,"a":0}`)*2:] // two levels fewer: the leaf adds them
+	docs["deep mixed"] = []byte(open + "[" + strings.TrimSuffix(leaf.String(), ",") + "]" + closing)
+	// One wide object with short names in reverse order.
+	var wide strings.Builder
+	wide.WriteString("{")
+	for i := 0; wide.Len() < size-16; i++ {
+		if i > 0 {
+			wide.WriteString(",")
+		}
+		fmt.Fprintf(&wide, `"%x":0`, 1<<24-i)
+	}
+	docs["wide"] = []byte(wide.String() + "}")
+	// 63 levels, each a wide object whose last member holds the next.
+	var nest strings.Builder
+	per := size / depth / 12
+	for range depth {
+		nest.WriteString("{")
+		for j := range per {
+			fmt.Fprintf(&nest, `"%04x":%d,`, 0xffff-j, j)
+		}
+		nest.WriteString(`"0":`)
+	}
+	nest.WriteString("0" + strings.Repeat("}", depth))
+	docs["deep wide"] = []byte(nest.String())
+	// One long string of escapes, decoded through the scratch buffer.
+	docs["escaped"] = []byte(`"` + strings.Repeat(`\u00e9\n`, (size-2)/8) + `"`)
+	// A flat array of strings: no object to reorder.
+	docs["flat"] = []byte("[" + strings.TrimSuffix(strings.Repeat(`"abcdefgh",`, size/11), ",") + "]")
+	return docs
+}
+
+// TestCanonicalizeLinearMemory pins item 12 of issue 9: canonicalizing
+// allocates at most a small multiple of the input, however deep. Before
+// the fix, each object level copied its members into its parent: 1 MiB at
+// depth 63 allocated 64 MiB. Now every value is written once, in place.
+func TestCanonicalizeLinearMemory(t *testing.T) {
+	const size = 1 << 20
+	const maxRatio = 8 // bytes allocated per input byte; these shapes take 1 to 5 (6 under -race)
+	for name, in := range linearDocuments(size) {
+		if _, err := Canonicalize(in); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		// The least of three runs, in case anything else allocated meanwhile.
+		least := uint64(math.MaxUint64)
+		for range 3 {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, _ = Canonicalize(in)
+			runtime.ReadMemStats(&after)
+			least = min(least, after.TotalAlloc-before.TotalAlloc)
+		}
+		ratio := float64(least) / float64(len(in))
+		t.Logf("%-10s %7d bytes in, %8d allocated: %.2f per input byte", name, len(in), least, ratio)
+		if ratio > maxRatio {
+			t.Errorf("%s: %d bytes allocated for %d of input (%.1fx), want at most %dx", name, least, len(in), ratio, maxRatio)
+		}
+	}
+}
+
+// BenchmarkCanonicalizeShapes: throughput on the documents of
+// TestCanonicalizeLinearMemory, for comparing deep and flat.
+func BenchmarkCanonicalizeShapes(b *testing.B) {
+	docs := linearDocuments(1 << 20)
+	for _, name := range slices.Sorted(maps.Keys(docs)) {
+		in := docs[name]
+		b.Run(strings.ReplaceAll(name, " ", "-"), func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Canonicalize(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -21,8 +23,15 @@ const KeySize = 32
 // every token, so they are short and drawn from [A-Za-z0-9_-].
 const MaxKeyIDLen = 32
 
-// Key is one secret of a key ring. Its String and GoString methods redact
-// the secret, so a Key printed by mistake does not leak it.
+// Key is one secret of a key ring. Every way of printing or encoding a
+// Key redacts the secret and shows only the id: fmt (all verbs, through
+// Format), log/slog (LogValue), encoding/json (MarshalJSON), text
+// encoders (MarshalText); encoding/gob refuses it. The secret leaves only
+// through the Secret field itself, or a ring's [KeyRing.MarshalSecretJSON].
+// (fmt cannot call a method on a Key reached through an unexported field
+// of another struct; it prints such fields by reflection, secret
+// included. Keep keys in exported fields, or behind a pointer, which fmt
+// prints as an address.)
 type Key struct {
 	// ID names the key in every token it seals: 1 to MaxKeyIDLen characters
 	// from [A-Za-z0-9_-]. It is public.
@@ -36,6 +45,31 @@ func (k Key) String() string { return fmt.Sprintf("reqstate.Key{ID: %q, Secret: 
 
 // GoString is like String, for %#v.
 func (k Key) GoString() string { return k.String() }
+
+// Format prints String for every verb (%q quotes it), so that no verb
+// (%x, %d, ...) reaches the secret bytes by reflection.
+func (k Key) Format(f fmt.State, verb rune) { formatRedacted(f, verb, k.String()) }
+
+// LogValue gives log/slog the key id only.
+func (k Key) LogValue() slog.Value { return slog.GroupValue(slog.String("id", k.ID)) }
+
+// MarshalJSON writes the key id only: {"id":"..."}.
+func (k Key) MarshalJSON() ([]byte, error) { return json.Marshal(keyJSON{ID: k.ID}) }
+
+// MarshalText writes String: the key id and a redacted secret.
+func (k Key) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// GobEncode refuses: a gob stream would carry the secret.
+func (k Key) GobEncode() ([]byte, error) { return nil, errNoGob }
+
+var errNoGob = errors.New("reqstate: keys are not gob-encoded; write key rings with KeyRing.MarshalSecretJSON")
+
+func formatRedacted(f fmt.State, verb rune, s string) {
+	if verb == 'q' {
+		s = strconv.Quote(s)
+	}
+	io.WriteString(f, s)
+}
 
 // GenerateKey returns a fresh key with the given id, its secret read from r
 // (nil means crypto/rand.Reader).
@@ -129,9 +163,44 @@ func (r *KeyRing) Keys() []Key { return append([]Key(nil), r.keys...) }
 func (r *KeyRing) Len() int { return len(r.keys) }
 
 // String lists the key ids; it never shows a secret.
-func (r *KeyRing) String() string {
+//
+// KeyRing's formatting and encoding methods have value receivers, so they
+// apply to a KeyRing as well as a *KeyRing: fmt would otherwise print a
+// KeyRing value by reflection, secrets and cipher state included.
+func (r KeyRing) String() string {
 	return "reqstate.KeyRing[" + strings.Join(r.IDs(), " ") + "]"
 }
+
+// GoString is like String, for %#v.
+func (r KeyRing) GoString() string { return r.String() }
+
+// Format prints String for every verb (%q quotes it).
+func (r KeyRing) Format(f fmt.State, verb rune) { formatRedacted(f, verb, r.String()) }
+
+// LogValue gives log/slog the key ids only, primary first.
+func (r KeyRing) LogValue() slog.Value {
+	if len(r.keys) == 0 {
+		return slog.GroupValue()
+	}
+	return slog.GroupValue(slog.String("primary", r.Primary()), slog.Any("ids", r.IDs()))
+}
+
+// MarshalJSON writes the key ids only, in the shape of a key file without
+// its secrets: {"keys":[{"id":"..."}, ...]}. ParseKeyRing refuses it. Key
+// files are written with MarshalSecretJSON.
+func (r KeyRing) MarshalJSON() ([]byte, error) {
+	out := keyRingJSON{Keys: make([]keyJSON, len(r.keys))}
+	for i, k := range r.keys {
+		out.Keys[i] = keyJSON{ID: k.ID}
+	}
+	return json.Marshal(out)
+}
+
+// MarshalText writes String: the key ids.
+func (r KeyRing) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// GobEncode refuses: a gob stream would carry the secrets.
+func (r KeyRing) GobEncode() ([]byte, error) { return nil, errNoGob }
 
 // WithPrimary returns a new ring with k first and the current keys after
 // it: the step that starts a rotation. The receiver is unchanged.
@@ -157,11 +226,14 @@ type keyRingJSON struct {
 
 type keyJSON struct {
 	ID     string `json:"id"`
-	Secret string `json:"secret"`
+	Secret string `json:"secret,omitempty"`
 }
 
-// MarshalJSON returns the JSON form of the ring, secrets included.
-func (r *KeyRing) MarshalJSON() ([]byte, error) {
+// MarshalSecretJSON returns the JSON form of the ring, secrets included:
+// the content of a key file, which ParseKeyRing and LoadKeyRing read. It
+// is the one way secrets leave a ring as text; every other encoding of a
+// KeyRing or Key redacts them. Write the result only to a private file.
+func (r *KeyRing) MarshalSecretJSON() ([]byte, error) {
 	out := keyRingJSON{Keys: make([]keyJSON, len(r.keys))}
 	for i, k := range r.keys {
 		out.Keys[i] = keyJSON{ID: k.ID, Secret: base64.StdEncoding.EncodeToString(k.Secret[:])}
@@ -189,6 +261,9 @@ func ParseKeyRing(data []byte) (*KeyRing, error) {
 	for i, kj := range in.Keys {
 		if err := checkKeyID(kj.ID); err != nil {
 			return nil, fmt.Errorf("%w: entry %d: %v", ErrKeyRing, i, err)
+		}
+		if kj.Secret == "" {
+			return nil, fmt.Errorf("%w: entry %d (id %q): no secret (a redacted ring from MarshalJSON? key files are written with MarshalSecretJSON)", ErrKeyRing, i, kj.ID)
 		}
 		n := base64.StdEncoding.DecodedLen(len(kj.Secret))
 		if n > 2*KeySize {

@@ -2,9 +2,15 @@ package reqstate
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/base64"
+	"encoding/gob"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +19,7 @@ import (
 
 func TestKeyRingJSONRoundTrip(t *testing.T) {
 	r := testRing(t, testKey(t, "2026-11", 1), testKey(t, "2026_10", 2))
-	data, err := r.MarshalJSON()
+	data, err := r.MarshalSecretJSON()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +74,7 @@ func TestParseKeyRingErrors(t *testing.T) {
 func TestLoadKeyRing(t *testing.T) {
 	dir := t.TempDir()
 	r := testRing(t, testKey(t, "k1", 1))
-	data, _ := r.MarshalJSON()
+	data, _ := r.MarshalSecretJSON()
 	path := filepath.Join(dir, "keys.json")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -86,13 +92,92 @@ func TestLoadKeyRing(t *testing.T) {
 	}
 }
 
-func TestKeyNeverPrintsSecret(t *testing.T) {
-	k := testKey(t, "k1", 0x41) // secret bytes 'A', 'B', ...
-	ring := testRing(t, k)
-	for _, s := range []string{fmt.Sprint(k), fmt.Sprintf("%v %+v %#v %s", k, k, k, k), fmt.Sprint(ring), fmt.Sprintf("%+v", ring)} {
-		if strings.Contains(s, "ABCD") || strings.Contains(s, base64.StdEncoding.EncodeToString(k.Secret[:])[:8]) {
-			t.Fatalf("formatting leaks the secret: %s", s)
+// TestSecretsNeverFormatted pins issue 9, item 8: no formatter shows a
+// key's secret. Before, json.Marshal (and so slog's JSON handler) wrote a
+// ring's secrets, and %d or %x of a Key printed its bytes.
+func TestSecretsNeverFormatted(t *testing.T) {
+	k1 := testKey(t, "k1", 0xA0) // secret bytes A0 A1 ...: distinctive in every encoding
+	k2 := testKey(t, "k2", 0x30) // '0' '1' ...: printable ASCII
+	ring := testRing(t, k1, k2)
+	type holder struct {
+		Key   Key
+		Ring  *KeyRing
+		Value KeyRing
+		Keys  []Key
+		Map   map[string]Key
+		Any   any
+	}
+	h := holder{Key: k1, Ring: ring, Value: *ring, Keys: ring.Keys(), Map: map[string]Key{"k": k2}, Any: k2}
+	type embedding struct {
+		Key
+		N int
+	}
+	e := embedding{k1, 7}
+	values := []any{k1, &k1, ring, *ring, h, &h, e, ring.Keys(), []*KeyRing{ring}}
+
+	var outs []string
+	for _, v := range values {
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d", "%T %[1]v", "%10.3v"} {
+			outs = append(outs, fmt.Sprintf(verb, v))
 		}
+		outs = append(outs, fmt.Sprint(v), fmt.Sprintln(v))
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("json.Marshal(%T): %v", v, err)
+		}
+		outs = append(outs, string(data))
+		if tm, ok := v.(encoding.TextMarshaler); ok {
+			text, _ := tm.MarshalText()
+			outs = append(outs, string(text))
+		}
+		if err := gob.NewEncoder(io.Discard).Encode(v); err == nil {
+			t.Errorf("gob encoded a %T", v)
+		}
+	}
+	var logs bytes.Buffer
+	for _, hnd := range []slog.Handler{slog.NewJSONHandler(&logs, nil), slog.NewTextHandler(&logs, nil)} {
+		l := slog.New(hnd)
+		l.Info("keys", "key", k1, "keyptr", &k1, "ring", ring, "ringvalue", *ring, "holder", h, "embedding", e, "keys", ring.Keys())
+		l.Info("group", slog.Group("g", "key", k2, "ring", ring))
+	}
+	outs = append(outs, logs.String())
+
+	all := strings.Join(outs, "\n")
+	for _, k := range []Key{k1, k2} {
+		s := k.Secret[:]
+		for _, form := range []string{
+			base64.StdEncoding.EncodeToString(s), base64.RawStdEncoding.EncodeToString(s),
+			base64.URLEncoding.EncodeToString(s), base64.RawURLEncoding.EncodeToString(s),
+			hex.EncodeToString(s), strings.ToUpper(hex.EncodeToString(s)), string(s),
+			strings.Trim(fmt.Sprint(s), "[]"), // decimal bytes, as %v of an array
+		} {
+			for _, part := range []string{form, form[:8], form[len(form)-8:]} {
+				if strings.Contains(all, part) {
+					t.Fatalf("secret of %s leaks as %q in:\n%s", k.ID, part, all)
+				}
+			}
+		}
+	}
+	// Each still names its key: redacted, not blank.
+	for _, want := range []string{`{"id":"k1"}`, `{"keys":[{"id":"k1"},{"id":"k2"}]}`, `"ring":{"primary":"k1","ids":["k1","k2"]}`,
+		"ring.primary=k1", `key.id=k1`, "reqstate.KeyRing[k1 k2]", `reqstate.Key{ID: "k1", Secret: <redacted>}`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("output lacks %s:\n%s", want, all)
+		}
+	}
+	// A redacted ring is no key file.
+	data, _ := json.Marshal(ring)
+	if _, err := ParseKeyRing(data); !errors.Is(err, ErrKeyRing) || !strings.Contains(err.Error(), "MarshalSecretJSON") {
+		t.Fatalf("ParseKeyRing of a redacted ring: %v", err)
+	}
+	// The explicit export round-trips.
+	data, err := ring.MarshalSecretJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseKeyRing(data)
+	if err != nil || back.Keys()[0].Secret != k1.Secret || back.Keys()[1].Secret != k2.Secret {
+		t.Fatalf("MarshalSecretJSON round trip: %v", err)
 	}
 }
 

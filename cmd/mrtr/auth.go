@@ -2,75 +2,104 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
-	"time"
+	"strings"
 
-	"github.com/golang-jwt/jwt/v5"
-	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/mrtr-go/mrtr/bearer"
+	"github.com/mrtr-go/mrtr/gosdk"
 )
 
-// authenticate wraps h in the configured bearer-token check, if any.
-// Without --auth-* flags every caller is anonymous.
-func (c *commonConfig) authenticate(h http.Handler) http.Handler {
-	if c.authSecret != "" {
-		return requireJWT(c.authSecret, c.authIssuer, h)
-	}
-	return h
+// authConfig is the --auth-* flags, shared by every command that serves
+// MCP over HTTP. Without any, every caller is anonymous.
+type authConfig struct {
+	jwks     string // URL or file; "" with issuer: discovery
+	issuer   string
+	audience string
+	scopes   string // space or comma separated
+	hs256    string // development secret
 }
 
-// requireJWT demands a bearer JWT signed with HS256 under secret, with a
-// subject and an unexpired exp (and, when issuer is set, that iss). The
-// caller's principal is the token's iss and sub. Failures are 401 with a
-// WWW-Authenticate header and a generic body: the reason is not echoed.
-func requireJWT(secret, issuer string, next http.Handler) http.Handler {
-	key := []byte(secret)
-	opts := []jwt.ParserOption{
-		jwt.WithValidMethods([]string{"HS256"}),
-		jwt.WithExpirationRequired(),
-		jwt.WithLeeway(30 * time.Second),
-	}
-	if issuer != "" {
-		opts = append(opts, jwt.WithIssuer(issuer))
-	}
-	parser := jwt.NewParser(opts...)
-	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		var claims jwt.RegisteredClaims
-		if _, err := parser.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return key, nil }); err != nil {
-			return nil, auth.ErrInvalidToken
+// authFlags registers the --auth-* flags.
+func authFlags(f *flags, c *authConfig) {
+	f.String(&c.jwks, "auth-jwks", "", "require a bearer JWT (RS256, ES256, EdDSA...) signed by a key of this JWKS `URL|FILE` (https, or http to loopback; a file is reloaded when it changes); "+
+		"needs --auth-issuer and --auth-audience. Without it, --auth-issuer is discovered (RFC 8414 /.well-known/oauth-authorization-server, then OpenID /.well-known/openid-configuration) for its jwks_uri")
+	f.String(&c.issuer, "auth-issuer", "", "the exact iss of accepted tokens, named as the authorization server in the RFC 9728 metadata; "+
+		"may be the URL of the issuer's discovery document itself. With --auth-hs256-secret: optional, require this iss")
+	f.String(&c.audience, "auth-audience", "", "this server's resource `URI` (RFC 8707), which every token's aud must contain, e.g. https://mcp.example.com/mcp; "+
+		"RFC 9728 metadata is served at its /.well-known/oauth-protected-resource path. Optional with --auth-hs256-secret")
+	f.String(&c.scopes, "auth-scopes", "", "scopes every call needs (space or comma separated); a token without them gets 403 insufficient_scope")
+	f.String(&c.hs256, "auth-hs256-secret", "", fmt.Sprintf("development only: require a bearer JWT signed with this HS256 secret, at least %d bytes (sub and exp checked)", bearer.MinHS256SecretBytes))
+	f.check("auth-hs256-secret", c.check)
+}
+
+// enabled reports whether any --auth-* flag asks for tokens.
+func (c *authConfig) enabled() bool {
+	return c.jwks != "" || c.issuer != "" || c.audience != "" || c.scopes != "" || c.hs256 != ""
+}
+
+func (c *authConfig) scopeList() []string {
+	return strings.FieldsFunc(c.scopes, func(r rune) bool { return r == ' ' || r == ',' })
+}
+
+// check enforces which flags go together, naming the rule.
+func (c *authConfig) check() error {
+	if c.hs256 != "" {
+		if n := len(c.hs256); n < bearer.MinHS256SecretBytes {
+			// Never the secret itself, only its length.
+			return flagErr("auth-hs256-secret", "the secret is %d bytes; an HS256 secret must be at least %d bytes (256 bits) of random data", n, bearer.MinHS256SecretBytes)
 		}
-		if claims.Subject == "" || claims.ExpiresAt == nil {
-			return nil, auth.ErrInvalidToken
+		if c.jwks != "" {
+			return flagErr("auth-jwks", "excludes --auth-hs256-secret (production keys or the development secret, not both)")
 		}
-		return &auth.TokenInfo{
-			UserID:     claims.Subject,
-			Expiration: claims.ExpiresAt.Time,
-			Extra:      map[string]any{"iss": claims.Issuer},
-		}, nil
+		return nil
 	}
-	inner := auth.RequireBearerToken(verify, nil)(next)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		inner.ServeHTTP(&challenge{ResponseWriter: w, hadToken: r.Header.Get("Authorization") != ""}, r)
-	})
-}
-
-// challenge adds the WWW-Authenticate header go-sdk leaves out when it
-// has no resource metadata to point to.
-type challenge struct {
-	http.ResponseWriter
-	hadToken bool
-}
-
-func (c *challenge) WriteHeader(code int) {
-	if code == http.StatusUnauthorized && c.Header().Get("WWW-Authenticate") == "" {
-		v := `Bearer realm="mrtr"`
-		if c.hadToken {
-			v += `, error="invalid_token"`
-		}
-		c.Header().Set("WWW-Authenticate", v)
+	if !c.enabled() {
+		return nil
 	}
-	c.ResponseWriter.WriteHeader(code)
+	switch {
+	case c.issuer == "":
+		return flagErr("auth-issuer", "is required with --auth-jwks, --auth-audience or --auth-scopes (the exact iss of accepted tokens)")
+	case c.audience == "":
+		return flagErr("auth-audience", "is required with --auth-jwks or --auth-issuer (this server's resource URI, e.g. https://mcp.example.com/mcp)")
+	}
+	return nil
 }
 
-// Unwrap lets http.ResponseController reach the underlying writer
-// (flushing event streams).
-func (c *challenge) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+// verifier builds the bearer-token verifier, or nil when auth is off. With
+// a JWKS URL or discovery it fetches the keys now.
+func (c *authConfig) verifier(ctx context.Context, log *slog.Logger) (*bearer.Verifier, error) {
+	if !c.enabled() {
+		return nil, nil
+	}
+	opts := &bearer.Options{Issuer: c.issuer, Audience: c.audience, JWKS: c.jwks, Scopes: c.scopeList(), Logger: log}
+	if c.hs256 != "" {
+		opts.HS256Secret = []byte(c.hs256)
+	}
+	v, err := bearer.New(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-*: %w", err)
+	}
+	mode := "jwks " + c.jwks
+	switch {
+	case c.hs256 != "":
+		mode = "hs256 (development)"
+	case c.jwks == "":
+		mode = "jwks discovered from " + c.issuer
+	}
+	log.Info("mrtr auth", "mode", mode, "issuer", v.Issuer(), "audience", v.Audience(), "scopes", v.Scopes(), "metadata", v.MetadataURL())
+	return v, nil
+}
+
+// protect puts h behind v (when set) and serves v's RFC 9728 metadata on
+// mux through wrap (the loopback Host check).
+func protect(v *bearer.Verifier, h http.Handler, mux *http.ServeMux, wrap func(http.Handler) http.Handler) http.Handler {
+	if v == nil {
+		return h
+	}
+	for _, p := range v.MetadataPaths() {
+		mux.Handle(p, wrap(v.MetadataHandler()))
+	}
+	return gosdk.RequireBearer(v, h)
+}

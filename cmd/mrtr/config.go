@@ -22,7 +22,6 @@ const (
 	defaultMaxConns       = 1024
 	defaultSessionTimeout = 10 * time.Minute
 	defaultMaxSessions    = 1000
-	minHS256SecretBytes   = 32
 )
 
 // commonConfig is what every HTTP-serving command (serve, and proxy
@@ -39,13 +38,16 @@ type commonConfig struct {
 	replay       string
 	replayTO     time.Duration // bound on each call to a Redis store
 	replicas     int           // replicas that must acknowledge each claim
-	authSecret   string
-	authIssuer   string
+	auth         authConfig
 	logFormat    string
 	logLevel     string
 	maxBodyBytes int64
 	readTimeout  time.Duration // reading one request, headers and body
 	maxConns     int           // open client connections at once
+	metricsAddr  string        // Prometheus /metrics listener; empty: off
+
+	getenv func(string) string // for the OTEL_* variables; nil: os.Getenv
+	tel    *telemetry          // built by newGuard
 }
 
 // serveConfig is commonConfig plus the flags only `mrtr serve` has.
@@ -244,16 +246,7 @@ func commonFlags(f *flags, c *commonConfig) {
 		}
 		return nil
 	})
-	f.String(&c.authSecret, "auth-hs256-secret", "",
-		fmt.Sprintf("require a bearer JWT signed with this HS256 secret, at least %d bytes (sub and exp checked)", minHS256SecretBytes))
-	f.check("auth-hs256-secret", func() error {
-		if n := len(c.authSecret); n > 0 && n < minHS256SecretBytes {
-			// Never the secret itself, only its length.
-			return flagErr("auth-hs256-secret", "the secret is %d bytes; an HS256 secret must be at least %d bytes (256 bits) of random data", n, minHS256SecretBytes)
-		}
-		return nil
-	})
-	f.String(&c.authIssuer, "auth-issuer", "", "with --auth-hs256-secret: require this iss claim")
+	authFlags(f, &c.auth)
 	f.Choice(&c.logFormat, "log-format", "text", []string{"text", "json"}, "log format: text or json")
 	f.String(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.check("log-level", func() error { _, err := parseLevel(c.logLevel); return err })
@@ -261,6 +254,7 @@ func commonFlags(f *flags, c *commonConfig) {
 	f.Duration(&c.readTimeout, "read-timeout", defaultReadTimeout,
 		"longest time to read one request, headers and body (a slower client is disconnected); responses and event streams are not limited")
 	f.Int(&c.maxConns, "max-conns", defaultMaxConns, 1, "most client connections open at once; more wait until one closes")
+	f.String(&c.metricsAddr, "metrics-addr", "", "listen address of the Prometheus endpoint /metrics, on its own listener (like 127.0.0.1:9464); empty: no metrics. Traces: set OTEL_EXPORTER_OTLP_ENDPOINT")
 }
 
 // serveFlags registers the flags of `mrtr serve`.
@@ -309,6 +303,7 @@ func (a *app) parseServe(args []string) (*serveConfig, error) {
 		return nil, err
 	}
 	c.commonConfig.settle()
+	c.getenv = a.getenv
 	return c, nil
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,12 +12,21 @@ import (
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
-// defaultKeyID names a new key after the moment it was made.
-func defaultKeyID() string { return time.Now().UTC().Format("2006-01-02-150405") }
+// defaultKeyID names a new key after the moment it was made, plus six
+// random characters: ids made within the same second (keygen then keys
+// add, in a script) must not repeat. 2026-11-30-150405-a1b2c3 is 24 of
+// the 32 characters an id may have.
+func defaultKeyID() (string, error) {
+	var b [3]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("key id: %w", err)
+	}
+	return time.Now().UTC().Format("2006-01-02-150405") + "-" + hex.EncodeToString(b[:]), nil
+}
 
 func (a *app) keygen(args []string) error {
 	fs := a.newFlagSet("keygen", "mrtr keygen [--id ID] [--out FILE]")
-	id := fs.String("id", "", "key id, [A-Za-z0-9_-]{1,32} (default: the current UTC time)")
+	id := fs.String("id", "", "key id, [A-Za-z0-9_-]{1,32} (default: the current UTC time and 6 random hex digits)")
 	out := fs.String("out", "", "write the key ring to FILE (mode 0600, refuses to overwrite) instead of stdout")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -26,13 +37,15 @@ func (a *app) keygen(args []string) error {
 		return errUsage
 	}
 	if *id == "" {
-		*id = defaultKeyID()
+		if *id, err = defaultKeyID(); err != nil {
+			return err
+		}
 	}
 	ring, err := reqstate.GenerateKeyRing(*id, nil)
 	if err != nil {
 		return err
 	}
-	data, err := ring.MarshalJSON()
+	data, err := ring.MarshalSecretJSON()
 	if err != nil {
 		return err
 	}
@@ -74,7 +87,7 @@ func (a *app) keys(args []string) error {
 	}
 	verb := args[0]
 	fs := a.newFlagSet("keys "+verb, "mrtr keys "+verb+" FILE [ID] [--id ID]")
-	id := fs.String("id", "", "id of the new key (rotate, add; default: the current UTC time)")
+	id := fs.String("id", "", "id of the new key (rotate, add; default: the current UTC time and 6 random hex digits)")
 	pos, err := parse(fs, args[1:])
 	if err != nil {
 		return err
@@ -96,7 +109,9 @@ func (a *app) keys(args []string) error {
 	}
 	keys := ring.Keys()
 	if *id == "" {
-		*id = defaultKeyID()
+		if *id, err = defaultKeyID(); err != nil {
+			return err
+		}
 	}
 	switch verb {
 	case "check":
@@ -144,7 +159,7 @@ func (a *app) keys(args []string) error {
 
 // writeKeyRing replaces path atomically, keeping it private.
 func writeKeyRing(path string, ring *reqstate.KeyRing) error {
-	data, err := ring.MarshalJSON()
+	data, err := ring.MarshalSecretJSON()
 	if err != nil {
 		return err
 	}

@@ -94,3 +94,65 @@ func TestKeygenStdout(t *testing.T) {
 		t.Fatalf("keygen output does not parse: %v", err)
 	}
 }
+
+// TestGeneratedIDsUnique pins issue 12's keygen finding: `mrtr keygen
+// --out FILE` then `mrtr keys add FILE` within the same second failed with
+// "id repeats", because both ids were the current second.
+func TestGeneratedIDsUnique(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	if code, _, errOut := runApp(t, "keygen", "--out", path); code != 0 {
+		t.Fatalf("keygen: %d %s", code, errOut)
+	}
+	for range 3 {
+		if code, _, errOut := runApp(t, "keys", "add", path); code != 0 {
+			t.Fatalf("keys add right after keygen: %d %s", code, errOut)
+		}
+	}
+	if code, _, errOut := runApp(t, "keys", "rotate", path); code != 0 {
+		t.Fatalf("keys rotate: %d %s", code, errOut)
+	}
+	ring, err := reqstate.LoadKeyRing(path)
+	if err != nil || ring.Len() != 5 {
+		t.Fatalf("ring after keygen, 3 adds and a rotation: %v %v", ring, err)
+	}
+	seen := map[string]bool{}
+	for range 100 {
+		id, err := defaultKeyID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[id] {
+			t.Fatalf("id %s made twice", id)
+		}
+		seen[id] = true
+		if _, err := reqstate.GenerateKey(id, nil); err != nil { // the id charset and length
+			t.Fatalf("generated id %q: %v", id, err)
+		}
+	}
+}
+
+// TestKeyFileWriterRoundTrips: the key file writer exports the secrets
+// explicitly (MarshalSecretJSON) now that a ring's MarshalJSON redacts
+// them (issue 9, item 8).
+func TestKeyFileWriterRoundTrips(t *testing.T) {
+	a, _ := reqstate.GenerateKey("a", nil)
+	b, _ := reqstate.GenerateKey("b", nil)
+	ring, err := reqstate.NewKeyRing(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "keys.json")
+	if err := writeKeyRing(path, ring); err != nil {
+		t.Fatal(err)
+	}
+	back, err := reqstate.LoadKeyRing(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Keys(); len(got) != 2 || got[0] != a || got[1] != b {
+		t.Fatal("keys changed through the key file")
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode: %v %v", fi, err)
+	}
+}

@@ -1,6 +1,7 @@
 // Command mrtr runs and operates MCP servers whose Multi Round-Trip
-// Requests are sealed by mrtr: the reference server (serve), a terminal
-// client (call), and key generation and rotation (keygen, keys).
+// Requests are sealed by mrtr: the reference server (serve), the sealing
+// proxy in front of any MCP server (proxy), a terminal client (call), and
+// key generation and rotation (keygen, keys).
 package main
 
 import (
@@ -19,6 +20,7 @@ const usage = `mrtr: sealed Multi Round-Trip Requests for MCP servers
 
 Usage:
   mrtr serve [flags]                     run the reference MCP server (Streamable HTTP at /mcp, or --stdio)
+  mrtr proxy --upstream URL [flags]      seal the requestState of any MCP server (Streamable HTTP at /mcp)
   mrtr call URL TOOL [--arg k=v ...]     call a tool, answering its questions in the terminal
   mrtr keygen [--id ID] [--out FILE]     print (or write) a new key ring
   mrtr keys check FILE                   validate a key ring and list its key ids
@@ -61,6 +63,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 	switch args[0] {
 	case "serve":
 		err = a.serve(ctx, args[1:])
+	case "proxy":
+		err = a.proxy(ctx, args[1:])
 	case "call":
 		err = a.call(ctx, args[1:])
 	case "keygen":

@@ -44,14 +44,31 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		sdkLog = log
 	}
 	server := demo.NewServer(guard, &demo.Options{Name: "mrtr", Version: version, Logger: sdkLog})
+	stopMetrics, err := c.startMetrics(log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 
 	if c.stdio {
+		if c.auth.enabled() {
+			// The MCP authorization spec is for HTTP; a stdio server's caller
+			// is whoever started it.
+			log.Warn("--auth-* flags do not apply to --stdio; every caller is anonymous")
+		}
 		log.Info("mrtr serving on stdio")
 		err := server.Run(ctx, &mcp.StdioTransport{})
 		if errors.Is(err, context.Canceled) {
 			return nil
 		}
 		return err
+	}
+	authn, err := c.auth.verifier(ctx, log)
+	if err != nil {
+		return err
+	}
+	if authn != nil {
+		defer authn.Close()
 	}
 	ln, err := c.listen()
 	if err != nil {
@@ -62,9 +79,10 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		MaxRequestBodyBytes: c.maxBodyBytes, Logger: log,
 		SessionTimeout: c.sessionTimeout, MaxSessions: c.maxSessions, AllowedHosts: hosts,
 	})
-	h = localOnly(hosts, c.authenticate(h))
+	local := func(h http.Handler) http.Handler { return localOnly(hosts, h) }
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
+	mux.Handle("/mcp", local(protect(authn, h, mux, local)))
+	c.mountHealth(mux, hosts)
 	log.Info("mrtr limits", "max_body", c.maxBodyBytes, "read_timeout", c.readTimeout, "max_conns", c.maxConns,
 		"session_timeout", c.sessionTimeout, "max_sessions", c.maxSessions)
 	return runHTTP(ctx, c.newHTTPServer(mux, log), ln, log)
@@ -82,20 +100,29 @@ func (c *commonConfig) newGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 			"Paused flows will not survive a restart and other nodes cannot resume them. " +
 			"Run `mrtr keygen --out keys.json` and pass --keys keys.json (or set MRTR_KEYS) in production.")
 	}
-	store, closeStore, err := c.openStore(ctx, log)
+	tel, err := c.newTelemetry(ctx, log)
 	if err != nil {
 		return nil, nil, err
 	}
+	store, closeStore, err := c.openStore(ctx, log)
+	if err != nil {
+		tel.close(log)
+		return nil, nil, err
+	}
+	tel.addReadiness(ring, store, c.replayTO)
+	c.tel = tel
 	guard := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{
 		TTL: c.ttl, AnonymousTTL: min(c.anonTTL, c.ttl), MaxRounds: c.maxRounds, ServerID: c.serverID, Store: store, Logger: log,
+		Observer: tel.observer,
 		// The Redis store bounds each call by --replay-timeout itself; the
 		// guard's own bound must not cut it shorter.
 		StoreTimeout: max(mrtr.DefaultStoreTimeout, c.replayTO+time.Second),
 	})
 	p := guard.Policy()
 	log.Info("mrtr policy", "keys", ring.IDs(), "server_id", p.ServerID, "ttl", p.TTL, "anonymous_ttl", p.AnonymousTTL,
-		"max_rounds", p.MaxRounds, "replay", c.replayName(), "replay_replicas", c.replicas, "auth", c.authSecret != "")
-	return guard, closeStore, nil
+		"max_rounds", p.MaxRounds, "replay", c.replayName(), "replay_replicas", c.replicas, "auth", c.auth.enabled(),
+		"metrics", c.metricsAddr != "", "tracing", tel.tracing != nil)
+	return guard, func() { closeStore(); tel.close(log) }, nil
 }
 
 // listen opens the listener of --addr, holding at most --max-conns

@@ -26,9 +26,13 @@ import (
 // sets MRTR_REQUIRE_REDIS=1 so that its absence fails these tests instead
 // of skipping them.
 
-// mnClusterArgs are the flags every node of a test cluster runs with.
+// mnClusterArgs are the flags every node of a test cluster runs with. The
+// store timeout is generous: on a loaded 2-core machine a Redis round trip
+// under -race can exceed the 500 ms default, and a resume refused with
+// -32603 there would be a false failure (the store-outage tests cover the
+// timeout itself).
 func mnClusterArgs(redisURL string, extra ...string) []string {
-	return append([]string{"--server-id", mnServerID, "--replay", redisURL}, extra...)
+	return append([]string{"--server-id", mnServerID, "--replay", redisURL, "--replay-timeout", "5s"}, extra...)
 }
 
 // TestMultiNode pauses flows on one node and resumes them on the other,

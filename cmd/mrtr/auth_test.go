@@ -1,0 +1,175 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/mrtr-go/mrtr/internal/testissuer"
+)
+
+const devSecret = "0123456789abcdef0123456789abcdef" // 32 bytes
+
+func signJWT(t *testing.T, secret string, claims jwt.MapClaims, method jwt.SigningMethod) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(method, claims).SignedString([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestAuthHS256 pins the development mode through the command's own
+// wiring: a bearer JWT under the secret, HS256 only, sub and exp required,
+// and the principal handed to go-sdk as TokenInfo (UserID = sub,
+// Extra["iss"] = iss).
+func TestAuthHS256(t *testing.T) {
+	c := &authConfig{hs256: devSecret}
+	if err := c.check(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.verifier(t.Context(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	var got *auth.TokenInfo
+	h := protect(v, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = auth.TokenInfoFromContext(r.Context())
+	}), http.NewServeMux(), func(h http.Handler) http.Handler { return h })
+	exp := time.Now().Add(time.Hour).Unix()
+	for _, tc := range []struct {
+		name, auth string
+		want       int
+	}{
+		{"none", "", 401},
+		{"garbage", "Bearer abc", 401},
+		{"good", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"sub": "alice", "iss": "me", "exp": exp}, jwt.SigningMethodHS256), 200},
+		{"wrong secret", "Bearer " + signJWT(t, strings.Repeat("x", 32), jwt.MapClaims{"sub": "alice", "exp": exp}, jwt.SigningMethodHS256), 401},
+		{"expired", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(-time.Hour).Unix()}, jwt.SigningMethodHS256), 401},
+		{"no exp", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"sub": "alice"}, jwt.SigningMethodHS256), 401},
+		{"no sub", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"exp": exp}, jwt.SigningMethodHS256), 401},
+		{"HS512", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"sub": "alice", "exp": exp}, jwt.SigningMethodHS512), 401},
+	} {
+		got = nil
+		r := httptest.NewRequest("POST", "/mcp", nil)
+		if tc.auth != "" {
+			r.Header.Set("Authorization", tc.auth)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, w.Code, tc.want)
+		}
+		if tc.want == 401 && !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer ") {
+			t.Errorf("%s: no WWW-Authenticate challenge", tc.name)
+		}
+		if tc.want == 200 && (got == nil || got.UserID != "alice" || got.Extra["iss"] != "me") {
+			t.Errorf("%s: TokenInfo %+v", tc.name, got)
+		}
+	}
+}
+
+// TestAuthFlagRules: which --auth-* flags go together, each refusal naming
+// the flag and the rule.
+func TestAuthFlagRules(t *testing.T) {
+	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--auth-jwks", "jwks.json"}, "--auth-issuer: is required"},
+		{[]string{"--auth-jwks", "jwks.json", "--auth-issuer", "https://id.example"}, "--auth-audience: is required"},
+		{[]string{"--auth-issuer", "https://id.example"}, "--auth-audience: is required"},
+		{[]string{"--auth-scopes", "mcp"}, "--auth-issuer: is required"},
+		{[]string{"--auth-hs256-secret", devSecret, "--auth-jwks", "jwks.json"}, "--auth-jwks: excludes --auth-hs256-secret"},
+		{[]string{"--auth-hs256-secret", "short"}, "at least 32 bytes"},
+	} {
+		_, err := a.parseServe(tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	for _, ok := range [][]string{
+		{"--auth-jwks", "jwks.json", "--auth-issuer", "https://id.example", "--auth-audience", "https://mcp.example/mcp", "--auth-scopes", "a,b"},
+		{"--auth-issuer", "https://id.example", "--auth-audience", "https://mcp.example/mcp"}, // discovery
+		{"--auth-hs256-secret", devSecret, "--auth-issuer", "dev"},
+	} {
+		if _, err := a.parseServe(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	env := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
+		return map[string]string{"MRTR_AUTH_JWKS": "jwks.json", "MRTR_AUTH_ISSUER": "https://id.example"}[k]
+	}}
+	if _, err := env.parseServe(nil); err == nil || !strings.Contains(err.Error(), "--auth-audience") {
+		t.Errorf("from the environment: %v", err)
+	}
+}
+
+// TestServeAuthJWKSFile runs serve in-process with a JWKS file: no token
+// is 401 pointing at the metadata, the metadata parses, a token of the
+// file's key gets through, and one without the required scope gets 403.
+func TestServeAuthJWKSFile(t *testing.T) {
+	dir := t.TempDir()
+	jwks := filepath.Join(dir, "jwks.json")
+	k1 := testissuer.NewKey(t, "k1", "EdDSA")
+	if err := os.WriteFile(jwks, testissuer.JWKS(k1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const iss, aud = "https://id.example", "https://mcp.example.com/mcp"
+	url, _ := startServe(t, "--auth-jwks", jwks, "--auth-issuer", iss, "--auth-audience", aud, "--auth-scopes", "mcp:tools")
+	post := func(token string) *http.Response {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/list")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	resp := post("")
+	want := `Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp", scope="mcp:tools"`
+	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != want {
+		t.Fatalf("no token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	base := strings.TrimSuffix(url, "/mcp")
+	for _, p := range []string{"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"} {
+		mr, err := http.Get(base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		err = json.NewDecoder(mr.Body).Decode(&m)
+		mr.Body.Close()
+		if err != nil || mr.StatusCode != 200 || m["resource"] != aud {
+			t.Fatalf("%s: %d %v %v", p, mr.StatusCode, m, err)
+		}
+	}
+	claims := testissuer.Claims{Issuer: iss, Subject: "alice", Audience: []string{aud}, Scope: "mcp:tools", Expiry: time.Now().Add(time.Hour)}
+	if resp := post(testissuer.Mint(t, k1, claims)); resp.StatusCode != 200 {
+		t.Fatalf("k1 token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	claims.Scope = "mcp:read"
+	if resp := post(testissuer.Mint(t, k1, claims)); resp.StatusCode != 403 ||
+		!strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), `Bearer error="insufficient_scope"`) {
+		t.Fatalf("token without the scope: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/mrtr-go/mrtr/proxy"
+	"github.com/mrtr-go/mrtr/reqstate"
+)
+
+// proxyConfig is commonConfig plus the flags only `mrtr proxy` has.
+type proxyConfig struct {
+	commonConfig
+	upstream        string
+	upstreamTimeout time.Duration
+	dialTimeout     time.Duration
+	maxHeld         int64
+	maxState        int
+	forwardAuth     bool
+	allowedHosts    string
+}
+
+// proxyFlags registers the flags of `mrtr proxy`.
+func proxyFlags(f *flags, c *proxyConfig) {
+	commonFlags(f, &c.commonConfig)
+	f.String(&c.upstream, "upstream", "", "`URL` of the upstream MCP server's Streamable HTTP endpoint, e.g. http://127.0.0.1:3000/mcp (required)")
+	f.check("upstream", func() error {
+		u, err := url.Parse(c.upstream)
+		if c.upstream == "" {
+			return flagErr("upstream", "is required (the URL of the MCP server to put mrtr in front of)")
+		}
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return flagErr("upstream", "%q is not an http:// or https:// URL", c.upstream)
+		}
+		return nil
+	})
+	f.Duration(&c.upstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout,
+		"longest wait for the upstream's answer to one request (GET streams and subscriptions/listen are not limited)")
+	f.Duration(&c.dialTimeout, "upstream-dial-timeout", proxy.DefaultDialTimeout, "longest wait to connect to the upstream")
+	f.Int64(&c.maxHeld, "max-held", proxy.DefaultMaxHeldBytes, 1024,
+		"largest final message of a pausable call the proxy holds to seal, in bytes (notifications before it are streamed)")
+	f.Int(&c.maxState, "max-upstream-state", proxy.DefaultMaxUpstreamState, 16,
+		"largest upstream requestState carried in a sealed token, in bytes of its JSON string; larger is an error, never truncated")
+	f.Bool(&c.forwardAuth, "forward-authorization", false,
+		"pass the client's Authorization header to the upstream (off: tokens issued to the proxy are not passed through)")
+	f.String(&c.allowedHosts, "allowed-hosts", "", "extra Host header values (host or host:port, comma separated) accepted on a loopback connection, which otherwise must name a loopback host")
+}
+
+// parseProxy reads flags over environment variables over defaults.
+func (a *app) parseProxy(args []string) (*proxyConfig, error) {
+	c := new(proxyConfig)
+	f := a.newFlags("proxy", "mrtr proxy --upstream URL [flags]")
+	proxyFlags(f, c)
+	if err := f.parse(a.getenv, args); err != nil {
+		return nil, err
+	}
+	c.commonConfig.settle()
+	c.getenv = a.getenv
+	return c, nil
+}
+
+// proxy runs the sealing proxy in front of --upstream.
+func (a *app) proxy(ctx context.Context, args []string) error {
+	c, err := a.parseProxy(args)
+	if err != nil {
+		return err
+	}
+	log := c.logger(a.stderr, slog.LevelDebug)
+	guard, closeGuard, err := c.newGuard(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer closeGuard()
+	stopMetrics, err := c.startMetrics(log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	var hosts []string
+	for _, h := range strings.Split(c.allowedHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, strings.ToLower(h))
+		}
+	}
+	h, err := proxy.New(proxy.Options{
+		Upstream:             c.upstream,
+		Guard:                guard,
+		DialTimeout:          c.dialTimeout,
+		UpstreamTimeout:      c.upstreamTimeout,
+		MaxBodyBytes:         c.maxBodyBytes,
+		MaxHeldBytes:         c.maxHeld,
+		MaxUpstreamState:     c.maxState,
+		Principal:            bearerPrincipal,
+		ForwardAuthorization: c.forwardAuth,
+		AllowedHosts:         hosts,
+		Logger:               log,
+	})
+	if err != nil {
+		return err
+	}
+	authn, err := c.auth.verifier(ctx, log)
+	if err != nil {
+		return err
+	}
+	if authn != nil {
+		defer authn.Close()
+	}
+	ln, err := c.listen()
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	// The proxy checks Host on loopback itself; the metadata gets the same check.
+	mux.Handle("/mcp", protect(authn, h, mux, func(h http.Handler) http.Handler { return localOnly(hosts, h) }))
+	c.mountHealth(mux, hosts)
+	u, _ := url.Parse(c.upstream)
+	log.Info("mrtr proxy", "upstream", u.Redacted(), "upstream_timeout", c.upstreamTimeout, "max_held", c.maxHeld,
+		"max_upstream_state", c.maxState, "forward_authorization", c.forwardAuth, "max_body", c.maxBodyBytes,
+		"read_timeout", c.readTimeout, "max_conns", c.maxConns)
+	return runHTTP(ctx, c.newHTTPServer(mux, log), ln, log)
+}
+
+// errNoSubject refuses a verified credential without a subject: treating
+// it as anonymous would let every such caller share one binding.
+var errNoSubject = errors.New("the verified credential names no subject")
+
+// bearerPrincipal is the caller the --auth-* middleware verified (go-sdk's
+// TokenInfo: iss and sub), or anonymous without auth flags.
+func bearerPrincipal(r *http.Request) (reqstate.Principal, error) {
+	ti := auth.TokenInfoFromContext(r.Context())
+	if ti == nil {
+		return reqstate.Principal{}, nil
+	}
+	if ti.UserID == "" {
+		return reqstate.Principal{}, errNoSubject
+	}
+	iss, _ := ti.Extra["iss"].(string)
+	return reqstate.Principal{Issuer: iss, Subject: ti.UserID}, nil
+}

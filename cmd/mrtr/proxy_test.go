@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+func TestParseProxyFlagsAndEnv(t *testing.T) {
+	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
+		return map[string]string{"MRTR_UPSTREAM": "http://127.0.0.1:3000/mcp", "MRTR_MAX_HELD": "2048", "MRTR_REPLAY": "off"}[k]
+	}}
+	c, err := a.parseProxy([]string{"--upstream-timeout", "30s", "--forward-authorization", "--max-upstream-state", "100", "--server-id", "gw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.upstream != "http://127.0.0.1:3000/mcp" || c.maxHeld != 2048 || c.replay != "off" || c.upstreamTimeout != 30*time.Second ||
+		!c.forwardAuth || c.maxState != 100 || c.serverID != "gw" {
+		t.Fatalf("parsed %+v", c)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "--upstream: is required"},
+		{[]string{"--upstream", "ftp://x"}, `--upstream: "ftp://x" is not an http`},
+		{[]string{"--upstream", "http://x", "--max-held", "10"}, "--max-held: 10 is below the minimum"},
+		{[]string{"--upstream", "http://x", "--upstream-timeout", "0s"}, "--upstream-timeout"},
+	} {
+		a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+		_, err := a.parseProxy(tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// startProxyCmd runs `mrtr proxy` in-process on a free loopback port and
+// returns its /mcp URL and log.
+func startProxyCmd(t *testing.T, args ...string) (string, *syncBuffer) {
+	t.Helper()
+	logs := new(syncBuffer)
+	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs, getenv: func(string) string { return "" }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- a.run(ctx, append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("proxy exited %d: %s", code, logs.String())
+		}
+	})
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		sc := bufio.NewScanner(strings.NewReader(logs.String()))
+		for sc.Scan() {
+			var line struct{ Msg, URL string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "mrtr serving" {
+				return line.URL, logs
+			}
+		}
+	}
+	t.Fatalf("proxy did not start: %s", logs.String())
+	return "", nil
+}
+
+// TestProxyCommand: `mrtr proxy --upstream URL` seals an upstream's pause,
+// passes only its own state back, refuses a replay (memory store by
+// default), binds the token to the --auth-hs256-secret principal and
+// does not pass the Authorization header on.
+func TestProxyCommand(t *testing.T) {
+	type seen struct {
+		state, auth string
+	}
+	var (
+		mu  sync.Mutex
+		got []seen
+	)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Params struct {
+				RequestState *string `json:"requestState"`
+			} `json:"params"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		s := "<none>"
+		if req.Params.RequestState != nil {
+			s = *req.Params.RequestState
+		}
+		mu.Lock()
+		got = append(got, seen{s, r.Header.Get("Authorization")})
+		mu.Unlock()
+		res := map[string]any{"resultType": "input_required", "requestState": "plain-upstream-state",
+			"inputRequests": map[string]any{"ok": map[string]any{"method": "elicitation/create", "params": map[string]any{"message": "ok?", "requestedSchema": map[string]any{"type": "object"}}}}}
+		if req.Params.RequestState != nil {
+			res = map[string]any{"resultType": "complete", "content": []any{}}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": res})
+	}))
+	defer up.Close()
+	secret := strings.Repeat("s", 32)
+	url, logs := startProxyCmd(t, "--upstream", up.URL, "--auth-hs256-secret", secret)
+	if !strings.Contains(logs.String(), "NO KEY RING GIVEN") {
+		t.Error("no loud warning for an ephemeral key ring")
+	}
+	bearer := func(sub string) string {
+		return "Bearer " + signJWT(t, secret, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()}, jwt.SigningMethodHS256)
+	}
+	call := func(auth, state string) map[string]any {
+		params := map[string]any{"name": "t", "_meta": map[string]any{
+			"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}}}}
+		if state != "" {
+			params["requestState"] = state
+			params["inputResponses"] = map[string]any{"ok": map[string]any{"action": "accept"}}
+		}
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", auth)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusUnauthorized {
+			return map[string]any{"status": 401}
+		}
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if r := call("", ""); r["status"] != 401 {
+		t.Fatalf("no bearer token: %v", r)
+	}
+	first := call(bearer("alice"), "")
+	tok := first["result"].(map[string]any)["requestState"].(string)
+	if tok == "plain-upstream-state" {
+		t.Fatal("the upstream's state left the proxy")
+	}
+	if r := call(bearer("bob"), tok); r["error"].(map[string]any)["data"].(map[string]any)["reason"] != "invalid" {
+		t.Fatalf("another principal's resume: %v", r)
+	}
+	if r := call(bearer("alice"), tok); r["result"].(map[string]any)["resultType"] != "complete" {
+		t.Fatalf("resume: %v", r)
+	}
+	if r := call(bearer("alice"), tok); r["error"].(map[string]any)["data"].(map[string]any)["reason"] != "replayed" {
+		t.Fatalf("replay: %v", r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || got[0].state != "<none>" || got[1].state != "plain-upstream-state" || got[0].auth != "" || got[1].auth != "" {
+		t.Fatalf("upstream saw %+v", got)
+	}
+	if strings.Contains(logs.String(), tok) {
+		t.Fatal("a token in the log")
+	}
+}

@@ -1,0 +1,317 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mrtr-go/mrtr"
+)
+
+// The upstream mrtr did not write: go-sdk's conformance everything-server,
+// at the go-sdk version of go.mod.
+const everythingPkg = "github.com/modelcontextprotocol/go-sdk/conformance/everything-server@v1.8.0"
+
+var (
+	everythingOnce sync.Once
+	everythingBin  string
+	everythingErr  error
+)
+
+// needEverything installs the everything-server once per test binary
+// (GOBIN=<temp dir> go install ...@v1.8.0) and returns its path.
+func needEverything(t *testing.T) string {
+	t.Helper()
+	everythingOnce.Do(func() {
+		dir := filepath.Join(filepath.Dir(mrtrBin), "everything")
+		cmd := exec.Command("go", "install", everythingPkg)
+		cmd.Dir = repoRoot
+		cmd.Env = append(os.Environ(), "GOBIN="+dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			everythingErr = err
+			everythingBin = string(out)
+			return
+		}
+		everythingBin = filepath.Join(dir, "everything-server")
+	})
+	if everythingErr != nil {
+		t.Fatalf("go install %s: %v\n%s", everythingPkg, everythingErr, everythingBin)
+	}
+	return everythingBin
+}
+
+// startEverything runs the everything-server on a loopback port
+// (stateless for the 2026-07-28 wire, stateful for 2025-11-25) and
+// returns its URL. It is stopped by its pid at cleanup.
+func startEverything(t *testing.T, stateless bool) string {
+	t.Helper()
+	bin := needEverything(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "-http="+addr, "-stateless="+strconv.FormatBool(stateless))
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	setProcAttr(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	// Wait until it accepts connections (readiness, not a timing check).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case <-exited:
+			t.Fatalf("everything-server exited: %s", logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("everything-server not listening on %s after 30 s", addr)
+		}
+	}
+	return "http://" + addr + "/mcp"
+}
+
+// scenarioDir is the harness's result folder name:
+// server-<scenario>-<ISO timestamp with : and . as ->.
+var scenarioDir = regexp.MustCompile(`^(?:server-)?(.*?)-\d{4}-\d{2}-\d{2}T`)
+
+// proxyMRTRResults reads the checks of every input-required-result-*
+// scenario under dir: the scenarios that ran, and their WARNING or
+// FAILURE checks ("scenario [id] STATUS").
+func proxyMRTRResults(t *testing.T, dir string) (ran map[string]bool, bad []string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "server-input-required-result-*", "checks.json"))
+	seen := map[string]bool{}
+	for _, f := range files {
+		name := filepath.Base(filepath.Dir(f))
+		if m := scenarioDir.FindStringSubmatch(name); m != nil {
+			name = m[1]
+		}
+		seen[name] = true
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var checks []struct{ ID, Status string }
+		if err := json.Unmarshal(data, &checks); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range checks {
+			if c.Status == "WARNING" || c.Status == "FAILURE" {
+				bad = append(bad, name+" ["+c.ID+"] "+c.Status)
+			}
+		}
+	}
+	return seen, bad
+}
+
+// TestProxyConformance2026: the everything-server behind the proxy passes
+// the 2026-07-28 requirements, and all 14 MRTR scenarios pass with zero
+// warnings through the sealing.
+func TestProxyConformance2026(t *testing.T) {
+	needHarness(t)
+	t.Parallel()
+	url := startProxied(t, startEverything(t, true))
+	dir := t.TempDir()
+	runHarness(t, url, []string{"CONFORMANCE_OUT_DIR=" + dir}, "req-2026").mustPass(t)
+	ran, bad := proxyMRTRResults(t, dir)
+	for name := range mrtrScenarioChecks() {
+		if !ran[name] {
+			t.Errorf("scenario %s did not run", name)
+		}
+	}
+	if len(bad) > 0 {
+		t.Fatalf("warnings or failures in input-required-result-* scenarios through the proxy: %q", bad)
+	}
+}
+
+// TestProxyConformanceDraft: every scenario introduced in 2026-07-28,
+// through the proxy; the script's gate fails on any WARNING in an
+// input-required-result-* scenario.
+func TestProxyConformanceDraft(t *testing.T) {
+	needHarness(t)
+	t.Parallel()
+	url := startProxied(t, startEverything(t, true))
+	r := runHarness(t, url, nil, "draft")
+	r.mustPass(t)
+	m := regexp.MustCompile(`MRTR gate ok: (\d+) input-required-result-`).FindStringSubmatch(r.output)
+	if m == nil || m[1] != "14" {
+		t.Fatalf("want \"MRTR gate ok: 14\", got %q. Output tail:\n%s", m, tail(r.output, 40))
+	}
+}
+
+// TestProxyConformance2025: a stateful everything-server behind the same
+// kind of proxy passes the 2025-11-25 requirements (sessions, GET
+// streams, DELETE, server-to-client requests) through it.
+func TestProxyConformance2025(t *testing.T) {
+	needHarness(t)
+	t.Parallel()
+	url := startProxied(t, startEverything(t, false))
+	runHarness(t, url, nil, "req-2025").mustPass(t)
+}
+
+// rawCall posts one 2026-07-28 tools/call and returns the decoded final
+// message (JSON or the last response event).
+func rawCall(t *testing.T, url, tool, state string, responses map[string]any) map[string]any {
+	t.Helper()
+	params := map[string]any{"name": tool, "arguments": map[string]any{}, "_meta": map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "e2e", "version": "1"},
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}},
+	}}
+	if state != "" {
+		params["requestState"] = state
+	}
+	if responses != nil {
+		params["inputResponses"] = responses
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params})
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", tool)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	msg := b
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		for _, line := range strings.Split(string(b), "\n") {
+			if d, ok := strings.CutPrefix(line, "data:"); ok && strings.Contains(d, `"id"`) {
+				msg = []byte(strings.TrimSpace(d))
+			}
+		}
+	}
+	var out map[string]any
+	if err := json.Unmarshal(msg, &out); err != nil {
+		t.Fatalf("reply is not JSON (%v): %s", err, b)
+	}
+	return out
+}
+
+// flipMiddle changes the byte in the middle of s.
+func flipMiddle(s string) string {
+	b := []byte(s)
+	i := len(b) / 2
+	if b[i] == 'A' {
+		b[i] = 'B'
+	} else {
+		b[i] = 'A'
+	}
+	return string(b)
+}
+
+// TestProxyRefusesWhatUpstreamAccepts: the everything-server's tampered
+// state check only looks for the harness's suffix, so a state with one
+// byte flipped in the middle completes the call when sent to it directly;
+// the same flip of the proxy's token is refused as invalid.
+func TestProxyRefusesWhatUpstreamAccepts(t *testing.T) {
+	const tool = "test_input_required_result_tampered_state"
+	confirm := map[string]any{"confirm": map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}
+	up := startEverything(t, true)
+
+	direct := rawCall(t, up, tool, "", nil)
+	st, _ := direct["result"].(map[string]any)["requestState"].(string)
+	if st == "" {
+		t.Fatalf("the everything-server issued no requestState: %v", direct)
+	}
+	got := rawCall(t, up, tool, flipMiddle(st), confirm)
+	res, _ := got["result"].(map[string]any)
+	if res == nil || res["resultType"] != "complete" {
+		t.Fatalf("direct: the bare everything-server refused a flipped state (%v); the test premise is gone", got)
+	}
+
+	px := startProxied(t, up)
+	first := rawCall(t, px, tool, "", nil)
+	tok, _ := first["result"].(map[string]any)["requestState"].(string)
+	if tok == "" || tok == st {
+		t.Fatalf("through the proxy: want a sealed requestState, got %v", first)
+	}
+	refused := rawCall(t, px, tool, flipMiddle(tok), confirm)
+	e, _ := refused["error"].(map[string]any)
+	if e == nil || e["code"] != float64(-32602) || e["message"] != mrtr.RejectMessage || e["data"].(map[string]any)["reason"] != "invalid" {
+		t.Fatalf("through the proxy: a flipped token was not refused as invalid: %v", refused)
+	}
+	ok := rawCall(t, px, tool, tok, confirm)
+	if r, _ := ok["result"].(map[string]any); r == nil || r["resultType"] != "complete" {
+		t.Fatalf("through the proxy: the intact token did not complete: %v", ok)
+	}
+}
+
+// startProxied runs `mrtr proxy --upstream upstream` (the binary TestMain
+// built, memory single-use store, ephemeral keys) on a loopback port and
+// returns its /mcp URL. At cleanup it stops the process by its id and
+// fails the test if it did not exit cleanly or reported a data race.
+func startProxied(t *testing.T, upstream string, args ...string) string {
+	t.Helper()
+	full := append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--upstream", upstream}, args...)
+	logs := &serverLog{url: make(chan string, 1)}
+	cmd := exec.Command(mrtrBin, full...)
+	cmd.Env = serverEnv()
+	cmd.Stdout, cmd.Stderr = logs, logs
+	setProcAttr(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start mrtr proxy: %v", err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("mrtr proxy (pid %d) did not stop within 10 s of SIGTERM", cmd.Process.Pid)
+		}
+		out := logs.String()
+		if waitErr != nil {
+			t.Errorf("mrtr proxy exited with %v. Log tail:\n%s", waitErr, tail(out, 40))
+		}
+		if strings.Contains(out, "WARNING: DATA RACE") {
+			t.Errorf("mrtr proxy reported a data race:\n%s", out)
+		}
+		if t.Failed() {
+			t.Logf("mrtr proxy log tail:\n%s", tail(out, 60))
+		}
+	})
+	select {
+	case u := <-logs.url:
+		return u
+	case <-exited:
+		t.Fatalf("mrtr proxy exited before serving (%v):\n%s", waitErr, logs.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("mrtr proxy logged no \"mrtr serving\" line within 60 s:\n%s", logs.String())
+	}
+	return ""
+}

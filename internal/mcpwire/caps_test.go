@@ -1,0 +1,128 @@
+package mcpwire
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+func TestParseCaps(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Caps
+	}{
+		{``, Caps{}},
+		{`null`, Caps{}},
+		{`[]`, Caps{}},
+		{`{}`, Caps{}},
+		{`{"elicitation":{}}`, Caps{ElicitForm: true}},
+		{`{"elicitation":{"form":{}}}`, Caps{ElicitForm: true}},
+		{`{"elicitation":{"url":{}}}`, Caps{ElicitURL: true}},
+		{`{"elicitation":{"form":{},"url":{}}}`, Caps{ElicitForm: true, ElicitURL: true}},
+		{`{"elicitation":true}`, Caps{}},
+		{`{"sampling":{}}`, Caps{Sampling: true}},
+		{`{"sampling":{"tools":{}}}`, Caps{Sampling: true, SamplingTools: true}},
+		{`{"roots":{"listChanged":true}}`, Caps{Roots: true}},
+		{`{"roots":{}}`, Caps{Roots: true}},
+		{`{"roots":1}`, Caps{}},
+	} {
+		if got := ParseCaps(json.RawMessage(tc.in)); got != tc.want {
+			t.Errorf("ParseCaps(%s) = %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestCapsFromMeta(t *testing.T) {
+	got := CapsFromMeta(json.RawMessage(`{"io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"x":1}`))
+	if got != (Caps{Sampling: true}) {
+		t.Errorf("got %+v", got)
+	}
+	if got := CapsFromMeta(nil); got != (Caps{}) {
+		t.Errorf("no meta declared %+v", got)
+	}
+}
+
+func TestRequired(t *testing.T) {
+	all := Caps{ElicitForm: true, ElicitURL: true, Sampling: true, SamplingTools: true, Roots: true}
+	for _, tc := range []struct {
+		caps   Caps
+		method string
+		params string
+		want   string
+	}{
+		{Caps{}, MethodElicit, `{"message":"m","requestedSchema":{}}`, "elicitation.form"},
+		{Caps{ElicitForm: true}, MethodElicit, `{"message":"m"}`, ""},
+		{Caps{ElicitForm: true}, MethodElicit, `{"mode":"url","url":"https://x"}`, "elicitation.url"},
+		{Caps{ElicitForm: true}, MethodElicit, `{"url":"https://x"}`, "elicitation.url"},
+		{Caps{ElicitURL: true}, MethodElicit, `{"mode":"url","url":"https://x"}`, ""},
+		{Caps{ElicitURL: true}, MethodElicit, `garbage`, "elicitation.form"},
+		{Caps{}, MethodSampling, `{"maxTokens":1}`, "sampling"},
+		{Caps{Sampling: true}, MethodSampling, `{"maxTokens":1}`, ""},
+		{Caps{Sampling: true}, MethodSampling, `{"tools":[{"name":"t"}]}`, "sampling.tools"},
+		{Caps{Sampling: true, SamplingTools: true}, MethodSampling, `{"tools":[{"name":"t"}]}`, ""},
+		{Caps{}, MethodListRoots, ``, "roots"},
+		{Caps{Roots: true}, MethodListRoots, ``, ""},
+		{all, "tasks/get", `{}`, Unvettable},
+		{all, "sampling", `{}`, Unvettable},
+	} {
+		if got := Required(tc.caps, tc.method, json.RawMessage(tc.params)); got != tc.want {
+			t.Errorf("Required(%+v, %s, %s) = %q, want %q", tc.caps, tc.method, tc.params, got, tc.want)
+		}
+	}
+}
+
+func TestMissing(t *testing.T) {
+	reqs := map[string]json.RawMessage{
+		"a": json.RawMessage(`{"method":"elicitation/create","params":{"message":"m"}}`),
+		"b": json.RawMessage(`{"method":"sampling/createMessage","params":{"maxTokens":5}}`),
+		"c": json.RawMessage(`{"method":"elicitation/create","params":{"message":"n"}}`),
+	}
+	if got := Missing(Caps{Sampling: true}, reqs); !slices.Equal(got, []string{"elicitation.form"}) {
+		t.Errorf("Missing = %q", got)
+	}
+	if got := Missing(Caps{Sampling: true, ElicitForm: true}, reqs); got != nil {
+		t.Errorf("Missing with every capability = %q", got)
+	}
+	if got := Missing(Caps{}, map[string]json.RawMessage{"x": json.RawMessage(`7`)}); !slices.Equal(got, []string{"invalid"}) {
+		t.Errorf("Missing of a malformed entry = %q", got)
+	}
+}
+
+func TestMissingCapabilityData(t *testing.T) {
+	got := string(MissingCapabilityData("elicitation.form", "sampling"))
+	want := `{"requiredCapabilities":{"elicitation":{"form":{}},"sampling":{}}}`
+	if got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+func FuzzMissing(f *testing.F) {
+	f.Add([]byte(`{"elicitation":{"url":{}}}`), []byte(`{"a":{"method":"elicitation/create","params":{"mode":"url"}}}`))
+	f.Add([]byte(`{"sampling":{"tools":{}}}`), []byte(`{"a":{"method":"sampling/createMessage","params":{"tools":[1]}}}`))
+	f.Add([]byte(`null`), []byte(`[]`))
+	f.Fuzz(func(t *testing.T, caps, reqs []byte) {
+		c := ParseCaps(caps)
+		var m map[string]json.RawMessage
+		if json.Unmarshal(reqs, &m) != nil {
+			return
+		}
+		missing := Missing(c, m)
+		if !slices.IsSorted(missing) {
+			t.Fatalf("Missing not sorted: %q", missing)
+		}
+		if len(missing) > 0 {
+			var d map[string]any
+			if err := json.Unmarshal(MissingCapabilityData(missing...), &d); err != nil {
+				t.Fatalf("MissingCapabilityData is not JSON: %v", err)
+			}
+		}
+		// Declaring everything leaves only unknown methods and malformed entries.
+		all := Caps{ElicitForm: true, ElicitURL: true, Sampling: true, SamplingTools: true, Roots: true}
+		for _, name := range Missing(all, m) {
+			switch name {
+			case "elicitation.form", "elicitation.url", "sampling", "sampling.tools", "roots":
+				t.Fatalf("with every capability declared, %q is still missing", name)
+			}
+		}
+	})
+}

@@ -1,0 +1,72 @@
+package mcpwire
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// FuzzParseObject: the single-pass object splitter agrees with
+// encoding/json on every input: the same verdict, the same members (by
+// exact name, the last of repeated names winning), the same values.
+func FuzzParseObject(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1,"b":"x\"y","c":{"d":[1,{"e":"}"}]},"a":2}`,
+		`{ "k\u0065y" : "v" , "n":null,"t":true,"f":-1.5e3 }`,
+		`{"":{}}`, `{"a":"\\"}`, `{}`, `{"a":[]}`, `{"a":1}x`, `{"a" 1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := ParseObject(b)
+		var want map[string]json.RawMessage
+		wantErr := json.Unmarshal(b, &want)
+		if wantErr == nil && want == nil {
+			wantErr = ErrNotObject // null
+		}
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("parseObject err %v, encoding/json err %v, on %q", err, wantErr, b)
+		}
+		if err != nil {
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d members, encoding/json %d, on %q", len(got), len(want), b)
+		}
+		for k, v := range want {
+			var a, c bytes.Buffer
+			json.Compact(&a, v)
+			json.Compact(&c, got[k])
+			if !bytes.Equal(a.Bytes(), c.Bytes()) {
+				t.Fatalf("member %q: %s, encoding/json %s, on %q", k, got[k], v, b)
+			}
+			if m, ok := member(bytes.TrimSpace(b), k); !ok || !bytes.Equal(m, got[k]) {
+				t.Fatalf("member(%q) = %s, %v; split gives %s, on %q", k, m, ok, got[k], b)
+			}
+		}
+	})
+}
+
+func TestParseUniqueObject(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want error
+	}{
+		{`{"a":1,"b":{"a":1,"a":2}}`, nil},
+		{`{"a":1,"a":1}`, ErrDuplicateName},
+		{`{"a":1,"\u0061":2}`, ErrDuplicateName},
+		{`[]`, ErrNotObject},
+		{`{"a":}`, ErrSyntax},
+	} {
+		if _, err := ParseUniqueObject([]byte(tc.in)); err != tc.want {
+			t.Errorf("ParseUniqueObject(%s) = %v, want %v", tc.in, err, tc.want)
+		}
+	}
+	o, _ := ParseUniqueObject([]byte(`{"p":{"x":1,"x":2},"q":{"x":1}}`))
+	if _, ok := o.UniqueObject("p"); ok {
+		t.Error("UniqueObject accepted repeated names")
+	}
+	if m, ok := o.UniqueObject("q"); !ok || string(m["x"]) != "1" {
+		t.Errorf("UniqueObject(q) = %v, %v", m, ok)
+	}
+}

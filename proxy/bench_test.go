@@ -1,0 +1,93 @@
+package proxy_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"testing"
+
+	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/proxy"
+	"github.com/mrtr-go/mrtr/replay"
+	"github.com/mrtr-go/mrtr/reqstate"
+)
+
+// memUpstream answers in memory, without a network: a call without
+// requestState pauses with a plain state, one with a state completes.
+type memUpstream struct{}
+
+func (memUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
+	const pauseBody = `{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"confirm":{"method":"elicitation/create","params":{"message":"Deploy web to production?","requestedSchema":{"type":"object","properties":{"approve":{"type":"boolean"}},"required":["approve"]}}}},"requestState":"{\"service\":\"web\",\"env\":\"production\",\"step\":1}"}}`
+	const doneBody = `{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","content":[{"type":"text","text":"deployed web to production"}]}}`
+	body, _ := io.ReadAll(r.Body)
+	out := pauseBody
+	if bytes.Contains(body, []byte(`"requestState"`)) {
+		out = doneBody
+	}
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}, "Content-Length": {strconv.Itoa(len(out))}},
+		Body: io.NopCloser(bytes.NewReader([]byte(out))), ContentLength: int64(len(out)), Request: r}, nil
+}
+
+func benchBody(id int, state string) []byte {
+	params := map[string]any{"name": "deploy", "arguments": map[string]any{"service": "web", "env": "production"},
+		"_meta": map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "bench", "version": "1"},
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}},
+		}}
+	if state != "" {
+		params["requestState"] = state
+		params["inputResponses"] = map[string]any{"confirm": map[string]any{"action": "accept", "content": map[string]any{"approve": true}}}
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+	return b
+}
+
+// BenchmarkHandlerFlow measures the proxy's own cost of one 2-round flow,
+// without any network: the handler is called directly and the upstream
+// answers in memory. reverseproxy is net/http/httputil.ReverseProxy over
+// the same in-memory upstream, for scale.
+func BenchmarkHandlerFlow(b *testing.B) {
+	ring, err := reqstate.GenerateKeyRing("bench", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	guard := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil)})
+	px, err := proxy.New(proxy.Options{Upstream: "http://upstream.invalid/mcp", Guard: guard, Transport: memUpstream{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	u, _ := url.Parse("http://upstream.invalid/mcp")
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.Out.URL.Path = u.Path }, Transport: memUpstream{}}
+	first := benchBody(1, "")
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+	}{{"mrtr", px}, {"reverseproxy", rp}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", bytes.NewReader(first))
+				r.Header.Set("Content-Type", "application/json")
+				c.h.ServeHTTP(w, r)
+				var res struct {
+					Result struct{ RequestState string } `json:"result"`
+				}
+				json.Unmarshal(w.Body.Bytes(), &res)
+				w = httptest.NewRecorder()
+				r = httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", bytes.NewReader(benchBody(2, res.Result.RequestState)))
+				r.Header.Set("Content-Type", "application/json")
+				c.h.ServeHTTP(w, r)
+				if w.Code != 200 || !bytes.Contains(w.Body.Bytes(), []byte(`"complete"`)) {
+					b.Fatalf("round 2: %d %s", w.Code, w.Body)
+				}
+			}
+		})
+	}
+}

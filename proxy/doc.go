@@ -1,0 +1,87 @@
+// Package proxy is mrtr's sealing reverse proxy: an http.Handler in front
+// of any Streamable HTTP MCP server (the upstream), in any language, that
+// makes its Multi Round-Trip Requests safe without changing it.
+//
+// # What it does
+//
+// An input_required result of tools/call, prompts/get or resources/read
+// (plain JSON, or the final event of the per-POST event stream) leaves
+// the proxy with an mrtr token as its requestState. The token is sealed
+// by the Guard (AES-256-GCM; bound to method, protocol version, tool name
+// or URI, server id and principal; expiring; hashing the arguments) and
+// carries, in its continuation, the upstream's own requestState as the
+// JSON string the upstream sent ({"s": <state>}; nothing when it sent
+// none) and, as the sealed round's asked keys, the keys of inputRequests.
+// The client never sees the upstream's state.
+//
+// A retry carrying requestState is checked by the guard exactly as
+// Guard.Begin checks it (length cap, format, key id, authenticated
+// decryption under this request's binding, expiry, arguments hash, round
+// cap, single-use reservation), with the same error contract (-32602
+// "invalid requestState" with data.reason; -32603 when the single-use
+// store cannot decide), before anything reaches the upstream. The
+// upstream then receives its own requestState byte for byte (none if it
+// sent none) and only the answers to the keys it asked. A requestState
+// the proxy did not seal is invalid. The reservation is committed when
+// the upstream answers with a result and released when it answers with an
+// error or not at all, so the user can retry.
+//
+// An input request the client did not declare a capability for on this
+// request (its _meta clientCapabilities) is not passed on: the client
+// gets -32021 with data.requiredCapabilities (HTTP 400).
+//
+// Everything else passes through unchanged and streamed: other methods,
+// notifications and server-to-client requests inside event streams (each
+// event flushed as it arrives), 2025-11-25 sessions (initialize,
+// Mcp-Session-Id, the GET stream, DELETE), subscriptions/listen.
+//
+// # Limits
+//
+// Memory per request is bounded. A client body is capped by MaxBodyBytes.
+// Responses are streamed; the proxy holds only the final message of a
+// pausable call (it must see all of it to seal its requestState), and any
+// single event of such a call's stream, up to MaxHeldBytes (default 4
+// MiB): a larger one is answered with -32603. The upstream's own
+// requestState may be up to MaxUpstreamState bytes (default 16 KiB, its
+// JSON string as sent, quotes and escapes included); a larger one is
+// answered with -32603 naming the limit, never truncated. Batches (JSON
+// arrays) are refused with 400; neither 2025-11-25 nor 2026-07-28 has them.
+//
+// # Failures
+//
+// An upstream that is unreachable, too slow (UpstreamTimeout, except on
+// long-lived streams), drops the connection or answers garbage gets the
+// caller a JSON-RPC -32603 error with the caller's id (inside the event
+// stream when one had started), a log line naming the cause, and a
+// released reservation. An upstream answering with an HTTP error status
+// is relayed as is.
+//
+// # Headers and security
+//
+// The client's headers reach the upstream as sent, so
+// MCP-Protocol-Version, Mcp-Method and Mcp-Name stay consistent with the
+// body the upstream receives (the proxy changes only requestState and
+// inputResponses in it, which no header mirrors); the upstream validates
+// them as it would without the proxy. Hop-by-hop headers are dropped, and
+// so is Authorization unless ForwardAuthorization is set: per the MCP
+// authorization guidance, a token issued to the proxy must not be passed
+// through to another resource. Authenticate callers in front of the
+// Handler and report them through Options.Principal.
+//
+// The upstream sees the proxy's Host, so it can no longer protect a
+// loopback deployment against DNS rebinding: the proxy does, refusing
+// (403) a request that arrives on a loopback address with a Host or
+// Origin that does not name a loopback host or one of AllowedHosts.
+//
+// Logs carry reasons, methods, targets and (from the guard) a short token
+// fingerprint, never a token or the upstream's state.
+//
+// The proxy reads only what it must of each JSON-RPC message and imports
+// no MCP SDK (package internal/mcpwire splits JSON objects into raw
+// members after one validation pass, agreeing with encoding/json). Member
+// names are matched exactly, and a client message whose envelope or
+// params repeat a member name is refused (400), so the upstream cannot
+// read a message the proxy judged differently; a message the proxy does
+// not change is forwarded as received, one it changes (a resume) is
+// encoded again from what it parsed.
+package proxy

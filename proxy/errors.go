@@ -1,0 +1,63 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/mrtr-go/mrtr"
+
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
+)
+
+// JSON-RPC codes the proxy answers with itself.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+)
+
+// errorBody is a JSON-RPC error response; a nil id is sent as null.
+func errorBody(id json.RawMessage, code int, message string, data json.RawMessage) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	e := struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data,omitempty"`
+	}{code, message, data}
+	b, _ := mcpwire.MarshalNoEscape(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   any             `json:"error"`
+	}{"2.0", id, e})
+	return b
+}
+
+func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int, message string, data json.RawMessage) {
+	writeJSON(w, status, errorBody(id, code, message, data))
+}
+
+func writeJSON(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// guardErrorBody is the error contract's answer to a guard error: -32602
+// with the fixed message and data.reason for a rejected requestState,
+// -32603 with a generic message for a store outage (or anything else).
+func guardErrorBody(id json.RawMessage, err error) []byte {
+	var re *mrtr.RejectError
+	if errors.As(err, &re) {
+		data, _ := json.Marshal(map[string]string{"reason": string(re.Reason)})
+		return errorBody(id, mrtr.CodeInvalidParams, mrtr.RejectMessage, data)
+	}
+	return errorBody(id, mrtr.CodeInternalError, "internal error", nil)
+}
+
+func writeGuardError(w http.ResponseWriter, id json.RawMessage, err error) {
+	writeJSON(w, http.StatusOK, guardErrorBody(id, err))
+}

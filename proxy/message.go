@@ -1,0 +1,116 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
+)
+
+// The three methods whose results may be input_required (MCP 2026-07-28).
+const (
+	methodCallTool     = "tools/call"
+	methodGetPrompt    = "prompts/get"
+	methodReadResource = "resources/read"
+	methodListen       = "subscriptions/listen"
+)
+
+func pausable(method string) bool {
+	return method == methodCallTool || method == methodGetPrompt || method == methodReadResource
+}
+
+// object is a JSON object as package mcpwire reads it.
+type object = mcpwire.Object
+
+// rpcRequest is what the proxy reads of one client POST body: the
+// envelope and, for the pausable methods, the params.
+type rpcRequest struct {
+	msg    object
+	id     json.RawMessage // nil for a notification or a response
+	method string
+	params object // nil when absent
+	body   []byte // as received; forwarded as is when nothing in it changes
+}
+
+var errBadRequest = errors.New("not a JSON-RPC message")
+
+// parseRequest reads a client's POST body. It accepts any JSON-RPC object
+// (request, notification or a legacy client's response) whose member names
+// do not repeat, at its top level or in the params of a pausable call (a
+// parser keeping the first of them could read another message than the
+// proxy judged); a batch or anything else is an error.
+func parseRequest(body []byte) (*rpcRequest, error) {
+	msg, err := mcpwire.ParseUniqueObject(body)
+	if err != nil {
+		return nil, err
+	}
+	r := &rpcRequest{msg: msg, body: body}
+	if id, ok := msg["id"]; ok && !bytes.Equal(id, []byte("null")) {
+		if id[0] != '"' && (id[0] < '0' || id[0] > '9') && id[0] != '-' {
+			return nil, errBadRequest
+		}
+		r.id = id
+	}
+	if _, ok := msg["method"]; ok {
+		m, ok := msg.String("method")
+		if !ok {
+			return nil, errBadRequest
+		}
+		r.method = m
+	}
+	if pausable(r.method) && r.id != nil {
+		var ok bool
+		if r.params, ok = msg.UniqueObject("params"); !ok {
+			return nil, errBadRequest
+		}
+	}
+	return r, nil
+}
+
+// target is the name or URI a pausable call is bound to.
+func (r *rpcRequest) target() (string, bool) {
+	if r.method == methodReadResource {
+		return r.params.String("uri")
+	}
+	return r.params.String("name")
+}
+
+// rpcResponse is a server's final message for one request.
+type rpcResponse struct {
+	msg    object
+	result object // nil for an error response
+}
+
+// isResponse reports whether a message is a JSON-RPC response (it has a
+// result or an error and no method), reading as little as it can.
+func isResponse(msg object) bool {
+	_, m := msg["method"]
+	_, r := msg["result"]
+	_, e := msg["error"]
+	return !m && (r || e)
+}
+
+var errNotResponse = errors.New("not a JSON-RPC response")
+
+func parseResponse(b []byte) (*rpcResponse, error) {
+	msg, err := mcpwire.ParseObject(b)
+	if err != nil {
+		return nil, err
+	}
+	if !isResponse(msg) {
+		return nil, errNotResponse
+	}
+	r := &rpcResponse{msg: msg}
+	if _, ok := msg["result"]; ok {
+		if r.result, ok = msg.Object("result"); !ok {
+			return nil, errNotResponse
+		}
+	}
+	return r, nil
+}
+
+func (r *rpcResponse) inputRequired() bool {
+	t, _ := r.result.String("resultType")
+	return r.result != nil && t == "input_required"
+}

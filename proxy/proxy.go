@@ -1,0 +1,611 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
+	"github.com/mrtr-go/mrtr/reqstate"
+)
+
+// Defaults of Options.
+const (
+	// DefaultMaxBodyBytes caps a client's POST body.
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultMaxHeldBytes caps the one message the proxy holds to rewrite:
+	// the final response of a pausable call (and any single SSE event of
+	// such a call's stream).
+	DefaultMaxHeldBytes = 4 << 20
+	// DefaultMaxUpstreamState caps the upstream's own requestState, as the
+	// JSON string it sends (quotes and escapes included), that a sealed
+	// token can carry. With the codec's default 64 KiB token cap, 16 KiB
+	// of state always fits, whatever its escaping.
+	DefaultMaxUpstreamState = 16 << 10
+	// DefaultUpstreamTimeout bounds one request-response exchange with the
+	// upstream. Long-lived streams (GET, subscriptions/listen) are not
+	// bounded.
+	DefaultUpstreamTimeout = 5 * time.Minute
+	// DefaultDialTimeout bounds connecting to the upstream.
+	DefaultDialTimeout = 10 * time.Second
+)
+
+// Options configures a Handler. Upstream and Guard are required; every
+// other zero value is a sensible default.
+type Options struct {
+	// Upstream is the URL of the upstream's Streamable HTTP endpoint,
+	// e.g. http://127.0.0.1:3000/mcp. Every request goes to exactly this
+	// URL (the client's query string is kept when it has none).
+	Upstream string
+	// Guard seals the upstream's pauses and checks every resume. Its
+	// policy (TTL, rounds, server id, single-use store) is the proxy's.
+	Guard *mrtr.Guard
+	// Transport reaches the upstream. Nil means a transport like
+	// http.DefaultTransport's whose dials are bounded by DialTimeout.
+	Transport http.RoundTripper
+	// DialTimeout bounds connecting to the upstream when Transport is nil.
+	// Zero means DefaultDialTimeout.
+	DialTimeout time.Duration
+	// UpstreamTimeout bounds each request-response exchange with the
+	// upstream, from sending the request to its final message. GET streams
+	// and subscriptions/listen are never bounded. Zero means
+	// DefaultUpstreamTimeout; negative means none.
+	UpstreamTimeout time.Duration
+	// MaxBodyBytes caps a client's POST body (413 beyond). Zero means
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxHeldBytes caps the final message of a pausable call, the one
+	// message the proxy holds (it must see all of it to seal its
+	// requestState); a larger one is answered with a -32603 error.
+	// Notifications before it are streamed, not held. Zero means
+	// DefaultMaxHeldBytes.
+	MaxHeldBytes int64
+	// MaxUpstreamState caps the upstream's own requestState (its JSON
+	// string as sent) carried inside the sealed token; a larger one is
+	// answered with a -32603 error, never truncated. Zero means
+	// DefaultMaxUpstreamState.
+	MaxUpstreamState int
+	// Principal returns the authenticated caller of a request, from
+	// credentials an outer middleware verified. Nil means every caller is
+	// anonymous. An error refuses the request with 401.
+	Principal func(*http.Request) (reqstate.Principal, error)
+	// ForwardAuthorization passes the client's Authorization header to the
+	// upstream. The default drops it: the MCP authorization guidance
+	// forbids passing a token issued for the proxy through to another
+	// resource ("token passthrough"). Set it only when the upstream is the
+	// token's audience.
+	ForwardAuthorization bool
+	// AllowedHosts are extra Host (and Origin host) values accepted when
+	// the proxy listens on a loopback address. Loopback names (localhost,
+	// *.localhost, 127.0.0.0/8, ::1) are always accepted there.
+	AllowedHosts []string
+	// AnyHost turns off the DNS-rebinding check. The check applies only to
+	// requests that arrive on a loopback address; leave it on.
+	AnyHost bool
+	// Logger receives one line per upstream failure and per refused
+	// message, never a token (the guard logs fingerprints). Nil means no
+	// logging.
+	Logger *slog.Logger
+}
+
+// Handler is the sealing proxy: an http.Handler in front of one upstream
+// MCP server. It is safe for concurrent use.
+type Handler struct {
+	up        *url.URL
+	guard     *mrtr.Guard
+	tr        http.RoundTripper // redirects are never followed: a 3xx goes to the client as is
+	rp        *httputil.ReverseProxy
+	timeout   time.Duration
+	maxBody   int64
+	maxHeld   int64
+	maxState  int
+	principal func(*http.Request) (reqstate.Principal, error)
+	fwdAuth   bool
+	hosts     []string
+	anyHost   bool
+	log       *slog.Logger
+}
+
+// New returns a proxy to opts.Upstream. It returns an error for an
+// upstream URL that is not absolute http or https; a nil Guard panics.
+func New(opts Options) (*Handler, error) {
+	if opts.Guard == nil {
+		panic("proxy: New needs a Guard")
+	}
+	u, err := url.Parse(opts.Upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("proxy: upstream %q is not an http(s) URL", opts.Upstream)
+	}
+	h := &Handler{
+		up:        u,
+		guard:     opts.Guard,
+		timeout:   opts.UpstreamTimeout,
+		maxBody:   opts.MaxBodyBytes,
+		maxHeld:   opts.MaxHeldBytes,
+		maxState:  opts.MaxUpstreamState,
+		principal: opts.Principal,
+		fwdAuth:   opts.ForwardAuthorization,
+		anyHost:   opts.AnyHost,
+		log:       opts.Logger,
+	}
+	for _, a := range opts.AllowedHosts {
+		if a = strings.ToLower(strings.TrimSpace(a)); a != "" {
+			h.hosts = append(h.hosts, a)
+		}
+	}
+	if h.timeout == 0 {
+		h.timeout = DefaultUpstreamTimeout
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	if h.maxHeld <= 0 {
+		h.maxHeld = DefaultMaxHeldBytes
+	}
+	if h.maxState <= 0 {
+		h.maxState = DefaultMaxUpstreamState
+	}
+	if h.principal == nil {
+		h.principal = func(*http.Request) (reqstate.Principal, error) { return reqstate.Principal{}, nil }
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	tr := opts.Transport
+	if tr == nil {
+		dial := opts.DialTimeout
+		if dial <= 0 {
+			dial = DefaultDialTimeout
+		}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.DialContext = (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext
+		t.MaxIdleConnsPerHost = 256
+		tr = t
+	}
+	h.tr = tr
+	h.rp = &httputil.ReverseProxy{
+		Rewrite:       h.rewrite,
+		Transport:     tr,
+		FlushInterval: -1, // relay every frame as it arrives
+		ErrorLog:      log.New(&slogWriter{h.log}, "", 0),
+		ErrorHandler:  h.passThroughFailed,
+	}
+	return h, nil
+}
+
+type slogWriter struct{ l *slog.Logger }
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	w.l.Warn("proxy: " + strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// ServeHTTP proxies one request. See the package documentation.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.hostOK(r) {
+		return403(w)
+		return
+	}
+	if r.Method != http.MethodPost {
+		h.rp.ServeHTTP(w, r) // GET streams, DELETE, anything else: as is, streamed
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, nil, codeInvalidRequest, "request body too large", nil)
+			return
+		}
+		writeError(w, http.StatusBadRequest, nil, codeParseError, "parse error: unreadable body", nil)
+		return
+	}
+	req, err := parseRequest(body)
+	switch {
+	case errors.Is(err, mcpwire.ErrDuplicateName):
+		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: a member name repeats", nil)
+		return
+	case errors.Is(err, errBadRequest) || errors.Is(err, mcpwire.ErrNotObject):
+		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: one JSON-RPC object expected (no batches)", nil)
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, nil, codeParseError, "parse error", nil)
+		return
+	}
+	if pausable(req.method) {
+		if req.id == nil {
+			writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: "+req.method+" must be a request with an id", nil)
+			return
+		}
+		h.pausable(w, r, req)
+		return
+	}
+	out := req.body
+	ctx := context.WithValue(r.Context(), idKey{}, req)
+	if h.timeout > 0 && req.method != methodListen && req.id != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.timeout)
+		defer cancel()
+	}
+	r2 := r.Clone(ctx)
+	r2.Body = io.NopCloser(bytes.NewReader(out))
+	r2.ContentLength = int64(len(out))
+	r2.GetBody = nil
+	h.rp.ServeHTTP(w, r2)
+}
+
+type idKey struct{}
+
+// rewrite points a passed-through request at the upstream.
+func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
+	pr.Out.URL = h.target(pr.In.URL)
+	pr.Out.Host = ""
+	if !h.fwdAuth {
+		pr.Out.Header.Del("Authorization")
+	}
+}
+
+func (h *Handler) target(in *url.URL) *url.URL {
+	u := *h.up
+	if u.RawQuery == "" && in != nil {
+		u.RawQuery = in.RawQuery
+	}
+	return &u
+}
+
+// passThroughFailed answers a request the upstream did not answer.
+func (h *Handler) passThroughFailed(w http.ResponseWriter, r *http.Request, err error) {
+	req, _ := r.Context().Value(idKey{}).(*rpcRequest)
+	method := r.Method
+	if req != nil && req.method != "" {
+		method = req.method
+	}
+	h.log.ErrorContext(r.Context(), "proxy: upstream failed", "method", method, "upstream", h.up.Redacted(), "error", err)
+	if req == nil || req.id == nil {
+		http.Error(w, "upstream unavailable", http.StatusBadGateway)
+		return
+	}
+	writeError(w, http.StatusOK, req.id, mrtr.CodeInternalError, "upstream unavailable", nil)
+}
+
+// call is one pausable call on its way through the proxy.
+type call struct {
+	req    *rpcRequest
+	flow   *mrtr.Flow
+	target string
+}
+
+// Sentinels for settling a reservation when the upstream did not answer
+// with a result.
+var (
+	errUpstreamRPC    = errors.New("proxy: upstream answered with a JSON-RPC error")
+	errUpstreamStatus = errors.New("proxy: upstream answered with an HTTP error")
+	errNoResponse     = errors.New("proxy: upstream closed the stream without a response")
+	errRefused        = errors.New("proxy: upstream result refused")
+)
+
+// pausable runs one tools/call, prompts/get or resources/read: checks any
+// requestState with the guard before anything reaches the upstream,
+// forwards the upstream's own state and the asked answers, relays the
+// upstream's answer and seals an input_required one.
+func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcRequest) {
+	ctx := r.Context()
+	target, ok := req.target()
+	if !ok {
+		writeError(w, http.StatusOK, req.id, mrtr.CodeInvalidParams, "invalid params: "+req.method+" needs a "+map[bool]string{true: "uri", false: "name"}[req.method == methodReadResource], nil)
+		return
+	}
+	principal, err := h.principal(r)
+	if err != nil {
+		writeError(w, http.StatusUnauthorized, req.id, codeInvalidRequest, "unauthorized", nil)
+		return
+	}
+	p := req.params
+	v, _ := mcpwire.Member(p["_meta"], mcpwire.MetaProtocolVersion)
+	version, ok := mcpwire.StringValue(v)
+	if !ok {
+		version = r.Header.Get("Mcp-Protocol-Version")
+	}
+	mreq := &mrtr.Request{
+		Method:          req.method,
+		ProtocolVersion: version,
+		Target:          target,
+		Principal:       principal,
+	}
+	if req.method != methodReadResource {
+		mreq.Arguments = p["arguments"]
+	}
+	if h.guard.Policy().Observer != nil { // only an Observer reads the trace context
+		mreq.Meta = traceMeta(p["_meta"])
+	}
+	if p.Has("requestState") {
+		st, ok := p.String("requestState")
+		if !ok {
+			// Only strings are tokens; anything else is not one we sealed.
+			h.log.WarnContext(ctx, "mrtr: requestState rejected", "reason", string(mrtr.ReasonInvalid), "method", req.method, "target", target, "detail", "not a string")
+			writeGuardError(w, req.id, &mrtr.RejectError{Reason: mrtr.ReasonInvalid})
+			return
+		}
+		// An empty state is no state, as for the guard: a first call, and
+		// the upstream receives none.
+		mreq.RequestState = st
+	}
+	if mreq.RequestState != "" {
+		if p.Has("inputResponses") {
+			answers, ok := p.Object("inputResponses")
+			if !ok {
+				writeError(w, http.StatusOK, req.id, mrtr.CodeInvalidParams, "invalid params: inputResponses must be an object of answers", nil)
+				return
+			}
+			mreq.InputResponses = make(map[string]any, len(answers))
+			for k, v := range answers {
+				mreq.InputResponses[k] = v
+			}
+		}
+	}
+	fl, err := h.guard.Begin(ctx, mreq)
+	if err != nil {
+		writeGuardError(w, req.id, err)
+		return
+	}
+	c := &call{req: req, flow: fl, target: target}
+	settle := h.forward(w, r, c)
+	_ = fl.End(ctx, settle) // a failed commit or release is logged by the guard
+}
+
+// upstreamParams returns the params the upstream receives: its own
+// requestState (byte for byte, none if it sent none) and only the answers
+// to the keys it asked, on a resume; the client's params otherwise.
+func upstreamParams(c *call) (object, error) {
+	p := maps.Clone(c.req.params)
+	fl := c.flow
+	if !fl.Resumed() {
+		if p.Has("requestState") { // an empty string, or null: no state
+			delete(p, "requestState")
+		}
+		return p, nil
+	}
+	delete(p, "requestState")
+	var cont map[string]json.RawMessage
+	if err := fl.Continuation(&cont); err == nil {
+		if s, ok := cont["s"]; ok {
+			p["requestState"] = s
+		}
+	} else if !errors.Is(err, mrtr.ErrNoContinuation) {
+		return nil, err
+	}
+	delete(p, "inputResponses")
+	if answers := fl.Answers(); len(answers) > 0 {
+		o := make(object, len(answers))
+		for k, v := range answers {
+			raw, ok := v.(json.RawMessage)
+			if !ok {
+				return nil, fmt.Errorf("answer %q is %T, not raw JSON", k, v)
+			}
+			o[k] = raw
+		}
+		b, err := o.Encode()
+		if err != nil {
+			return nil, err
+		}
+		p["inputResponses"] = b
+	}
+	return p, nil
+}
+
+// forward sends a checked call to the upstream and relays its answer. It
+// returns what settles the call's reservation: nil when the upstream
+// answered with a result that reached the client, an error otherwise.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error {
+	ctx := r.Context()
+	if h.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.timeout)
+		defer cancel()
+	}
+	body := c.req.body
+	if _, hasState := c.req.params["requestState"]; hasState || c.flow.Resumed() {
+		// Only a message that changes is encoded again; its members are
+		// unique (parseRequest), so the upstream reads what the proxy read.
+		params, err := upstreamParams(c)
+		if err != nil {
+			return h.fail(w, r, c, "rebuild the upstream request", err)
+		}
+		msg := maps.Clone(c.req.msg)
+		if msg["params"], err = params.Encode(); err != nil {
+			return h.fail(w, r, c, "encode the upstream request", err)
+		}
+		if body, err = msg.Encode(); err != nil {
+			return h.fail(w, r, c, "encode the upstream request", err)
+		}
+	}
+	up, err := http.NewRequestWithContext(ctx, http.MethodPost, h.target(r.URL).String(), bytes.NewReader(body))
+	if err != nil {
+		return h.fail(w, r, c, "build the upstream request", err)
+	}
+	up.Header = h.outHeader(r.Header)
+	resp, err := h.tr.RoundTrip(up)
+	if err != nil {
+		return h.fail(w, r, c, "reach the upstream", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// The upstream refused the call itself (a header mismatch, an
+		// unknown session, ...): its answer goes to the client as is.
+		h.log.WarnContext(ctx, "proxy: upstream answered an HTTP error", "method", c.req.method, "target", c.target, "status", resp.StatusCode)
+		copyHeader(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, io.LimitReader(resp.Body, h.maxHeld))
+		return errUpstreamStatus
+	}
+	if isEventStream(resp.Header.Get("Content-Type")) {
+		return h.relaySSE(ctx, w, resp, c)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, h.maxHeld+1))
+	switch {
+	case err != nil:
+		return h.fail(w, r, c, "read the upstream response", err)
+	case int64(len(b)) > h.maxHeld:
+		return h.fail(w, r, c, "hold the upstream response", fmt.Errorf("it exceeds the held-message limit of %d bytes", h.maxHeld))
+	}
+	out, status, settle := h.finish(ctx, c, b)
+	copyHeader(w.Header(), resp.Header)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	if status == 0 {
+		status = resp.StatusCode
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(out)
+	return settle
+}
+
+// isEventStream reports whether a Content-Type is text/event-stream,
+// whatever its case and parameters.
+func isEventStream(ct string) bool {
+	const want = "text/event-stream"
+	ct = strings.TrimSpace(ct)
+	return len(ct) >= len(want) && strings.EqualFold(ct[:len(want)], want) &&
+		(len(ct) == len(want) || ct[len(want)] == ';' || ct[len(want)] == ' ')
+}
+
+// fail answers a call the upstream could not answer: -32603 with the
+// caller's id, and a log line naming the cause.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, c *call, what string, err error) error {
+	h.log.ErrorContext(r.Context(), "proxy: upstream failed", "method", c.req.method, "target", c.target,
+		"upstream", h.up.Redacted(), "step", what, "error", err)
+	writeError(w, http.StatusOK, c.req.id, mrtr.CodeInternalError, "upstream unavailable", nil)
+	return fmt.Errorf("proxy: %s: %w", what, err)
+}
+
+// finish turns the upstream's final message for c into the client's. It
+// returns the message, an HTTP status to use instead of the upstream's (0
+// keeps it) and what settles the reservation.
+func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, status int, settle error) {
+	id := c.req.id
+	resp, err := parseResponse(b)
+	if err != nil {
+		h.log.ErrorContext(ctx, "proxy: upstream answered garbage", "method", c.req.method, "target", c.target, "error", err)
+		return errorBody(id, mrtr.CodeInternalError, "upstream answered an invalid message", nil), http.StatusOK, fmt.Errorf("proxy: upstream message: %w", err)
+	}
+	if resp.result == nil {
+		return b, 0, errUpstreamRPC
+	}
+	if !resp.inputRequired() {
+		return b, 0, nil
+	}
+	garbage := func(why string) ([]byte, int, error) {
+		h.log.ErrorContext(ctx, "proxy: upstream answered an invalid input_required result", "method", c.req.method, "target", c.target, "error", why)
+		return errorBody(id, mrtr.CodeInternalError, "upstream answered an invalid message", nil), http.StatusOK, errRefused
+	}
+	var reqs object
+	if resp.result.Has("inputRequests") {
+		var ok bool
+		if reqs, ok = resp.result.Object("inputRequests"); !ok {
+			return garbage("inputRequests is not an object")
+		}
+	}
+	caps := mcpwire.CapsFromMeta(c.req.params["_meta"])
+	if missing := mcpwire.Missing(caps, reqs); len(missing) > 0 {
+		if slices.Contains(missing, mcpwire.Unvettable) {
+			return garbage("an input request is not a known {method, params} object")
+		}
+		h.log.InfoContext(ctx, "proxy: input request needs a capability the client did not declare", "method", c.req.method, "target", c.target, "missing", missing)
+		return errorBody(id, mcpwire.CodeMissingCapability, mcpwire.MissingCapabilityMessage, mcpwire.MissingCapabilityData(missing...)), http.StatusBadRequest, errRefused
+	}
+	var cont json.RawMessage
+	if resp.result.Has("requestState") {
+		s := resp.result["requestState"]
+		if s[0] != '"' {
+			return garbage("requestState is not a string")
+		}
+		if len(s) > h.maxState {
+			h.log.ErrorContext(ctx, "proxy: upstream requestState too large to seal", "method", c.req.method, "target", c.target, "bytes", len(s), "limit", h.maxState)
+			return errorBody(id, mrtr.CodeInternalError, fmt.Sprintf("upstream requestState of %d bytes exceeds the proxy's limit of %d", len(s), h.maxState), nil), http.StatusOK, errRefused
+		}
+		cont = make(json.RawMessage, 0, len(s)+6)
+		cont = append(append(append(cont, `{"s":`...), s...), '}')
+	}
+	asked := slices.Sorted(maps.Keys(reqs))
+	tok, err := c.flow.Pause(cont, asked...)
+	if err != nil {
+		var re *mrtr.RejectError
+		if errors.As(err, &re) {
+			return guardErrorBody(id, err), http.StatusOK, err
+		}
+		h.log.ErrorContext(ctx, "proxy: seal the upstream's pause", "method", c.req.method, "target", c.target, "error", err)
+		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, err
+	}
+	var sealed bytes.Buffer
+	if err := mcpwire.WriteString(&sealed, tok); err != nil {
+		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, err
+	}
+	resp.result["requestState"] = sealed.Bytes()
+	if resp.msg["result"], err = resp.result.Encode(); err == nil {
+		out, err = resp.msg.Encode()
+	}
+	if err != nil {
+		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, err
+	}
+	return out, 0, nil
+}
+
+// outHeader is the header of a request to the upstream: the client's,
+// without hop-by-hop fields, Host, Content-Length, Accept-Encoding (the
+// transport negotiates its own, so the proxy reads plain bytes) and, unless
+// configured, Authorization.
+func (h *Handler) outHeader(in http.Header) http.Header {
+	out := in.Clone()
+	for _, f := range out["Connection"] {
+		for _, k := range strings.Split(f, ",") {
+			out.Del(strings.TrimSpace(k))
+		}
+	}
+	for _, k := range hopHeaders {
+		out.Del(k)
+	}
+	out.Del("Content-Length")
+	out.Del("Accept-Encoding")
+	if !h.fwdAuth {
+		out.Del("Authorization")
+	}
+	out.Set("Content-Type", "application/json")
+	return out
+}
+
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Host"}
+
+// copyHeader copies an upstream response's header, except hop-by-hop
+// fields and Content-Length (the proxy may rewrite the body).
+func copyHeader(dst, src http.Header) {
+	var named map[string]bool // fields the Connection header names
+	for _, f := range src["Connection"] {
+		for _, k := range strings.Split(f, ",") {
+			if named == nil {
+				named = map[string]bool{}
+			}
+			named[http.CanonicalHeaderKey(strings.TrimSpace(k))] = true
+		}
+	}
+	for k, vs := range src {
+		if k == "Content-Length" || slices.Contains(hopHeaders, k) || named[k] {
+			continue
+		}
+		dst[k] = append([]string(nil), vs...)
+	}
+}

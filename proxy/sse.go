@@ -1,0 +1,154 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
+)
+
+// event is one server-sent event as read from the upstream: its bytes as
+// received (terminating blank line included), its data (data lines joined
+// with "\n") and its other field lines (id, event, retry, comments).
+type event struct {
+	raw   []byte
+	data  []byte
+	other [][]byte
+}
+
+var errEventTooLarge = errors.New("server-sent event exceeds the held-message limit")
+
+// eventReader splits an event stream into events. Lines end in "\n" or
+// "\r\n". One event is bounded by max bytes.
+type eventReader struct {
+	br  *bufio.Reader
+	max int64
+}
+
+func newEventReader(r io.Reader, max int64) *eventReader {
+	return &eventReader{br: bufio.NewReaderSize(r, 16<<10), max: max}
+}
+
+// next returns the next event; io.EOF at the end of the stream (a
+// trailing event without its blank line is returned first).
+func (er *eventReader) next() (*event, error) {
+	ev := &event{}
+	var data [][]byte
+	for {
+		line, err := er.line(int64(len(ev.raw)))
+		if len(line) > 0 {
+			ev.raw = append(ev.raw, line...)
+		}
+		body := bytes.TrimRight(line, "\r\n")
+		switch {
+		case len(line) > 0 && len(body) == 0: // blank line: end of event
+			if len(ev.raw) == len(line) {
+				ev.raw = ev.raw[:0] // a stray blank line; keep reading
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			ev.data = bytes.Join(data, []byte("\n"))
+			return ev, nil
+		case bytes.HasPrefix(body, []byte("data:")):
+			v := body[len("data:"):]
+			v = bytes.TrimPrefix(v, []byte(" "))
+			data = append(data, v)
+		case len(body) > 0:
+			ev.other = append(ev.other, body)
+		}
+		if err != nil {
+			if err == io.EOF && len(ev.raw) > 0 {
+				ev.data = bytes.Join(data, []byte("\n"))
+				return ev, nil
+			}
+			return nil, err
+		}
+	}
+}
+
+// line reads one line, newline included, refusing to grow the event past
+// the limit.
+func (er *eventReader) line(have int64) ([]byte, error) {
+	var out []byte
+	for {
+		frag, err := er.br.ReadSlice('\n')
+		if have+int64(len(out)+len(frag)) > er.max {
+			return nil, errEventTooLarge
+		}
+		out = append(out, frag...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		return out, err
+	}
+}
+
+// relaySSE relays the upstream's per-request event stream frame by frame,
+// flushing each, and rewrites only the final response. It returns what
+// settles the reservation.
+func (h *Handler) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http.Response, c *call) error {
+	rc := http.NewResponseController(w)
+	copyHeader(w.Header(), resp.Header)
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(resp.StatusCode)
+	_ = rc.Flush()
+	er := newEventReader(resp.Body, h.maxHeld)
+	var settle error = errNoResponse
+	final := false
+	for {
+		ev, err := er.next()
+		if err != nil {
+			if errors.Is(err, io.EOF) && final {
+				return settle
+			}
+			if errors.Is(err, io.EOF) {
+				err = errNoResponse
+			}
+			if !final {
+				h.log.ErrorContext(ctx, "proxy: upstream failed", "method", c.req.method, "target", c.target,
+					"upstream", h.up.Redacted(), "step", "read the upstream event stream", "error", err)
+				writeEvent(w, nil, errorBody(c.req.id, -32603, "upstream unavailable", nil))
+				_ = rc.Flush()
+				return fmt.Errorf("proxy: read the upstream event stream: %w", err)
+			}
+			return settle
+		}
+		if !final && len(ev.data) > 0 {
+			if msg, err := mcpwire.ParseObject(ev.data); err == nil && isResponse(msg) {
+				out, _, s := h.finish(ctx, c, ev.data)
+				settle, final = s, true
+				writeEvent(w, ev.other, out)
+				_ = rc.Flush()
+				continue
+			}
+		}
+		if _, err := w.Write(ev.raw); err != nil {
+			return fmt.Errorf("proxy: write to the client: %w", err)
+		}
+		if !bytes.HasSuffix(ev.raw, []byte("\n\n")) && !bytes.HasSuffix(ev.raw, []byte("\r\n\r\n")) {
+			_, _ = w.Write([]byte("\n\n"))
+		}
+		_ = rc.Flush()
+	}
+}
+
+// writeEvent writes one event: the other field lines as received, then
+// data (one line: JSON from the proxy never holds a newline).
+func writeEvent(w io.Writer, other [][]byte, data []byte) {
+	var buf bytes.Buffer
+	for _, l := range other {
+		buf.Write(l)
+		buf.WriteByte('\n')
+	}
+	buf.WriteString("data: ")
+	buf.Write(data)
+	buf.WriteString("\n\n")
+	_, _ = w.Write(buf.Bytes())
+}
