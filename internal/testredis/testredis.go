@@ -18,6 +18,19 @@
 // A test binary that shares one server among all its tests starts it in
 // TestMain with [StartMain].
 //
+// Topologies (topology.go) start several processes and wait for explicit
+// signs of readiness (INFO replication, SENTINEL CKQUORUM and friends,
+// CLUSTER INFO), never for a fixed time:
+//
+//	rs := testredis.StartReplicated(t, 2)    // a primary and two replicas in sync
+//	ss := testredis.StartSentinel(t, 2, 3)   // the same watched by three sentinels; ss.URL()
+//	cl := testredis.StartCluster(t, 3, 1)    // three primaries with a replica each; cl.URL()
+//	ss.Primary.Kill()                        // SIGKILL, as a crash
+//	ss.WaitFailover(t, oldAddr, 1)           // a majority of sentinels names a new primary
+//
+// [StartSentinelLagged] puts the replicas behind a [LagLink], a replication
+// link that delivers late and loses what is in flight when the primary dies.
+//
 // # Environment
 //
 // If redis-server is not on PATH, tests that need it are skipped, unless
