@@ -225,8 +225,10 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Reserve implements [replay.Store]. The claim lasts until expires (rounded
 // up to the millisecond), with no shorter lease. It returns ErrReplayed if id
-// is held or expires is not after the current time, and a wrapped error, never ErrReplayed, if Redis does not answer within the
-// timeout or answers with an error.
+// is held or expires is not after the current time, and a wrapped error,
+// never ErrReplayed, if Redis does not answer within the timeout, answers
+// with an error, or (Options.Replicas) fewer replicas than required
+// acknowledged the claim.
 func (s *Store) Reserve(ctx context.Context, id string, expires time.Time) (replay.Reservation, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("redisstore: reserve: %w", err)
