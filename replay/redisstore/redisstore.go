@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -362,6 +363,10 @@ func pxUntil(expires, now time.Time) (px time.Duration, ok bool) {
 // MaxRetries, on a server that has stopped answering. Running op in its own
 // goroutine keeps the caller's wait bounded by s.timeout whatever the client
 // is configured to do; op then ends by the client's own timeouts.
+// deadlineSlack is how close to its context's deadline an i/o timeout
+// counts as that deadline (see roundTrip).
+const deadlineSlack = 5 * time.Millisecond
+
 func roundTrip[T any](ctx context.Context, s *Store, op func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, s.errTimeout)
 	defer cancel()
@@ -382,6 +387,14 @@ func roundTrip[T any](ctx context.Context, s *Store, op func(context.Context) (T
 		case r = <-done: // finished at the same moment: keep its answer
 		default:
 			return r.v, context.Cause(ctx)
+		}
+	}
+	if r.err != nil && ctx.Err() == nil && errors.Is(r.err, os.ErrDeadlineExceeded) {
+		// A socket deadline that go-redis set from ctx's can fire a
+		// moment before ctx's own timer: if ctx is about to end, the
+		// i/o timeout is its deadline. Let it end, and say so below.
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < deadlineSlack {
+			<-ctx.Done()
 		}
 	}
 	if r.err != nil && ctx.Err() != nil {

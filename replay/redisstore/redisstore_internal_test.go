@@ -1,9 +1,15 @@
 package redisstore
 
 import (
+	"context"
+	"errors"
+	"net"
+	"os"
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -130,6 +136,34 @@ func TestNewFromURLTopologies(t *testing.T) {
 			} else {
 				t.Logf("%s", msg)
 			}
+		}
+	})
+}
+
+// An i/o timeout that a socket deadline derived from the store's deadline
+// raises a moment before the context's own timer fires is reported as the
+// store's deadline (errors.Is context.DeadlineExceeded), as TestUnresponsive
+// expects of a frozen server. Without the slack, the store returned the bare
+// "i/o timeout" now and then under load.
+func TestRoundTripEarlySocketDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), &Options{Timeout: 200 * time.Millisecond})
+		defer s.client.Close()
+		_, err := roundTrip(t.Context(), s, func(ctx context.Context) (int, error) {
+			dl, _ := ctx.Deadline()
+			time.Sleep(time.Until(dl) - time.Millisecond) // the socket's timer fires first
+			return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+		})
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no reply within 200ms") {
+			t.Fatalf("roundTrip = %v, want the store's deadline", err)
+		}
+		// An i/o timeout well before the deadline is the client's own
+		// (a short ReadTimeout), and stays what it is.
+		_, err = roundTrip(t.Context(), s, func(ctx context.Context) (int, error) {
+			return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+		})
+		if errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("roundTrip with an early i/o timeout = %v, want it unchanged", err)
 		}
 	})
 }
