@@ -17,7 +17,11 @@ func TestSentinelFailover(t *testing.T) {
 	if err != nil || addr != ss.Primary.Addr() {
 		t.Fatalf("MasterAddr = %q, %v; want %s", addr, err, ss.Primary.Addr())
 	}
-	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: SentinelMaster, SentinelAddrs: []string{ss.Sentinels[0].Addr()}})
+	var addrs []string
+	for _, s := range ss.Sentinels {
+		addrs = append(addrs, s.Addr())
+	}
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: SentinelMaster, SentinelAddrs: addrs})
 	defer c.Close()
 	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
