@@ -23,6 +23,7 @@ check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd mcpgo && $(GO) vet ./...
 
 deps:
 	scripts/redis.sh ensure
@@ -30,10 +31,11 @@ deps:
 	scripts/inspector-setup.sh
 
 # Unit, contract, end-to-end, conformance and interop tests under the race detector,
-# and the JCS oracle module (reqstate against github.com/gowebpki/jcs).
+# the JCS oracle module (reqstate against github.com/gowebpki/jcs) and the mcp-go adapter's module.
 unit:
 	$(GO) test -race -count=1 -timeout 15m ./...
 	cd reqstate/jcsoracle && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd mcpgo && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 # Short fuzzing of every decoder of untrusted input (longer runs: FUZZTIME=50000000x make fuzz).
 fuzz:
@@ -41,12 +43,16 @@ fuzz:
 		echo "fuzz reqstate $$f ($(FUZZTIME))"; \
 		out=$$($(GO) test ./reqstate -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
 	done
-	@for t in "./proxy FuzzParseRequest" "./proxy FuzzParseResponse" "./proxy FuzzEventReader" "./internal/mcpwire FuzzParseObject" "./internal/mcpwire FuzzMissing"; do \
+	@for t in "./proxy FuzzParseRequest" "./proxy FuzzParseResponse" "./proxy FuzzEventReader" "./internal/mcpwire FuzzParseObject" "./internal/mcpwire FuzzMissing" "./internal/mcpwire FuzzCapsFromValue"; do \
 		set -- $$t; echo "fuzz $$1 $$2 ($(FUZZTIME))"; \
 		out=$$($(GO) test $$1 -run '^$$' -fuzz "^$$2$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
 	done
 	@echo "fuzz reqstate/jcsoracle FuzzCanonicalizeJCS ($(FUZZTIME))"; \
 	out=$$(cd reqstate/jcsoracle && $(GO) test . -run '^$$' -fuzz '^FuzzCanonicalizeJCS$$' -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }
+	@for f in FuzzNullResponses FuzzRewriteMessage; do \
+		echo "fuzz mcpgo $$f ($(FUZZTIME))"; \
+		out=$$(cd mcpgo && $(GO) test . -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
+	done
 	@for f in FuzzParseJWKS FuzzVerify FuzzParseAuthorization; do \
 		echo "fuzz bearer $$f ($(FUZZTIME))"; \
 		out=$$($(GO) test ./bearer -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \

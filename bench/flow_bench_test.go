@@ -46,21 +46,55 @@ var flowWarmup = flag.Duration("flow.warmup", 5*time.Second,
 //
 // Run: go test -run '^$' -bench Flow -count 10 (see docs/BENCHMARKS.md).
 func BenchmarkFlow(b *testing.B) {
+	benchFlow(b, FlowEndpoints, func() flowBed { return goSDKBed{NewFlowServer()} })
+}
+
+// flowBed is a flow server with clients of its SDK, as benchFlow drives
+// them (go-sdk's here, mcp-go's for BenchmarkFlowMCPGo).
+type flowBed interface {
+	connect(ctx context.Context, path string) (flowClient, error)
+	close()
+}
+
+// flowClient runs complete flows against one endpoint.
+type flowClient interface {
+	call(ctx context.Context) (string, error)
+	close()
+}
+
+type goSDKBed struct{ *FlowServer }
+
+func (g goSDKBed) connect(ctx context.Context, path string) (flowClient, error) {
+	cs, err := g.Connect(ctx, path, FlowClientOptions(false))
+	return goSDKClient{cs}, err
+}
+
+func (g goSDKBed) close() { g.Close() }
+
+type goSDKClient struct{ *mcp.ClientSession }
+
+func (c goSDKClient) call(ctx context.Context) (string, error) { return FlowCall(ctx, c.ClientSession) }
+func (c goSDKClient) close()                                   { c.Close() }
+
+// benchFlow is the method of the flow benchmarks: a warm-up of every
+// endpoint of eps, then per sub-benchmark run a bed of its own, one untimed
+// flow, garbage collected before timing, cpu-ns/op and gc/op reported.
+func benchFlow(b *testing.B, eps []FlowEndpoint, newBed func() flowBed) {
 	ctx := context.Background()
-	if err := warmUpFlow(ctx, *flowWarmup); err != nil {
+	if err := warmUpFlow(ctx, *flowWarmup, eps, newBed); err != nil {
 		b.Fatal(err)
 	}
-	for _, ep := range FlowEndpoints {
+	for _, ep := range eps {
 		b.Run(ep.Name, func(b *testing.B) {
-			fs := NewFlowServer()
-			defer fs.Close()
-			cs, err := fs.Connect(ctx, ep.Path, FlowClientOptions(false))
+			bed := newBed()
+			defer bed.close()
+			c, err := bed.connect(ctx, ep.Path)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer cs.Close()
+			defer c.close()
 			// One untimed flow warms the connection and the caches.
-			if got, err := FlowCall(ctx, cs); err != nil || got != FlowWant {
+			if got, err := c.call(ctx); err != nil || got != FlowWant {
 				b.Fatalf("warm-up: %q, %v", got, err)
 			}
 			runtime.GC()
@@ -70,7 +104,7 @@ func BenchmarkFlow(b *testing.B) {
 			gcs, cpu := ms.NumGC, processCPU()
 			b.ResetTimer()
 			for b.Loop() {
-				got, err := FlowCall(ctx, cs)
+				got, err := c.call(ctx)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -88,29 +122,29 @@ func BenchmarkFlow(b *testing.B) {
 }
 
 // warmUpFlow runs complete flows against every endpoint, round robin, on a
-// server of its own, for d.
-func warmUpFlow(ctx context.Context, d time.Duration) error {
+// bed of its own, for d.
+func warmUpFlow(ctx context.Context, d time.Duration, eps []FlowEndpoint, newBed func() flowBed) error {
 	if d <= 0 {
 		return nil
 	}
-	fs := NewFlowServer()
-	defer fs.Close()
-	var sessions []*mcp.ClientSession
+	bed := newBed()
+	defer bed.close()
+	var clients []flowClient
 	defer func() {
-		for _, cs := range sessions {
-			cs.Close()
+		for _, c := range clients {
+			c.close()
 		}
 	}()
-	for _, ep := range FlowEndpoints {
-		cs, err := fs.Connect(ctx, ep.Path, FlowClientOptions(false))
+	for _, ep := range eps {
+		c, err := bed.connect(ctx, ep.Path)
 		if err != nil {
 			return err
 		}
-		sessions = append(sessions, cs)
+		clients = append(clients, c)
 	}
 	for start := time.Now(); time.Since(start) < d; {
-		for _, cs := range sessions {
-			if got, err := FlowCall(ctx, cs); err != nil || got != FlowWant {
+		for _, c := range clients {
+			if got, err := c.call(ctx); err != nil || got != FlowWant {
 				return fmt.Errorf("warm-up: %q, %v", got, err)
 			}
 		}

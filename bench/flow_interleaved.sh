@@ -6,12 +6,21 @@
 # (time and CPU time per op), and the ratio to plain paired round by round.
 #
 # Usage (from bench/): ./flow_interleaved.sh [rounds [out]]
+# FLOW_BENCH=BenchmarkFlowMCPGo runs the mcp-go flow benchmark instead
+# (its sub-benchmarks: sealed, sealed-nostore, plain).
 # Needs benchstat: go install golang.org/x/perf/cmd/benchstat@latest
 set -eu
 rounds=${1:-10}
 out=${2:-flow.txt}
+bench=${FLOW_BENCH:-BenchmarkFlow}
 subs="sealed sealed-nostore sealed-observed plain"
 nsubs=4
+pairs="sealed:plain:3 sealed-nostore:plain:3 sealed-observed:plain:3 sealed-observed:sealed:3 sealed:plain:5 sealed-observed:plain:5 sealed-observed:sealed:5"
+if [ "$bench" != BenchmarkFlow ]; then
+	subs="sealed sealed-nostore plain"
+	nsubs=3
+	pairs="sealed:plain:3 sealed-nostore:plain:3 sealed:plain:5 sealed-nostore:plain:5"
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 go test -c -o "$tmp/flow.test" .
@@ -27,7 +36,7 @@ while [ "$r" -lt "$rounds" ]; do
 		i=$((i + 1))
 	done
 	for s in "$@"; do
-		"$tmp/flow.test" -test.run '^$' -test.bench "^BenchmarkFlow/$s\$" -test.count 1 |
+		"$tmp/flow.test" -test.run '^$' -test.bench "^$bench/$s\$" -test.count 1 |
 			grep -E '^(goos|goarch|pkg|cpu|Benchmark)' >>"$out"
 	done
 	r=$((r + 1))
@@ -35,25 +44,28 @@ done
 
 benchstat "$out"
 echo
-for s in plain sealed sealed-nostore sealed-observed; do
-	sed -n "s|^BenchmarkFlow/$s-\\([0-9]*[[:space:]]\\)|BenchmarkFlow-\\1|p" "$out" >"$tmp/$s.txt"
+for s in $subs; do
+	sed -n "s|^$bench/$s-\\([0-9]*[[:space:]]\\)|BenchmarkFlow-\\1|p" "$out" >"$tmp/$s.txt"
+done
+list="plain=plain.txt" # plain first: the base of the comparisons
+for s in $subs; do
+	[ "$s" = plain ] || list="$list $s=$s.txt"
 done
 for unit in sec/op cpu-sec/op; do
-	(cd "$tmp" && benchstat -filter ".unit:$unit" plain=plain.txt sealed=sealed.txt sealed-nostore=sealed-nostore.txt sealed-observed=sealed-observed.txt)
+	(cd "$tmp" && benchstat -filter ".unit:$unit" $list)
 done
 echo
 # paired ratios: each sub-benchmark against plain, and sealed-observed
 # against sealed (what metrics and tracing add)
 # (column 3 is ns/op, column 5 cpu-ns/op)
-for pair in sealed:plain:3 sealed-nostore:plain:3 sealed-observed:plain:3 sealed-observed:sealed:3 \
-	sealed:plain:5 sealed-observed:plain:5 sealed-observed:sealed:5; do
+for pair in $pairs; do
 	s=${pair%%:*}
 	rest=${pair#*:}
 	b=${rest%%:*}
 	col=${rest#*:}
-	awk -v s="$s" -v b="$b" -v col="$col" '
-		match($0, /^BenchmarkFlow\/[a-z-]+-[0-9]+/) {
-			name = substr($1, 15); sub(/-[0-9]+$/, "", name)
+	awk -v s="$s" -v b="$b" -v col="$col" -v bench="$bench" '
+		match($0, "^" bench "/[a-z-]+-[0-9]+") {
+			name = substr($1, length(bench) + 2); sub(/-[0-9]+$/, "", name)
 			v[name, ++n[name]] = $col
 		}
 		END { for (i = 1; i <= n[b] && i <= n[s]; i++) print v[s, i] / v[b, i] }

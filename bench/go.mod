@@ -5,8 +5,10 @@ go 1.26.0
 require (
 	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/gorilla/securecookie v1.1.2
+	github.com/mark3labs/mcp-go v1.2.1
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/mrtr-go/mrtr v0.0.0-00010101000000-000000000000
+	github.com/mrtr-go/mrtr/mcpgo v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/segmentio/encoding v0.5.4
 	go.opentelemetry.io/otel/sdk v1.47.0
@@ -26,7 +28,9 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/spf13/cast v1.7.1 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
@@ -48,4 +52,6 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/mrtr-go/mrtr => ../
+replace github.com/mrtr-go/mrtr => ..
+
+replace github.com/mrtr-go/mrtr/mcpgo => ../mcpgo/

@@ -3,7 +3,9 @@
 //
 // Usage (from this folder, with the pinned Node 22):
 //   node_modules/.bin/node interop.mjs http://127.0.0.1:PORT/mcp
-//   (MRTR_INTEROP_BEARER=<token> to send a bearer token)
+//   (MRTR_INTEROP_BEARER=<token> to send a bearer token;
+//    MRTR_INTEROP_VERSION=2025-11-25 to pin the client to the older wire,
+//    where the server asks through the session instead)
 //
 // The client is pinned to 2026-07-28 (no fallback to the 2025 handshake) and
 // runs its own automatic input_required loop: each elicitation/create input
@@ -16,7 +18,7 @@
 // {"error": "..."} and exits 1. internal/e2e (TestInteropTypeScript) checks it.
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 
-const VERSION = '2026-07-28';
+const VERSION = process.env.MRTR_INTEROP_VERSION || '2026-07-28';
 const GUESS_MAX = 8;
 const MAX_GAMES = 6; // play until a game needs >= 2 guesses (a first guess is right 1 time in 8)
 
@@ -89,7 +91,7 @@ async function main() {
     { name: 'mrtr-e2e-ts', version: '1.0.0' },
     {
       capabilities: { elicitation: { form: {} } },
-      versionNegotiation: { mode: { pin: VERSION } },
+      versionNegotiation: { mode: VERSION >= '2026-07-28' ? { pin: VERSION } : 'legacy' },
     },
   );
   client.setRequestHandler('elicitation/create', async (req) => answer(req.params ?? req));

@@ -4,28 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"slices"
-	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/adapt"
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
-
-// The three methods that may pause with input_required.
-const (
-	methodCallTool     = "tools/call"
-	methodGetPrompt    = "prompts/get"
-	methodReadResource = "resources/read"
-)
-
-// modernVersion is the first protocol version with Multi Round-Trip
-// Requests; older clients go through go-sdk's bridge.
-const modernVersion = "2026-07-28"
 
 // Options configures an Adapter. The zero value is ready to use.
 type Options struct {
@@ -109,50 +97,28 @@ func tokenPrincipal(_ context.Context, req mcp.Request) (reqstate.Principal, err
 	return reqstate.Principal{Issuer: iss, Subject: extra.TokenInfo.UserID}, nil
 }
 
-// callRecord lists the states sealed during one call, so the middleware
-// can tell a sealed requestState from one a handler wrote by hand.
-type callRecord struct {
-	mu     sync.Mutex
-	sealed []string
-	logger *slog.Logger // the adapter's
-}
-
-func (r *callRecord) add(tok string) {
-	r.mu.Lock()
-	r.sealed = append(r.sealed, tok)
-	r.mu.Unlock()
-}
-
-func (r *callRecord) has(tok string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Contains(r.sealed, tok)
-}
-
 type recordKey struct{}
 
-func recordFrom(ctx context.Context) *callRecord {
-	r, _ := ctx.Value(recordKey{}).(*callRecord)
+func recordFrom(ctx context.Context) *adapt.Record {
+	r, _ := ctx.Value(recordKey{}).(*adapt.Record)
 	return r
 }
 
 func (a *Adapter) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		switch method {
-		case methodCallTool, methodGetPrompt, methodReadResource:
-		default:
+		if !adapt.Pausable(method) {
 			return next(ctx, method, req)
 		}
 		rec := recordFrom(ctx)
 		if rec == nil {
-			rec = &callRecord{logger: a.logger}
+			rec = &adapt.Record{}
 			ctx = context.WithValue(ctx, recordKey{}, rec)
 		}
 		res, err := next(ctx, method, req)
 		if err != nil {
 			return res, err
 		}
-		if st := requestStateOf(res); st != "" && !rec.has(st) {
+		if _, st := pauseOf(res); rec.CheckState(st) != nil {
 			a.logger.ErrorContext(ctx, "gosdk: a handler set requestState by hand; register it with gosdk and pause through its Flow", "method", method)
 			return nil, wireError(mrtr.ErrHandlerState)
 		}
@@ -163,44 +129,15 @@ func (a *Adapter) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// requestStateOf returns the requestState of a pausable result.
-func requestStateOf(res mcp.Result) string {
-	switch r := res.(type) {
-	case *mcp.CallToolResult:
-		if r != nil {
-			return r.RequestState
-		}
-	case *mcp.GetPromptResult:
-		if r != nil {
-			return r.RequestState
-		}
-	case *mcp.ReadResourceResult:
-		if r != nil {
-			return r.RequestState
-		}
-	}
-	return ""
-}
-
 // wireError turns mrtr's errors into the JSON-RPC errors of the error
 // contract; other errors pass unchanged. go-sdk sends a *jsonrpc.Error
 // as is, with its data, only when it is returned unwrapped.
 func wireError(err error) error {
-	var re *mrtr.RejectError
+	if w := adapt.Wire(err); w != nil {
+		return &jsonrpc.Error{Code: int64(w.Code), Message: w.Message, Data: w.Data}
+	}
 	var je *jsonrpc.Error
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &re):
-		data, _ := json.Marshal(map[string]string{"reason": string(re.Reason)})
-		return &jsonrpc.Error{Code: mrtr.CodeInvalidParams, Message: mrtr.RejectMessage, Data: data}
-	case errors.Is(err, mrtr.ErrStoreUnavailable):
-		return &jsonrpc.Error{Code: mrtr.CodeInternalError, Message: "internal error"}
-	case errors.Is(err, mrtr.ErrInvalidArguments):
-		return &jsonrpc.Error{Code: mrtr.CodeInvalidParams, Message: argumentsMessage(err)}
-	case errors.Is(err, mrtr.ErrHandlerState):
-		return &jsonrpc.Error{Code: mrtr.CodeInternalError, Message: "server bug: a handler set requestState without sealing it"}
-	case errors.As(err, &je):
+	if errors.As(err, &je) {
 		return je
 	}
 	return err
@@ -209,77 +146,42 @@ func wireError(err error) error {
 // errNoSubjectWire is what the client of ErrNoSubject gets.
 var errNoSubjectWire = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "unauthorized: the credential names no subject"}
 
-// argumentsMessage names the rule that arguments the hash refuses broke,
-// never their content.
-func argumentsMessage(err error) string {
-	if errors.Is(err, reqstate.ErrInexactNumber) {
-		return "invalid params: arguments hold a number with more precision than an IEEE 754 double carries " +
-			"(I-JSON, RFC 7493); send large integers and exact decimals as strings"
-	}
-	return fmt.Sprintf("invalid params: arguments are not I-JSON (RFC 7493): no duplicate member names, "+
-		"no lone surrogates or invalid UTF-8, at most %d levels of nesting", reqstate.MaxJSONDepth)
-}
-
-// errNullResponses answers inputResponses that are null or an empty
-// object: a retry must carry the answers it retries with.
-var errNullResponses = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: inputResponses must be an object of answers"}
-
 // call is what the three handler kinds share: the request's identity for
-// the guard.
+// the guard, and go-sdk's own view of it.
 type call struct {
-	req       mcp.Request
-	method    string
-	target    string
-	version   string
-	args      json.RawMessage
-	state     string
-	responses mcp.InputResponseMap
-	meta      mcp.Meta // params._meta, for the guard's Observer (trace context)
+	adapt.Call
+	req mcp.Request
 	// fullCaps is go-sdk's accessor for the client's capabilities; it is
 	// costly (a JSON round trip), so it runs only when a handler asks.
 	fullCaps func() *mcp.ClientCapabilities
-
-	capsOnce sync.Once
-	caps     capSet
 }
 
-// declared returns what the client declared, computed once.
-func (c *call) declared() capSet {
-	c.capsOnce.Do(func() { c.caps = declaredCapabilities(c.req, c.fullCaps) })
-	return c.caps
-}
-
-// begin runs the guard's checks for a call.
-func (a *Adapter) begin(ctx context.Context, c *call) (*mrtr.Flow, error) {
-	if c.responses != nil && len(c.responses) == 0 {
-		return nil, errNullResponses
-	}
-	p, err := a.principal(ctx, c.req)
-	if errors.Is(err, ErrNoSubject) {
-		a.logger.WarnContext(ctx, "gosdk: refused a call whose verified credential names no subject", "method", c.method)
-		return nil, errNoSubjectWire
-	}
-	if err != nil {
-		return nil, err
-	}
-	r := &mrtr.Request{
-		Method:          c.method,
-		ProtocolVersion: c.version,
-		Target:          c.target,
-		Principal:       p,
-		Arguments:       c.args,
-		RequestState:    c.state,
-		Meta:            c.meta,
-	}
-	if len(c.responses) > 0 {
-		r.InputResponses = make(map[string]any, len(c.responses))
-		for k, v := range c.responses {
-			r.InputResponses[k] = v
+// newCall reads a pausable request; responses are go-sdk's decoded
+// inputResponses (nil when absent).
+func newCall(req mcp.Request, method, target, version string, args json.RawMessage, state string, responses mcp.InputResponseMap,
+	full func() *mcp.ClientCapabilities, meta mcp.Meta) *call {
+	c := &call{req: req, fullCaps: full, Call: adapt.Call{Method: method, Target: target, Version: version,
+		Arguments: args, State: state, Meta: meta}}
+	if responses != nil {
+		c.Responses = make(map[string]any, len(responses))
+		for k, v := range responses {
+			c.Responses[k] = v
 		}
 	}
-	f, err := a.guard.Begin(ctx, r)
-	if err != nil {
-		return nil, wireError(err)
+	c.Caps = func() mcpwire.Caps { return declaredCapabilities(req, full) }
+	return c
+}
+
+// principalOf derives the caller of c for the guard.
+func (a *Adapter) principalOf(ctx context.Context, c *call) error {
+	p, err := a.principal(ctx, c.req)
+	if errors.Is(err, ErrNoSubject) {
+		a.logger.WarnContext(ctx, "gosdk: refused a call whose verified credential names no subject", "method", c.Method)
+		return errNoSubjectWire
 	}
-	return f, nil
+	if err != nil {
+		return err
+	}
+	c.Principal = p
+	return nil
 }

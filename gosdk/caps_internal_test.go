@@ -7,10 +7,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mrtr-go/mrtr/internal/adapt"
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
 )
 
 // The fast reading of _meta capabilities agrees with go-sdk's decoding.
-func TestCapSetFromJSONMatchesSDK(t *testing.T) {
+func TestCapsFromValueMatchesSDK(t *testing.T) {
 	for _, in := range []string{
 		`{}`,
 		`{"elicitation":{}}`,
@@ -31,43 +34,43 @@ func TestCapSetFromJSONMatchesSDK(t *testing.T) {
 		if err := json.Unmarshal([]byte(in), &c); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := capSetFromJSON(m), capSetOf(&c); got != want {
+		if got, want := mcpwire.CapsFromValue(m), capsOf(&c); got != want {
 			t.Errorf("%s: fast %+v, go-sdk %+v", in, got, want)
 		}
 	}
 	// Presence declares a capability: an empty roots object counts (plain
 	// json.Unmarshal into mcp.ClientCapabilities would miss it).
-	if !capSetFromJSON(map[string]any{"roots": map[string]any{}}).roots {
+	if !mcpwire.CapsFromValue(map[string]any{"roots": map[string]any{}}).Roots {
 		t.Error("roots:{} not read as declared")
 	}
-	if capSetOf(nil) != (capSet{}) {
+	if capsOf(nil) != (mcpwire.Caps{}) {
 		t.Error("nil capabilities declare something")
 	}
 }
 
 func TestRequiredCapability(t *testing.T) {
-	all := capSet{elicitForm: true, elicitURL: true, sampling: true, samplingTools: true, roots: true}
+	all := mcpwire.Caps{ElicitForm: true, ElicitURL: true, Sampling: true, SamplingTools: true, Roots: true}
 	for _, tc := range []struct {
-		caps capSet
+		caps mcpwire.Caps
 		req  mcp.InputRequest
 		want string
 	}{
-		{capSet{}, &mcp.ElicitParams{Message: "x"}, "elicitation.form"},
-		{capSet{elicitURL: true}, &mcp.ElicitParams{Message: "x"}, "elicitation.form"},
-		{capSet{elicitForm: true}, &mcp.ElicitParams{Mode: "url", URL: "https://x"}, "elicitation.url"},
-		{capSet{elicitForm: true}, &mcp.ElicitParams{URL: "https://x"}, "elicitation.url"},
-		{capSet{}, &mcp.CreateMessageParams{}, "sampling"},
-		{capSet{sampling: true}, &mcp.CreateMessageWithToolsParams{Tools: []*mcp.Tool{{Name: "t"}}}, "sampling.tools"},
-		{capSet{sampling: true}, &mcp.CreateMessageWithToolsParams{}, ""},
-		{capSet{}, &mcp.ListRootsParams{}, "roots"},
+		{mcpwire.Caps{}, &mcp.ElicitParams{Message: "x"}, "elicitation.form"},
+		{mcpwire.Caps{ElicitURL: true}, &mcp.ElicitParams{Message: "x"}, "elicitation.form"},
+		{mcpwire.Caps{ElicitForm: true}, &mcp.ElicitParams{Mode: "url", URL: "https://x"}, "elicitation.url"},
+		{mcpwire.Caps{ElicitForm: true}, &mcp.ElicitParams{URL: "https://x"}, "elicitation.url"},
+		{mcpwire.Caps{}, &mcp.CreateMessageParams{}, "sampling"},
+		{mcpwire.Caps{Sampling: true}, &mcp.CreateMessageWithToolsParams{Tools: []*mcp.Tool{{Name: "t"}}}, "sampling.tools"},
+		{mcpwire.Caps{Sampling: true}, &mcp.CreateMessageWithToolsParams{}, ""},
+		{mcpwire.Caps{}, &mcp.ListRootsParams{}, "roots"},
 		{all, &mcp.ElicitParams{Mode: "url", URL: "https://x"}, ""},
 		{all, &mcp.ListRootsParams{}, ""},
 	} {
-		if got := requiredCapability(tc.caps, tc.req); got != tc.want {
+		if got := tc.caps.Lacks(needOf(tc.req)); got != tc.want {
 			t.Errorf("%+v %T: %q, want %q", tc.caps, tc.req, got, tc.want)
 		}
 	}
-	err := missingCapabilities(capSet{}, mcp.InputRequestMap{"a": &mcp.ElicitParams{}, "b": &mcp.CreateMessageParams{}})
+	err := wireError(adapt.Gate(mcpwire.Caps{}, needsOf(mcp.InputRequestMap{"a": &mcp.ElicitParams{}, "b": &mcp.CreateMessageParams{}})))
 	var je *jsonrpc.Error
 	if !errors.As(err, &je) || je.Code != CodeMissingCapability ||
 		string(je.Data) != `{"requiredCapabilities":{"elicitation":{"form":{}},"sampling":{}}}` {

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/gosdk"
+	"github.com/mrtr-go/mrtr/internal/adaptertest"
 	"github.com/mrtr-go/mrtr/internal/fakeclock"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
@@ -28,17 +27,12 @@ type env struct {
 	url   string
 	clk   *fakeclock.Clock
 	ring  *reqstate.KeyRing
-	runs  atomic.Int32 // handler runs that resumed a flow
-	fail  atomic.Bool  // make the next resumed deploy fail
-	mu    sync.Mutex
-	seen  []string // answer keys seen by handlers
-	guard *mrtr.Guard
+	probe *adaptertest.Probe
 }
 
 type serverOpts struct {
-	guard    mrtr.Options
-	ring     *reqstate.KeyRing
-	rawState bool // register a raw tool that sets requestState by hand
+	guard mrtr.Options
+	ring  *reqstate.KeyRing
 }
 
 type deployArgs struct {
@@ -57,20 +51,17 @@ type guessState struct {
 }
 
 func confirmRequest(msg string) mcp.InputRequestMap {
-	return mcp.InputRequestMap{"confirm": &mcp.ElicitParams{Message: msg, RequestedSchema: map[string]any{
-		"type": "object", "properties": map[string]any{"approve": map[string]any{"type": "boolean"}}, "required": []string{"approve"},
-	}}}
+	return mcp.InputRequestMap{"confirm": &mcp.ElicitParams{Message: msg, RequestedSchema: adaptertest.ConfirmSchema()}}
 }
 
 func text(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 }
 
-// startServer runs an MCP server with mrtr-sealed tools, a prompt and a
-// resource over loopback HTTP, serving both protocol generations.
+// startServer runs serve on a guard of o on a fake clock.
 func startServer(t *testing.T, o serverOpts) *env {
 	t.Helper()
-	e := &env{clk: fakeclock.New(time.Now())}
+	e := &env{clk: fakeclock.New(time.Now()), probe: &adaptertest.Probe{}}
 	e.ring = o.ring
 	if e.ring == nil {
 		var err error
@@ -83,9 +74,18 @@ func startServer(t *testing.T, o serverOpts) *env {
 	if gopts.Store == useMemory {
 		gopts.Store = replay.NewMemory(&replay.MemoryOptions{Now: e.clk.Now})
 	}
-	e.guard = mrtr.New(reqstate.New(e.ring, nil), &gopts)
-	s := mcp.NewServer(&mcp.Implementation{Name: "mrtr-test", Version: "1"}, nil)
-	a := gosdk.Install(s, e.guard, nil)
+	e.url = serve(t, adaptertest.Config{Guard: mrtr.New(reqstate.New(e.ring, nil), &gopts), Probe: e.probe})
+	return e
+}
+
+// serve is adaptertest's Start for gosdk: an MCP server with mrtr-sealed
+// tools, a prompt and a resource (the suite's fixtures, plus guess) over
+// loopback HTTP, serving both protocol generations.
+func serve(t *testing.T, c adaptertest.Config) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "mrtr-test", Version: "1"}, &mcp.ServerOptions{Logger: c.Logger})
+	a := gosdk.Install(s, c.Guard, &gosdk.Options{Logger: c.Logger})
+	probe := c.Probe
 
 	gosdk.AddTool(a, &mcp.Tool{Name: "deploy", Description: "deploy a service"},
 		func(ctx context.Context, req *mcp.CallToolRequest, args deployArgs, flow *gosdk.ToolFlow[deployState]) (*mcp.CallToolResult, error) {
@@ -93,16 +93,8 @@ func startServer(t *testing.T, o serverOpts) *env {
 			if !resumed {
 				return flow.Ask(deployState(args), confirmRequest("deploy "+args.Service+"?"))
 			}
-			e.runs.Add(1)
-			e.mu.Lock()
-			for _, k := range []string{"confirm", "extra"} {
-				if _, ok := flow.Elicited(k); ok {
-					e.seen = append(e.seen, k)
-				}
-			}
-			e.mu.Unlock()
-			if e.fail.CompareAndSwap(true, false) {
-				return nil, errors.New("deployment backend down")
+			if err := probe.Resumed(func(k string) bool { _, ok := flow.Elicited(k); return ok }); err != nil {
+				return nil, err
 			}
 			ans, ok := flow.Elicited("confirm")
 			if !ok {
@@ -126,11 +118,8 @@ func startServer(t *testing.T, o serverOpts) *env {
 			}
 			g, _ := ans.Content["guess"].(float64)
 			st.Guesses++
-			switch {
-			case int(g) < st.Secret:
-				return flow.Ask(st, guessRequest("higher"))
-			case int(g) > st.Secret:
-				return flow.Ask(st, guessRequest("lower"))
+			if hint := adaptertest.Hint(st.Secret, int(g)); hint != "" {
+				return flow.Ask(st, guessRequest(hint))
 			}
 			return text(fmt.Sprintf("correct: %d after %d guesses, round %d", st.Secret, st.Guesses, flow.Round())), nil
 		})
@@ -151,6 +140,17 @@ func startServer(t *testing.T, o serverOpts) *env {
 				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "capital of France?"}}}}})
 		})
 
+	type deleteArgs struct {
+		ID int64 `json:"id"`
+	}
+	gosdk.AddTool(a, &mcp.Tool{Name: "delete"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in deleteArgs, flow *gosdk.ToolFlow[string]) (*mcp.CallToolResult, error) {
+			if _, resumed := flow.State(); resumed {
+				return text("deleted"), nil
+			}
+			return flow.Ask("asked", confirmRequest("delete?"))
+		})
+
 	gosdk.AddPrompt(a, &mcp.Prompt{Name: "context_prompt", Description: "asks for context"},
 		func(ctx context.Context, req *mcp.GetPromptRequest, flow *gosdk.PromptFlow[string]) (*mcp.GetPromptResult, error) {
 			if ans, ok := flow.Elicited("user_context"); ok && ans.Action == "accept" {
@@ -159,7 +159,7 @@ func startServer(t *testing.T, o serverOpts) *env {
 					Content: &mcp.TextContent{Text: fmt.Sprintf("%s: %v", tag, ans.Content["context"])}}}}, nil
 			}
 			return flow.Ask("context", mcp.InputRequestMap{"user_context": &mcp.ElicitParams{Message: "context?",
-				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"context": map[string]any{"type": "string"}}}}})
+				RequestedSchema: adaptertest.ContextSchema()}})
 		})
 
 	gosdk.AddResource(a, &mcp.Resource{URI: "test://secret", Name: "secret", MIMEType: "text/plain"},
@@ -171,28 +171,26 @@ func startServer(t *testing.T, o serverOpts) *env {
 			return flow.Ask(42, confirmRequest("read the secret?"))
 		})
 
-	if o.rawState {
-		s.AddTool(&mcp.Tool{Name: "raw", InputSchema: map[string]any{"type": "object"}},
-			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return &mcp.CallToolResult{InputRequests: confirmRequest("?"), RequestState: "step=1"}, nil
-			})
-	}
+	s.AddTool(&mcp.Tool{Name: "raw", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{InputRequests: confirmRequest("?"), RequestState: "step=1"}, nil
+		})
 
 	verify := func(ctx context.Context, tok string, r *http.Request) (*auth.TokenInfo, error) {
+		// "iss|" verifies with no subject, which the adapter must refuse.
 		iss, sub, ok := strings.Cut(tok, "|")
 		if !ok {
 			return nil, auth.ErrInvalidToken
 		}
 		return &auth.TokenInfo{UserID: sub, Expiration: time.Now().Add(time.Hour), Extra: map[string]any{"iss": iss}}, nil
 	}
-	h := gosdk.NewHTTPHandler(s, nil)
+	h := gosdk.NewHTTPHandler(s, &gosdk.HTTPOptions{Logger: c.Logger})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	mux.Handle("/auth/mcp", auth.RequireBearerToken(verify, nil)(h))
 	srv := httptest.NewServer(mux) // binds 127.0.0.1
 	t.Cleanup(srv.Close)
-	e.url = srv.URL
-	return e
+	return srv.URL
 }
 
 // useMemory in serverOpts.guard.Store asks for a memory store on the test clock.

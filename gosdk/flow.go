@@ -1,15 +1,9 @@
 package gosdk
 
 import (
-	"context"
-	"errors"
-	"maps"
-	"reflect"
-	"slices"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/adapt"
 )
 
 // Flow is a handler's view of one call of a multi-round flow, with a
@@ -20,12 +14,9 @@ import (
 //
 // A Flow belongs to one call; it is safe for concurrent use.
 type Flow[C any] struct {
-	f       *mrtr.Flow
-	state   C
-	hasCont bool
-	call    *call
-	rec     *callRecord
-	legacy  bool // the client predates 2026-07-28 (go-sdk's bridge answers)
+	*adapt.Flow[C] // Resumed, Round, ID, Asked, State
+	call           *call
+	legacy         bool // the client predates 2026-07-28 (go-sdk's bridge answers)
 }
 
 // ErrStaleContinuation is what the client gets when a verified
@@ -34,56 +25,22 @@ type Flow[C any] struct {
 // the sealed value; the token is released. The adapter's Logger names the
 // Go type. For a tool it is the text of an isError result, as any handler
 // error.
-var ErrStaleContinuation = errors.New("this paused call cannot be resumed by this version of the server; start the call again")
-
-func newFlow[C any](ctx context.Context, f *mrtr.Flow, c *call) (*Flow[C], error) {
-	fl := &Flow[C]{f: f, call: c, rec: recordFrom(ctx), legacy: legacySession(c.req)}
-	st, ok, err := mrtr.Decode[C](f)
-	if err != nil {
-		// The decode error quotes the sealed value: it reaches neither the
-		// client nor the log; only the Go type is logged.
-		if fl.rec != nil {
-			fl.rec.logger.ErrorContext(ctx, "gosdk: a verified continuation does not decode into the handler's continuation type (changed while tokens were live?)",
-				"method", c.method, "target", c.target, "type", reflect.TypeFor[C]().String())
-		}
-		return nil, ErrStaleContinuation
-	}
-	fl.state, fl.hasCont = st, ok
-	return fl, nil
-}
-
-// Resumed reports whether the call carried a verified requestState.
-func (f *Flow[C]) Resumed() bool { return f.f.Resumed() }
-
-// Round is the number of pauses so far: 0 on a first call.
-func (f *Flow[C]) Round() int { return f.f.Round() }
-
-// ID is the flow id, constant across the rounds of one flow: an
-// idempotency key for side effects. It is empty on a first call until the
-// flow pauses.
-func (f *Flow[C]) ID() string { return f.f.ID() }
-
-// Asked returns the input request keys the resumed round asked.
-func (f *Flow[C]) Asked() []string { return f.f.Asked() }
-
-// State returns the verified continuation sealed by the previous pause,
-// and false on a first call (or when that pause sealed none).
-func (f *Flow[C]) State() (C, bool) { return f.state, f.hasCont }
+var ErrStaleContinuation = adapt.ErrStaleContinuation
 
 // Elicited returns the answer to elicitation key, only if the sealed round
 // asked for key and the answer is an elicitation result. A missing or
 // mistyped answer is not an error: ask again.
 func (f *Flow[C]) Elicited(key string) (*mcp.ElicitResult, bool) {
-	return answer[*mcp.ElicitResult](f.f.Answer(key))
+	return adapt.Typed[*mcp.ElicitResult](adapt.Answer(f.Flow, key))
 }
 
 // Sampled returns the answer to sampling request key, as Elicited does.
 func (f *Flow[C]) Sampled(key string) (*mcp.CreateMessageWithToolsResult, bool) {
-	if r, ok := answer[*mcp.CreateMessageWithToolsResult](f.f.Answer(key)); ok {
+	if r, ok := adapt.Typed[*mcp.CreateMessageWithToolsResult](adapt.Answer(f.Flow, key)); ok {
 		return r, true
 	}
 	// A client-side or in-memory path may deliver the tool-less type.
-	if r, ok := answer[*mcp.CreateMessageResult](f.f.Answer(key)); ok {
+	if r, ok := adapt.Typed[*mcp.CreateMessageResult](adapt.Answer(f.Flow, key)); ok {
 		return &mcp.CreateMessageWithToolsResult{Meta: r.Meta, Content: []mcp.Content{r.Content}, Model: r.Model, Role: r.Role, StopReason: r.StopReason}, true
 	}
 	return nil, false
@@ -91,7 +48,7 @@ func (f *Flow[C]) Sampled(key string) (*mcp.CreateMessageWithToolsResult, bool) 
 
 // Roots returns the answer to roots request key, as Elicited does.
 func (f *Flow[C]) Roots(key string) (*mcp.ListRootsResult, bool) {
-	return answer[*mcp.ListRootsResult](f.f.Answer(key))
+	return adapt.Typed[*mcp.ListRootsResult](adapt.Answer(f.Flow, key))
 }
 
 // Unverified returns an answer sent without any requestState: nobody
@@ -99,24 +56,12 @@ func (f *Flow[C]) Roots(key string) (*mcp.ListRootsResult, bool) {
 // spec's ephemeral pattern); a handler that relies on its continuation
 // should ask properly first.
 func (f *Flow[C]) Unverified(key string) (mcp.InputResponse, bool) {
-	v, ok := f.f.Unverified(key)
+	v, ok := adapt.Unverified(f.Flow, key)
 	if !ok {
 		return nil, false
 	}
 	r, ok := v.(mcp.InputResponse)
 	return r, ok
-}
-
-func answer[T mcp.InputResponse](v any, ok bool) (T, bool) {
-	var zero T
-	if !ok {
-		return zero, false
-	}
-	t, ok := v.(T)
-	if !ok || any(t) == any(zero) {
-		return zero, false
-	}
-	return t, true
 }
 
 // Capabilities returns the client capabilities declared on this request
@@ -131,36 +76,16 @@ func (f *Flow[C]) Capabilities() *mcp.ClientCapabilities {
 // Supports reports whether this request's client declared the capability
 // input request r needs. Ask refuses requests it does not support.
 func (f *Flow[C]) Supports(r mcp.InputRequest) bool {
-	return requiredCapability(f.call.declared(), r) == ""
+	return adapt.Declared(f.Flow).Lacks(needOf(r)) == ""
 }
 
-// pause seals the next round and records the token for the middleware.
+// pause seals the next round after the capability gate.
 func (f *Flow[C]) pause(state C, reqs mcp.InputRequestMap) (string, error) {
-	if missing := missingCapabilities(f.call.declared(), reqs); missing != nil {
-		return "", missing
-	}
-	var cont any = state
-	if isZero(state) {
-		cont = nil
-	}
-	tok, err := f.f.Pause(cont, slices.Sorted(maps.Keys(reqs))...)
+	tok, err := adapt.Pause(f.Flow, state, needsOf(reqs))
 	if err != nil {
 		return "", wireError(err)
 	}
-	if f.rec != nil {
-		f.rec.add(tok)
-	}
 	return tok, nil
-}
-
-func isZero[C any](v C) bool {
-	switch x := any(v).(type) {
-	case nil:
-		return true
-	case struct{}:
-		return x == struct{}{}
-	}
-	return false
 }
 
 // ToolFlow is the Flow of a tool call.

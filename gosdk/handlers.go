@@ -6,7 +6,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/adapt"
 )
 
 // ToolHandler handles a tool call with typed arguments In and a sealed
@@ -30,8 +30,7 @@ type ResourceHandler[C any] func(ctx context.Context, req *mcp.ReadResourceReque
 func AddTool[In, C any](a *Adapter, t *mcp.Tool, h ToolHandler[In, C]) {
 	mcp.AddTool(a.server, t, func(ctx context.Context, req *mcp.CallToolRequest, args In) (*mcp.CallToolResult, any, error) {
 		p := *req.Params
-		c := &call{req: req, method: methodCallTool, target: p.Name, version: req.ProtocolVersion(),
-			args: p.Arguments, state: p.RequestState, responses: p.InputResponses, fullCaps: req.ClientCapabilities, meta: p.Meta}
+		c := newCall(req, adapt.MethodCallTool, p.Name, req.ProtocolVersion(), p.Arguments, p.RequestState, p.InputResponses, req.ClientCapabilities, p.Meta)
 		p.RequestState, p.InputResponses = "", nil
 		clean := &mcp.CallToolRequest{Session: req.Session, Params: &p, Extra: req.Extra}
 		res, err := run(ctx, a, c, func(ctx context.Context, fl *Flow[C]) (*mcp.CallToolResult, error) {
@@ -49,8 +48,7 @@ func AddPrompt[C any](a *Adapter, p *mcp.Prompt, h PromptHandler[C]) {
 		if len(params.Arguments) > 0 {
 			args, _ = json.Marshal(params.Arguments) // map[string]string always encodes
 		}
-		c := &call{req: req, method: methodGetPrompt, target: params.Name, version: req.ProtocolVersion(),
-			args: args, state: params.RequestState, responses: params.InputResponses, fullCaps: req.ClientCapabilities, meta: params.Meta}
+		c := newCall(req, adapt.MethodGetPrompt, params.Name, req.ProtocolVersion(), args, params.RequestState, params.InputResponses, req.ClientCapabilities, params.Meta)
 		params.RequestState, params.InputResponses = "", nil
 		clean := &mcp.GetPromptRequest{Session: req.Session, Params: &params, Extra: req.Extra}
 		return run(ctx, a, c, func(ctx context.Context, fl *Flow[C]) (*mcp.GetPromptResult, error) {
@@ -74,8 +72,7 @@ func AddResourceTemplate[C any](a *Adapter, t *mcp.ResourceTemplate, h ResourceH
 func resourceHandler[C any](a *Adapter, h ResourceHandler[C]) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		params := *req.Params
-		c := &call{req: req, method: methodReadResource, target: params.URI, version: req.ProtocolVersion(),
-			state: params.RequestState, responses: params.InputResponses, fullCaps: req.ClientCapabilities, meta: params.Meta}
+		c := newCall(req, adapt.MethodReadResource, params.URI, req.ProtocolVersion(), nil, params.RequestState, params.InputResponses, req.ClientCapabilities, params.Meta)
 		params.RequestState, params.InputResponses = "", nil
 		clean := &mcp.ReadResourceRequest{Session: req.Session, Params: &params, Extra: req.Extra}
 		return run(ctx, a, c, func(ctx context.Context, fl *Flow[C]) (*mcp.ReadResourceResult, error) {
@@ -89,66 +86,27 @@ type pausable interface {
 	*mcp.CallToolResult | *mcp.GetPromptResult | *mcp.ReadResourceResult
 }
 
-// run is the common path of every handler: the guard's checks, the
-// handler, the capability gate on what it asks, and settling the
-// single-use reservation.
-//
-// Settling can fail (the store times out): Flow.End then logs the error
-// and run still answers with what the handler returned, its result or its
-// error. That is safe because a reservation holds until the token expires
-// unless it is released: a commit that failed after the handler succeeded
-// leaves the token reserved, so it never runs again, and the client gets
-// the result it is owed instead of an error that would invite a retry the
-// guard must refuse. A release that failed after a handler error only
-// costs the user the token (a retry is refused as replayed).
+// run is the common path of every handler: the caller, then adapt.Run
+// (the guard's checks, the handler, the checks of its result, settling
+// the single-use reservation), with errors mapped to go-sdk's.
 func run[R pausable, C any](ctx context.Context, a *Adapter, c *call, h func(context.Context, *Flow[C]) (R, error)) (R, error) {
 	var zero R
-	f, err := a.begin(ctx, c)
-	if err != nil {
+	if err := a.principalOf(ctx, c); err != nil {
 		return zero, err
 	}
-	fl, err := newFlow[C](ctx, f, c)
-	if err != nil {
-		_ = f.End(ctx, err) // logged by End; see above
-		return zero, wireError(err)
-	}
-	res, err := h(ctx, fl)
-	if err == nil {
-		err = a.checkResult(c, f, res)
-	}
-	_ = f.End(ctx, err) // logged by End; see above
+	legacy := legacySession(c.req)
+	res, err := adapt.Run(ctx, a.guard, &c.Call, recordFrom(ctx), a.logger,
+		func(ctx context.Context, core *adapt.Flow[C]) (R, error) {
+			return h(ctx, &Flow[C]{Flow: core, call: c, legacy: legacy})
+		}, inspect[R])
 	if err != nil {
 		return zero, wireError(err)
 	}
 	return res, nil
 }
 
-// checkResult refuses a result with a requestState the flow did not seal,
-// or with input requests this client cannot answer.
-func (a *Adapter) checkResult(c *call, f interface{ Paused() (string, bool) }, res any) error {
-	var st string
-	var reqs mcp.InputRequestMap
-	switch r := res.(type) {
-	case *mcp.CallToolResult:
-		if r != nil {
-			st, reqs = r.RequestState, r.InputRequests
-		}
-	case *mcp.GetPromptResult:
-		if r != nil {
-			st, reqs = r.RequestState, r.InputRequests
-		}
-	case *mcp.ReadResourceResult:
-		if r != nil {
-			st, reqs = r.RequestState, r.InputRequests
-		}
-	}
-	if st != "" {
-		if tok, ok := f.Paused(); !ok || tok != st {
-			return mrtr.ErrHandlerState
-		}
-	}
-	if len(reqs) == 0 {
-		return nil
-	}
-	return missingCapabilities(c.declared(), reqs)
+// inspect reads what adapt.Run checks in a result.
+func inspect[R pausable](res R) adapt.Result {
+	reqs, st := pauseOf(res)
+	return adapt.Result{State: st, Needs: needsOf(reqs)}
 }

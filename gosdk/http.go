@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mrtr-go/mrtr/internal/adapt"
 )
 
 // Defaults of HTTPOptions.
@@ -104,7 +106,7 @@ func NewHTTPHandler(s *mcp.Server, opts *HTTPOptions) http.Handler {
 			http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
 			return
 		}
-		if v := r.Header.Get("Mcp-Protocol-Version"); v >= modernVersion {
+		if v := r.Header.Get("Mcp-Protocol-Version"); v >= adapt.ModernVersion {
 			modern.ServeHTTP(w, r)
 			return
 		}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mrtr-go/mrtr/internal/adapt"
 )
 
 // legacySession reports whether req comes from a client older than
@@ -20,7 +22,7 @@ func legacySession(req mcp.Request) bool {
 		return false
 	}
 	ip := ss.InitializeParams()
-	return ip != nil && ip.ProtocolVersion < modernVersion
+	return ip != nil && ip.ProtocolVersion < adapt.ModernVersion
 }
 
 // legacyRounds completes a flow for a legacy client. go-sdk's bridge
@@ -56,7 +58,9 @@ func (a *Adapter) legacyRounds(ctx context.Context, method string, req mcp.Reque
 	}
 }
 
-func pauseOf(res mcp.Result) (mcp.InputRequestMap, string) {
+// pauseOf returns the input requests and requestState of a pausable
+// result (nil and "" for any other).
+func pauseOf(res any) (mcp.InputRequestMap, string) {
 	switch r := res.(type) {
 	case *mcp.CallToolResult:
 		if r != nil {

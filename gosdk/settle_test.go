@@ -1,7 +1,6 @@
 package gosdk_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/adaptertest"
 	"github.com/mrtr-go/mrtr/replay"
 )
 
@@ -39,29 +39,11 @@ type lostSettle struct{}
 func (lostSettle) Commit(context.Context) error  { return errors.New("i/o timeout") }
 func (lostSettle) Release(context.Context) error { return errors.New("i/o timeout") }
 
-// syncBuffer is a log destination safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // startSettleFails runs the test server on a store whose settling fails.
-func startSettleFails(t *testing.T, o mrtr.Options) (*env, *syncBuffer) {
+func startSettleFails(t *testing.T, o mrtr.Options) (*env, *adaptertest.SyncBuffer) {
 	t.Helper()
 	store := &settleFails{}
-	logs := new(syncBuffer)
+	logs := new(adaptertest.SyncBuffer)
 	o.Store = store
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	e := startServer(t, serverOpts{guard: o})
@@ -90,7 +72,7 @@ func TestCommitFailsAfterSuccess(t *testing.T) {
 	e.clk.Advance(2*time.Minute + time.Second)
 	_, err = cs.CallTool(t.Context(), params)
 	wantReject(t, err, mrtr.ReasonReplayed)
-	if n := e.runs.Load(); n != 1 {
+	if n := e.probe.Runs.Load(); n != 1 {
 		t.Fatalf("the handler ran %d times, want 1", n)
 	}
 }
@@ -103,7 +85,7 @@ func TestReleaseFailsAfterError(t *testing.T) {
 	cs := connect(t, e, clientOpts{manual: true})
 	tok := pauseDeploy(t, cs, prodArgs)
 	params := &mcp.CallToolParams{Name: "deploy", Arguments: prodArgs, RequestState: tok, InputResponses: accept(map[string]any{"approve": true})}
-	e.fail.Store(true)
+	e.probe.FailNext()
 	res, err := cs.CallTool(t.Context(), params)
 	if err != nil || !res.IsError || !strings.Contains(resultText(t, res), "deployment backend down") {
 		t.Fatalf("failing handler whose release fails = %v, %+v; want the handler's error", err, res)
@@ -122,13 +104,13 @@ func TestConsumeOnErrorThroughAdapter(t *testing.T) {
 	cs := connect(t, e, clientOpts{manual: true})
 	tok := pauseDeploy(t, cs, prodArgs)
 	params := &mcp.CallToolParams{Name: "deploy", Arguments: prodArgs, RequestState: tok, InputResponses: accept(map[string]any{"approve": true})}
-	e.fail.Store(true)
+	e.probe.FailNext()
 	if res, err := cs.CallTool(t.Context(), params); err != nil || !res.IsError {
 		t.Fatalf("failing handler: %v %+v", err, res)
 	}
 	_, err := cs.CallTool(t.Context(), params)
 	wantReject(t, err, mrtr.ReasonReplayed)
-	if n := e.runs.Load(); n != 1 {
+	if n := e.probe.Runs.Load(); n != 1 {
 		t.Fatalf("the handler ran %d times, want 1", n)
 	}
 }

@@ -1,37 +1,19 @@
 package gosdk_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/gosdk"
+	"github.com/mrtr-go/mrtr/internal/adaptertest"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 type noteV1 struct {
 	Note string `json:"note"`
@@ -43,7 +25,7 @@ type noteV2 struct {
 
 // serveNote serves tool "note" whose continuation is of type C, sealed by
 // guard, and returns the server's URL.
-func serveNote[C any](t *testing.T, guard *mrtr.Guard, logs *lockedBuffer, first C) string {
+func serveNote[C any](t *testing.T, guard *mrtr.Guard, logs *adaptertest.SyncBuffer, first C) string {
 	t.Helper()
 	s := mcp.NewServer(&mcp.Implementation{Name: "note", Version: "1"}, nil)
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -70,7 +52,7 @@ func TestStaleContinuationNeverReachesTheClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := new(lockedBuffer)
+	logs := new(adaptertest.SyncBuffer)
 	guard := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	oldURL := serveNote(t, guard, logs, noteV1{Note: secret})
 	newURL := serveNote(t, guard, logs, noteV2{Note: 1}) // the same tool after a deploy changed its type

@@ -45,6 +45,7 @@ type commonConfig struct {
 	readTimeout  time.Duration // reading one request, headers and body
 	maxConns     int           // open client connections at once
 	metricsAddr  string        // Prometheus /metrics listener; empty: off
+	allowedHosts string        // extra Host values on a loopback connection
 
 	getenv func(string) string // for the OTEL_* variables; nil: os.Getenv
 	tel    *telemetry          // built by newGuard
@@ -56,7 +57,6 @@ type serveConfig struct {
 	stdio          bool
 	sessionTimeout time.Duration // idle 2025-11-25 sessions close after this
 	maxSessions    int           // live 2025-11-25 sessions at once
-	allowedHosts   string
 }
 
 // flags is a flag set whose flags also read an MRTR_* environment
@@ -254,6 +254,7 @@ func commonFlags(f *flags, c *commonConfig) {
 	f.Duration(&c.readTimeout, "read-timeout", defaultReadTimeout,
 		"longest time to read one request, headers and body (a slower client is disconnected); responses and event streams are not limited")
 	f.Int(&c.maxConns, "max-conns", defaultMaxConns, 1, "most client connections open at once; more wait until one closes")
+	f.String(&c.allowedHosts, "allowed-hosts", "", "extra Host header values (host or host:port, comma separated) accepted on a loopback connection, which otherwise must name a loopback host")
 	f.String(&c.metricsAddr, "metrics-addr", "", "listen address of the Prometheus endpoint /metrics, on its own listener (like 127.0.0.1:9464); empty: no metrics. Traces: set OTEL_EXPORTER_OTLP_ENDPOINT")
 }
 
@@ -265,7 +266,6 @@ func serveFlags(f *flags, c *serveConfig) {
 		"a 2025-11-25 session (Mcp-Session-Id) that sees no request for this long is closed")
 	f.Int(&c.maxSessions, "max-sessions", defaultMaxSessions, 1,
 		"most live 2025-11-25 sessions at once; a new one beyond it gets HTTP 503, existing ones keep working")
-	f.String(&c.allowedHosts, "allowed-hosts", "", "extra Host header values (host or host:port, comma separated) accepted on a loopback connection, which otherwise must name a loopback host")
 }
 
 // flagError is a bad flag value; env names the environment variable when

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -24,7 +23,6 @@ type proxyConfig struct {
 	maxHeld         int64
 	maxState        int
 	forwardAuth     bool
-	allowedHosts    string
 }
 
 // proxyFlags registers the flags of `mrtr proxy`.
@@ -50,7 +48,6 @@ func proxyFlags(f *flags, c *proxyConfig) {
 		"largest upstream requestState carried in a sealed token, in bytes of its JSON string; larger is an error, never truncated")
 	f.Bool(&c.forwardAuth, "forward-authorization", false,
 		"pass the client's Authorization header to the upstream (off: tokens issued to the proxy are not passed through)")
-	f.String(&c.allowedHosts, "allowed-hosts", "", "extra Host header values (host or host:port, comma separated) accepted on a loopback connection, which otherwise must name a loopback host")
 }
 
 // parseProxy reads flags over environment variables over defaults.
@@ -83,12 +80,7 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopMetrics()
-	var hosts []string
-	for _, h := range strings.Split(c.allowedHosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			hosts = append(hosts, strings.ToLower(h))
-		}
-	}
+	hosts := c.allowedHostList()
 	h, err := proxy.New(proxy.Options{
 		Upstream:             c.upstream,
 		Guard:                guard,

@@ -250,7 +250,8 @@ func (c *commonConfig) checkDurability(ctx context.Context, s *redisstore.Store,
 	}
 }
 
-func (c *serveConfig) allowedHostList() []string {
+// allowedHostList is --allowed-hosts as a list of lower-case names.
+func (c *commonConfig) allowedHostList() []string {
 	var hosts []string
 	for _, h := range strings.Split(c.allowedHosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {

@@ -3,6 +3,7 @@ package mcpwire
 import (
 	"bytes"
 	"encoding/json"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -47,20 +48,53 @@ func ParseCaps(raw json.RawMessage) Caps {
 
 // capsOf reads a valid ClientCapabilities object.
 func capsOf(raw []byte) Caps {
+	return readCaps(func(path ...string) (present, object bool) {
+		v, ok := raw, true
+		for _, k := range path {
+			if v, ok = member(v, k); !ok || v[0] != '{' {
+				return ok, false
+			}
+		}
+		return true, true
+	})
+}
+
+// CapsFromValue reads a ClientCapabilities object already decoded by
+// encoding/json (a map[string]any), as an SDK hands out a request's _meta.
+func CapsFromValue(v any) Caps {
+	return readCaps(func(path ...string) (present, object bool) {
+		cur := v
+		for _, k := range path {
+			m, isObj := cur.(map[string]any)
+			if !isObj {
+				return false, false
+			}
+			if cur, present = m[k]; !present {
+				return false, false
+			}
+		}
+		_, object = cur.(map[string]any)
+		return true, object
+	})
+}
+
+// readCaps is the one reading of a declaration, over lookup, which reports
+// whether the member at path is present and whether it is an object. A
+// capability counts only as an object; an empty elicitation object
+// declares form mode.
+func readCaps(lookup func(path ...string) (present, object bool)) Caps {
 	var c Caps
-	if e, ok := member(raw, "elicitation"); ok && e[0] == '{' {
-		_, form := member(e, "form")
-		_, url := member(e, "url")
+	if _, obj := lookup("elicitation"); obj {
+		form, _ := lookup("elicitation", "form")
+		url, _ := lookup("elicitation", "url")
 		c.ElicitForm = form || !url
 		c.ElicitURL = url
 	}
-	if s, ok := member(raw, "sampling"); ok && s[0] == '{' {
+	if _, obj := lookup("sampling"); obj {
 		c.Sampling = true
-		_, c.SamplingTools = member(s, "tools")
+		c.SamplingTools, _ = lookup("sampling", "tools")
 	}
-	if r, ok := member(raw, "roots"); ok && r[0] == '{' {
-		c.Roots = true
-	}
+	_, c.Roots = lookup("roots")
 	return c
 }
 
@@ -85,17 +119,23 @@ const (
 	MethodListRoots = "roots/list"
 )
 
-// Required names the capability an input request needs that c lacks, as
-// a path like "elicitation.url", or returns "" when c has it. method and
-// params are the input request's members. An unknown method is
-// Unvettable: no declaration covers it, so it is never passed on.
-func Required(c Caps, method string, params json.RawMessage) string {
-	switch method {
+// Need is an input request as the capability gate sees it: its method,
+// and for elicitation and sampling the one fact that needs a finer
+// capability. An adapter builds it from its SDK's typed request; NeedOf
+// builds it from raw JSON.
+type Need struct {
+	Method  string // MethodElicit, MethodSampling or MethodListRoots
+	URLMode bool   // an elicitation in URL mode (mode "url", or a url without a mode)
+	Tools   bool   // a sampling request that offers tools
+}
+
+// Lacks names the capability n needs that c does not declare, as a path
+// like "elicitation.url", or returns "" when c has it. An unknown method
+// is Unvettable.
+func (c Caps) Lacks(n Need) string {
+	switch n.Method {
 	case MethodElicit:
-		p := validObject(params) // a malformed body is judged as form mode
-		mode := stringMember(p, "mode")
-		url := stringMember(p, "url")
-		if mode == "url" || (mode == "" && url != "") {
+		if n.URLMode {
 			if !c.ElicitURL {
 				return "elicitation.url"
 			}
@@ -108,9 +148,7 @@ func Required(c Caps, method string, params json.RawMessage) string {
 		if !c.Sampling {
 			return "sampling"
 		}
-		tools, _ := member(validObject(params), "tools")
-		if len(tools) > 2 && tools[0] == '[' &&
-			len(bytes.TrimSpace(tools[1:len(tools)-1])) > 0 && !c.SamplingTools {
+		if n.Tools && !c.SamplingTools {
 			return "sampling.tools"
 		}
 	case MethodListRoots:
@@ -123,6 +161,47 @@ func Required(c Caps, method string, params json.RawMessage) string {
 	return ""
 }
 
+// LacksAny returns, sorted and without repeats, the capabilities c lacks
+// for needs; nil when it has them all.
+func (c Caps) LacksAny(needs iter.Seq[Need]) []string {
+	var lack map[string]bool // allocated only when something is missing
+	for n := range needs {
+		if name := c.Lacks(n); name != "" {
+			if lack == nil {
+				lack = map[string]bool{}
+			}
+			lack[name] = true
+		}
+	}
+	if len(lack) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(lack))
+}
+
+// Required names the capability an input request needs that c lacks, as
+// a path like "elicitation.url", or returns "" when c has it. method and
+// params are the input request's members. An unknown method is
+// Unvettable: no declaration covers it, so it is never passed on.
+func Required(c Caps, method string, params json.RawMessage) string {
+	return c.Lacks(NeedOf(method, params))
+}
+
+// NeedOf reads the Need of an input request from its raw members.
+func NeedOf(method string, params json.RawMessage) Need {
+	n := Need{Method: method}
+	switch method {
+	case MethodElicit:
+		p := validObject(params) // a malformed body is judged as form mode
+		mode := stringMember(p, "mode")
+		n.URLMode = mode == "url" || (mode == "" && stringMember(p, "url") != "")
+	case MethodSampling:
+		tools, _ := member(validObject(params), "tools")
+		n.Tools = len(tools) > 2 && tools[0] == '[' && len(bytes.TrimSpace(tools[1:len(tools)-1])) > 0
+	}
+	return n
+}
+
 // Unvettable is what Required and Missing name for an input request that
 // no capability can cover: an unknown method, or an entry that is not a
 // {method, params} object. A caller should treat it as a protocol error
@@ -133,26 +212,20 @@ const Unvettable = "invalid"
 // for reqs (the raw inputRequests entries by key). An entry that is not a
 // {method, params} object is reported as "invalid".
 func Missing(c Caps, reqs map[string]json.RawMessage) []string {
-	var need map[string]bool // allocated only when something is missing
-	for _, raw := range reqs {
-		name := Unvettable
-		if r := validObject(raw); r != nil {
-			if method := stringMember(r, "method"); method != "" {
-				params, _ := member(r, "params")
-				name = Required(c, method, params)
+	return c.LacksAny(func(yield func(Need) bool) {
+		for _, raw := range reqs {
+			n := Need{Method: Unvettable}
+			if r := validObject(raw); r != nil {
+				if method := stringMember(r, "method"); method != "" {
+					params, _ := member(r, "params")
+					n = NeedOf(method, params)
+				}
+			}
+			if !yield(n) {
+				return
 			}
 		}
-		if name != "" {
-			if need == nil {
-				need = map[string]bool{}
-			}
-			need[name] = true
-		}
-	}
-	if len(need) == 0 {
-		return nil
-	}
-	return slices.Sorted(maps.Keys(need))
+	})
 }
 
 // MissingCapabilityData returns the data of a -32021 error:

@@ -32,6 +32,25 @@ func TestParseCaps(t *testing.T) {
 	}
 }
 
+// CapsFromValue, on the decoded form an SDK hands out, reads every
+// declaration as ParseCaps reads its JSON.
+func TestCapsFromValueMatchesParseCaps(t *testing.T) {
+	for _, in := range []string{
+		`{}`, `null`, `[]`, `{"elicitation":{}}`, `{"elicitation":{"form":{}}}`, `{"elicitation":{"url":{}}}`,
+		`{"elicitation":{"form":{},"url":{}}}`, `{"elicitation":true}`, `{"elicitation":{"url":1}}`, `{"sampling":{}}`,
+		`{"sampling":{"tools":{}}}`, `{"sampling":{"tools":null}}`, `{"roots":{"listChanged":true}}`, `{"roots":{}}`, `{"roots":1}`,
+		`{"sampling":{},"elicitation":{},"roots":{"listChanged":true}}`,
+	} {
+		var v any
+		if err := json.Unmarshal([]byte(in), &v); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := CapsFromValue(v), ParseCaps(json.RawMessage(in)); got != want {
+			t.Errorf("%s: CapsFromValue %+v, ParseCaps %+v", in, got, want)
+		}
+	}
+}
+
 func TestCapsFromMeta(t *testing.T) {
 	got := CapsFromMeta(json.RawMessage(`{"io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"x":1}`))
 	if got != (Caps{Sampling: true}) {
@@ -123,6 +142,21 @@ func FuzzMissing(f *testing.F) {
 			case "elicitation.form", "elicitation.url", "sampling", "sampling.tools", "roots":
 				t.Fatalf("with every capability declared, %q is still missing", name)
 			}
+		}
+	})
+}
+
+// FuzzCapsFromValue: any JSON, the decoded reading and the raw one agree.
+func FuzzCapsFromValue(f *testing.F) {
+	f.Add([]byte(`{"elicitation":{"url":{}},"sampling":{"tools":{}},"roots":{}}`))
+	f.Add([]byte(`{"elicitation":[],"sampling":1}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var v any
+		if json.Unmarshal(in, &v) != nil {
+			return
+		}
+		if got, want := CapsFromValue(v), ParseCaps(in); got != want {
+			t.Fatalf("%s: CapsFromValue %+v, ParseCaps %+v", in, got, want)
 		}
 	})
 }

@@ -1,0 +1,271 @@
+package adapt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
+	"github.com/mrtr-go/mrtr/reqstate"
+)
+
+// The three methods that may pause with input_required.
+const (
+	MethodCallTool     = "tools/call"
+	MethodGetPrompt    = "prompts/get"
+	MethodReadResource = "resources/read"
+)
+
+// Pausable reports whether method is one of the three that may pause.
+func Pausable(method string) bool {
+	return method == MethodCallTool || method == MethodGetPrompt || method == MethodReadResource
+}
+
+// ModernVersion is the first protocol version with Multi Round-Trip
+// Requests; older clients go through their SDK's bridge.
+const ModernVersion = "2026-07-28"
+
+// WireError is a JSON-RPC error of the error contract, as an adapter
+// sends it: its SDK's error type is built from these three members.
+type WireError struct {
+	Code    int
+	Message string
+	Data    json.RawMessage // nil for none
+}
+
+func (e *WireError) Error() string {
+	if len(e.Data) > 0 {
+		return fmt.Sprintf("%s (%d, %s)", e.Message, e.Code, e.Data)
+	}
+	return fmt.Sprintf("%s (%d)", e.Message, e.Code)
+}
+
+// ErrNullResponses answers inputResponses that are null or an empty
+// object: a retry must carry the answers it retries with.
+var ErrNullResponses = &WireError{Code: mrtr.CodeInvalidParams, Message: "invalid params: inputResponses must be an object of answers"}
+
+// Wire returns the JSON-RPC error the error contract prescribes for err,
+// or nil when err is not one of mrtr's (the adapter then sends it as its
+// SDK sends any handler error).
+func Wire(err error) *WireError {
+	var we *WireError
+	var re *mrtr.RejectError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &we):
+		return we
+	case errors.As(err, &re):
+		data, _ := json.Marshal(map[string]string{"reason": string(re.Reason)})
+		return &WireError{Code: mrtr.CodeInvalidParams, Message: mrtr.RejectMessage, Data: data}
+	case errors.Is(err, mrtr.ErrStoreUnavailable):
+		return &WireError{Code: mrtr.CodeInternalError, Message: "internal error"}
+	case errors.Is(err, mrtr.ErrInvalidArguments):
+		return &WireError{Code: mrtr.CodeInvalidParams, Message: argumentsMessage(err)}
+	case errors.Is(err, mrtr.ErrHandlerState):
+		return &WireError{Code: mrtr.CodeInternalError, Message: "server bug: a handler set requestState without sealing it"}
+	}
+	return nil
+}
+
+// argumentsMessage names the rule that arguments the hash refuses broke,
+// never their content.
+func argumentsMessage(err error) string {
+	if errors.Is(err, reqstate.ErrInexactNumber) {
+		return "invalid params: arguments hold a number with more precision than an IEEE 754 double carries " +
+			"(I-JSON, RFC 7493); send large integers and exact decimals as strings"
+	}
+	return fmt.Sprintf("invalid params: arguments are not I-JSON (RFC 7493): no duplicate member names, "+
+		"no lone surrogates or invalid UTF-8, at most %d levels of nesting", reqstate.MaxJSONDepth)
+}
+
+// MissingCapabilities returns the -32021 error whose
+// data.requiredCapabilities names capabilities ("elicitation.form",
+// "sampling", ...).
+func MissingCapabilities(capabilities ...string) *WireError {
+	return &WireError{Code: mcpwire.CodeMissingCapability, Message: mcpwire.MissingCapabilityMessage,
+		Data: mcpwire.MissingCapabilityData(capabilities...)}
+}
+
+// NeedsOf maps an SDK's input requests to what the gate needs of each,
+// with needOf reading one; nil for none.
+func NeedsOf[R any](reqs map[string]R, needOf func(R) mcpwire.Need) map[string]mcpwire.Need {
+	if len(reqs) == 0 {
+		return nil
+	}
+	needs := make(map[string]mcpwire.Need, len(reqs))
+	for k, r := range reqs {
+		needs[k] = needOf(r)
+	}
+	return needs
+}
+
+// Logger returns l, or a logger that discards when l is nil.
+func Logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}
+
+// Gate returns the -32021 error for the needs caps cannot answer, or nil.
+func Gate(caps mcpwire.Caps, needs map[string]mcpwire.Need) error {
+	lack := caps.LacksAny(func(yield func(mcpwire.Need) bool) {
+		for _, n := range needs {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	if lack == nil {
+		return nil
+	}
+	return MissingCapabilities(lack...)
+}
+
+// Record lists the states sealed during one call, so an adapter can tell
+// a sealed requestState from one a handler wrote by hand.
+type Record struct {
+	mu     sync.Mutex
+	sealed []string
+}
+
+// Add records a sealed state.
+func (r *Record) Add(tok string) {
+	r.mu.Lock()
+	r.sealed = append(r.sealed, tok)
+	r.mu.Unlock()
+}
+
+// Has reports whether tok was sealed during the call.
+func (r *Record) Has(tok string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.sealed, tok)
+}
+
+// CheckState refuses (ErrHandlerState) a result's requestState that r did
+// not see sealed; an empty state passes.
+func (r *Record) CheckState(st string) error {
+	if st != "" && !r.Has(st) {
+		return mrtr.ErrHandlerState
+	}
+	return nil
+}
+
+// Call is one pausable request, read by an adapter from its SDK's request.
+type Call struct {
+	Method    string
+	Target    string // tool or prompt name, resource URI
+	Version   string // the protocol version in effect for the request
+	Principal reqstate.Principal
+	Arguments json.RawMessage // nil when absent (hashed as {})
+	State     string
+	// Responses are the inputResponses, values in the SDK's own type; nil
+	// when absent. NullResponses marks inputResponses present but null or
+	// {}, which is refused (ErrNullResponses).
+	Responses     map[string]any
+	NullResponses bool
+	// Meta is the request's _meta, for the guard's Observer (trace
+	// context); nil for none.
+	Meta map[string]any
+	// Caps returns what the client declared, for the capability gate; it
+	// is called at most once, and only when the handler pauses or asks.
+	Caps func() mcpwire.Caps
+
+	capsOnce sync.Once
+	caps     mcpwire.Caps
+}
+
+// Declared returns what the client declared, computed once.
+func (c *Call) Declared() mcpwire.Caps {
+	c.capsOnce.Do(func() {
+		if c.Caps != nil {
+			c.caps = c.Caps()
+		}
+	})
+	return c.caps
+}
+
+// Begin runs the guard's checks for c.
+func Begin(ctx context.Context, g *mrtr.Guard, c *Call) (*mrtr.Flow, error) {
+	if c.NullResponses || (c.Responses != nil && len(c.Responses) == 0) {
+		return nil, ErrNullResponses
+	}
+	r := &mrtr.Request{
+		Method:          c.Method,
+		ProtocolVersion: c.Version,
+		Target:          c.Target,
+		Principal:       c.Principal,
+		Arguments:       c.Arguments,
+		RequestState:    c.State,
+		Meta:            c.Meta,
+	}
+	if len(c.Responses) > 0 {
+		r.InputResponses = c.Responses
+	}
+	return g.Begin(ctx, r)
+}
+
+// Result is what an adapter reads from a handler's result for the checks
+// after it: the requestState it carries and what its input requests need.
+type Result struct {
+	State string
+	Needs map[string]mcpwire.Need
+}
+
+// Run is the common path of every handler: the guard's checks, the typed
+// flow, the handler, the checks of its result (a requestState the flow
+// did not seal, input requests the client cannot answer), and settling
+// the single-use reservation. Errors come back unmapped: the adapter maps
+// them with Wire.
+//
+// Settling can fail (the store times out): Flow.End then logs the error
+// and Run still answers with what the handler returned, its result or its
+// error. That is safe because a reservation holds until the token expires
+// unless it is released: a commit that failed after the handler succeeded
+// leaves the token reserved, so it never runs again, and the client gets
+// the result it is owed instead of an error that would invite a retry the
+// guard must refuse. A release that failed after a handler error only
+// costs the user the token (a retry is refused as replayed).
+func Run[R, C any](ctx context.Context, g *mrtr.Guard, c *Call, rec *Record, logger *slog.Logger,
+	h func(context.Context, *Flow[C]) (R, error), inspect func(R) Result) (R, error) {
+	var zero R
+	f, err := Begin(ctx, g, c)
+	if err != nil {
+		return zero, err
+	}
+	fl, err := NewFlow[C](ctx, f, c, rec, logger)
+	if err != nil {
+		_ = f.End(ctx, err) // logged by End; see above
+		return zero, err
+	}
+	res, err := h(ctx, fl)
+	if err == nil {
+		err = checkResult(c, f, inspect(res))
+	}
+	_ = f.End(ctx, err) // logged by End; see above
+	if err != nil {
+		return zero, err
+	}
+	return res, nil
+}
+
+// checkResult refuses a result with a requestState the flow did not seal,
+// or with input requests this client cannot answer.
+func checkResult(c *Call, f *mrtr.Flow, r Result) error {
+	if r.State != "" {
+		if tok, ok := f.Paused(); !ok || tok != r.State {
+			return mrtr.ErrHandlerState
+		}
+	}
+	if len(r.Needs) == 0 {
+		return nil
+	}
+	return Gate(c.Declared(), r.Needs)
+}

@@ -1,0 +1,67 @@
+package adapt
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
+	"github.com/mrtr-go/mrtr/reqstate"
+)
+
+func TestWire(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code int
+		msg  string
+		data string
+	}{
+		{&mrtr.RejectError{Reason: mrtr.ReasonReplayed}, -32602, "invalid requestState", `{"reason":"replayed"}`},
+		{fmt.Errorf("wrapped: %w", &mrtr.RejectError{Reason: mrtr.ReasonExpired}), -32602, "invalid requestState", `{"reason":"expired"}`},
+		{fmt.Errorf("%w: redis down", mrtr.ErrStoreUnavailable), -32603, "internal error", ``},
+		{fmt.Errorf("%w: %w", mrtr.ErrInvalidArguments, reqstate.ErrInexactNumber), -32602,
+			"invalid params: arguments hold a number with more precision than an IEEE 754 double carries (I-JSON, RFC 7493); send large integers and exact decimals as strings", ``},
+		{mrtr.ErrHandlerState, -32603, "server bug: a handler set requestState without sealing it", ``},
+		{ErrNullResponses, -32602, "invalid params: inputResponses must be an object of answers", ``},
+		{Gate(mcpwire.Caps{}, map[string]mcpwire.Need{"a": {Method: mcpwire.MethodListRoots}}), -32021, "missing required client capability", `{"requiredCapabilities":{"roots":{}}}`},
+	} {
+		w := Wire(tc.err)
+		if w == nil || w.Code != tc.code || w.Message != tc.msg || string(w.Data) != tc.data {
+			t.Errorf("Wire(%v) = %+v, want %d %q %s", tc.err, w, tc.code, tc.msg, tc.data)
+		}
+	}
+	if w := Wire(errors.New("handler failed")); w != nil {
+		t.Errorf("a handler's own error mapped to %+v", w)
+	}
+	if Wire(nil) != nil {
+		t.Error("nil mapped")
+	}
+}
+
+func TestTyped(t *testing.T) {
+	type answer struct{ A string }
+	if v, ok := Typed[*answer](&answer{"x"}, true); !ok || v.A != "x" {
+		t.Errorf("Typed of a *answer: %v %v", v, ok)
+	}
+	if _, ok := Typed[*answer]((*answer)(nil), true); ok {
+		t.Error("a nil *answer counted")
+	}
+	if _, ok := Typed[*answer]("other", true); ok {
+		t.Error("a string counted as *answer")
+	}
+	if _, ok := Typed[*answer](&answer{}, false); ok {
+		t.Error("an absent answer counted")
+	}
+}
+
+func TestRecord(t *testing.T) {
+	var r Record
+	r.Add("v1.k.sealed")
+	if r.CheckState("v1.k.sealed") != nil || r.CheckState("") != nil {
+		t.Error("a sealed or empty state refused")
+	}
+	if !errors.Is(r.CheckState("step=1"), mrtr.ErrHandlerState) {
+		t.Error("a hand-set state passed")
+	}
+}

@@ -1,0 +1,229 @@
+package mcpgo
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/adapt"
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
+)
+
+// NewHTTPHandler serves the adapter's server over mcp-go's Streamable
+// HTTP transport (server.NewStreamableHTTPServer with opts), behind
+// Handler. One endpoint serves every protocol version: 2026-07-28
+// requests statelessly with Multi Round-Trip Requests on the wire, older
+// clients through the initialize handshake and mcp-go's legacy bridge.
+func NewHTTPHandler(a *Adapter, opts ...server.StreamableHTTPOption) http.Handler {
+	return a.Handler(server.NewStreamableHTTPServer(a.server, opts...))
+}
+
+// Handler wraps next, an HTTP transport of the adapter's server (mcp-go's
+// StreamableHTTPServer), to fill the two seams mcp-go lacks:
+//
+//   - mcp-go sends every handler error as -32603 with the error's text: it
+//     has no way for a handler to answer a JSON-RPC error of its own code
+//     and data. Handler rewrites the errors of mrtr's error contract into
+//     their exact form (-32602 "invalid requestState" with data.reason,
+//     -32021 with data.requiredCapabilities, -32602 for arguments the hash
+//     refuses and for null inputResponses, -32603 for a store outage), with
+//     the HTTP status mcp-go gives those codes on the 2026-07-28 wire (400).
+//   - mcp-go's resource handlers return contents, not a result, so they
+//     cannot pause; the adapter carries the pause to its resource hook
+//     through the request's context, which Handler prepares.
+//
+// It also reads whether params.inputResponses is null, which mcp-go
+// decodes as absent. Everything else passes through unchanged and
+// streamed. Without Handler tools and prompts still pause and resume
+// sealed, but a refused requestState reaches the client as -32603 with a
+// message naming the reason, and resources cannot pause.
+func (a *Adapter) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		x := &exchange{}
+		var buf *bytes.Buffer
+		if r.Body != nil {
+			// The body is read once more here (mcp-go reads its own copy), into
+			// a pooled buffer: the exchange needs it only while the call runs.
+			buf, _ = a.bodies.Get().(*bytes.Buffer)
+			if buf == nil {
+				buf = new(bytes.Buffer)
+			}
+			_, err := buf.ReadFrom(r.Body)
+			r.Body.Close()
+			if err != nil {
+				buf.Reset()
+				a.bodies.Put(buf)
+				http.Error(w, "read request body", http.StatusBadRequest)
+				return
+			}
+			x.body = buf.Bytes()
+			r.Body = io.NopCloser(bytes.NewReader(x.body))
+		}
+		rw := &rewriter{w: w, x: x}
+		next.ServeHTTP(rw, r.WithContext(withExchange(r.Context(), x)))
+		rw.finish()
+		if buf != nil {
+			x.nullOnce.Do(func() {}) // the call is over: nobody asks any more
+			x.body = nil
+			if buf.Cap() <= maxPooledBody {
+				buf.Reset()
+				a.bodies.Put(buf)
+			}
+		}
+	})
+}
+
+// maxPooledBody is the largest body buffer Handler keeps for reuse.
+const maxPooledBody = 64 << 10
+
+// nullResponses reports whether a JSON-RPC request's
+// params.inputResponses is present but null or an empty object.
+func nullResponses(body []byte) bool {
+	if !bytes.Contains(body, []byte(`"inputResponses"`)) {
+		return false
+	}
+	var m struct {
+		Params struct {
+			InputResponses json.RawMessage `json:"inputResponses"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return false
+	}
+	v := bytes.TrimSpace(m.Params.InputResponses)
+	if bytes.Equal(v, []byte("null")) {
+		return true
+	}
+	var obj map[string]json.RawMessage
+	return len(v) > 0 && v[0] == '{' && json.Unmarshal(v, &obj) == nil && len(obj) == 0
+}
+
+// rewriter passes a response through, except that it rewrites the
+// JSON-RPC error of a contract error the adapter recorded in the
+// exchange. It holds back the status line until the first byte of the
+// body, so a rewritten JSON error can change it.
+type rewriter struct {
+	w      http.ResponseWriter
+	x      *exchange
+	status int  // held back until the first byte of the body
+	sent   bool // the status line is out
+}
+
+func (rw *rewriter) Header() http.Header { return rw.w.Header() }
+
+func (rw *rewriter) WriteHeader(code int) {
+	if rw.sent || rw.status != 0 {
+		return
+	}
+	rw.status = code
+}
+
+func (rw *rewriter) Write(p []byte) (int, error) {
+	out := rw.rewrite(p)
+	rw.writeStatus()
+	if _, err := rw.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil // the caller's length, whatever the rewrite made of it
+}
+
+// Flush sends the status line and what is buffered.
+func (rw *rewriter) Flush() {
+	rw.writeStatus()
+	if f, ok := rw.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (rw *rewriter) Unwrap() http.ResponseWriter { return rw.w }
+
+func (rw *rewriter) writeStatus() {
+	if rw.sent {
+		return
+	}
+	rw.sent = true
+	if rw.status != 0 {
+		rw.w.WriteHeader(rw.status)
+	}
+}
+
+// finish sends a status line nothing was written after.
+func (rw *rewriter) finish() { rw.writeStatus() }
+
+// rewrite replaces a recorded contract error in p: a JSON response body,
+// or an SSE event whose data line is one.
+func (rw *rewriter) rewrite(p []byte) []byte {
+	rw.x.mu.Lock()
+	pending, modern := rw.x.pending, rw.x.modern
+	rw.x.mu.Unlock()
+	if len(pending) == 0 || !bytes.Contains(p, []byte(`"error"`)) {
+		return p
+	}
+	if bytes.HasPrefix(p, []byte("event:")) || bytes.HasPrefix(p, []byte("data:")) {
+		// One SSE event: "event: message\ndata: {...}\n\n".
+		i := bytes.Index(p, []byte("data: "))
+		if i < 0 {
+			return p
+		}
+		start := i + len("data: ")
+		end := start + bytes.IndexByte(p[start:], '\n')
+		if end < start {
+			end = len(p)
+		}
+		if out, _, ok := rewriteMessage(p[start:end], pending); ok {
+			return append(append(append([]byte{}, p[:start]...), out...), p[end:]...)
+		}
+		return p
+	}
+	out, code, ok := rewriteMessage(bytes.TrimSpace(p), pending)
+	if !ok {
+		return p
+	}
+	if modern && !rw.sent && rw.status == http.StatusOK && (code == mrtr.CodeInvalidParams || code == mcpwire.CodeMissingCapability) {
+		rw.status = http.StatusBadRequest // as mcp-go answers these codes on the 2026-07-28 wire
+	}
+	return append(out, '\n')
+}
+
+// rewriteMessage rewrites one JSON-RPC error response whose -32603 message
+// is a recorded contract error.
+func rewriteMessage(msg []byte, pending map[string]*adapt.WireError) ([]byte, int, bool) {
+	var m struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(msg, &m) != nil || m.Error == nil || m.Error.Code != mrtr.CodeInternalError {
+		return nil, 0, false
+	}
+	w, ok := pending[m.Error.Message]
+	if !ok {
+		return nil, 0, false
+	}
+	type errObj struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data,omitempty"`
+	}
+	out, err := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   errObj          `json:"error"`
+	}{m.JSONRPC, m.ID, errObj{w.Code, w.Message, w.Data}})
+	if err != nil {
+		return nil, 0, false
+	}
+	return out, w.Code, true
+}

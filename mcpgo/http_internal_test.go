@@ -1,0 +1,72 @@
+package mcpgo
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/mrtr-go/mrtr/internal/adapt"
+)
+
+func TestNullResponses(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"params":{"inputResponses":null}}`:               true,
+		`{"params":{"inputResponses": {} }}`:               true,
+		`{"params":{"inputResponses":{"a":{}}}}`:           false,
+		`{"params":{}}`:                                    false,
+		`{"params":{"arguments":{"inputResponses":null}}}`: false,
+		`not json "inputResponses"`:                        false,
+	} {
+		if got := nullResponses([]byte(body)); got != want {
+			t.Errorf("%s: %v, want %v", body, got, want)
+		}
+	}
+}
+
+// FuzzNullResponses: any request body, never a panic, and a true answer
+// only for a body whose params.inputResponses is null or {}.
+func FuzzNullResponses(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"inputResponses":null}}`))
+	f.Add([]byte(`{"params":{"inputResponses":{}}}`))
+	f.Add([]byte(`{"params":{"inputResponses":[]}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !nullResponses(body) {
+			return
+		}
+		var m struct {
+			Params struct {
+				InputResponses *map[string]any `json:"inputResponses"`
+			} `json:"params"`
+		}
+		if err := json.Unmarshal(body, &m); err != nil {
+			t.Fatalf("true for a body that does not decode: %v", err)
+		}
+		if r := m.Params.InputResponses; r != nil && len(*r) > 0 {
+			t.Fatalf("true for inputResponses %v", *r)
+		}
+	})
+}
+
+// FuzzRewriteMessage: any response message, never a panic; a rewrite is
+// always the recorded error with the message's id.
+func FuzzRewriteMessage(f *testing.F) {
+	pending := map[string]*adapt.WireError{"invalid requestState (reason: expired)": {Code: -32602, Message: "invalid requestState", Data: json.RawMessage(`{"reason":"expired"}`)}}
+	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"invalid requestState (reason: expired)"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"x","error":{"code":-32603,"message":"other"}}`))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		out, code, ok := rewriteMessage(msg, pending)
+		if !ok {
+			return
+		}
+		var m struct {
+			ID    json.RawMessage
+			Error struct {
+				Code int
+				Data json.RawMessage
+			}
+		}
+		if err := json.Unmarshal(out, &m); err != nil || code != -32602 || m.Error.Code != -32602 || !bytes.Equal(m.Error.Data, pending["invalid requestState (reason: expired)"].Data) {
+			t.Fatalf("rewrite %s -> %s (%d): %v", msg, out, code, err)
+		}
+	})
+}
