@@ -1,5 +1,5 @@
 # `make test` is the README's test command and what CI runs: it installs
-# what the tests need (Debian's redis-server and chromium, the pinned
+# what the tests need (Debian's redis-server, redis-sentinel and chromium, the pinned
 # conformance harness and MCP Inspector with Node 22 from npm), then runs
 # everything, strictly: tests that need Redis, the harness, a pseudo-terminal
 # or the Inspector fail instead of skipping.

@@ -2,9 +2,10 @@
 # Throw-away Redis servers for tests, on 127.0.0.1 only.
 #
 # Usage:
-#   scripts/redis.sh ensure      install Debian's redis-server package if redis-server
-#                                is not on PATH (apt-get, non-interactive; needs root).
-#                                The packaged service is neither started nor left enabled.
+#   scripts/redis.sh ensure      install Debian's redis-server and redis-sentinel packages
+#                                if redis-server or redis-sentinel is not on PATH (apt-get,
+#                                non-interactive; needs root). The packaged services are
+#                                neither started nor left enabled.
 #   scripts/redis.sh start DIR   start redis-server on a free random 127.0.0.1 port
 #                                (20000-40000), no persistence, daemonized, with
 #                                DIR/redis.pid, DIR/redis.log, DIR/redis.port and
@@ -19,7 +20,7 @@ set -euo pipefail
 
 PROG="redis.sh"
 die() { echo "$PROG: $*" >&2; exit 1; }
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
@@ -29,11 +30,12 @@ apt_lists_present() {
 }
 
 cmd_ensure() {
-  if have redis-server && have redis-cli; then
+  if have redis-server && have redis-cli && have redis-sentinel; then
     return 0
   fi
-  [[ "$(id -u)" == 0 ]] || die "redis-server is not installed and installing it needs root (apt-get install redis-server)"
-  have apt-get || die "redis-server is not installed and apt-get is not available"
+  [[ "$(id -u)" == 0 ]] || die "redis-server or redis-sentinel is not installed and installing them needs root (apt-get install redis-server redis-sentinel)"
+  have apt-get || die "redis-server or redis-sentinel is not installed and apt-get is not available"
+  local pkgs=(redis-server redis-sentinel)
 
   local log t0 created_policy=0
   log="$(mktemp "${TMPDIR:-/tmp}/redis-ensure.XXXXXX")"
@@ -51,26 +53,29 @@ cmd_ensure() {
   # shellcheck disable=SC2064
   trap "rm -f '$log'; [[ $created_policy == 1 ]] && rm -f /usr/sbin/policy-rc.d || true" EXIT
 
-  if ! apt_lists_present || ! apt-cache show redis-server >/dev/null 2>&1; then
+  if ! apt_lists_present || ! apt-cache show "${pkgs[@]}" >/dev/null 2>&1; then
     "${apt[@]}" update >>"$log" 2>&1 || { tail -n 30 "$log" >&2; die "apt-get update failed"; }
   fi
-  if ! "${apt[@]}" install --no-install-recommends redis-server >>"$log" 2>&1; then
+  if ! "${apt[@]}" install --no-install-recommends "${pkgs[@]}" >>"$log" 2>&1; then
     # Stale lists (a version that is no longer on the mirror): refresh once and retry.
     "${apt[@]}" update >>"$log" 2>&1 || true
-    "${apt[@]}" install --no-install-recommends redis-server >>"$log" 2>&1 \
-      || { tail -n 30 "$log" >&2; die "apt-get install redis-server failed"; }
+    "${apt[@]}" install --no-install-recommends "${pkgs[@]}" >>"$log" 2>&1 \
+      || { tail -n 30 "$log" >&2; die "apt-get install ${pkgs[*]} failed"; }
   fi
 
-  # Do not leave the packaged service enabled (we start our own instances).
-  if have deb-systemd-helper; then
-    deb-systemd-helper disable redis-server.service >/dev/null 2>&1 || true
-  fi
-  if have update-rc.d && [[ -e /etc/init.d/redis-server ]]; then
-    update-rc.d redis-server disable >/dev/null 2>&1 || true
-  fi
+  # Do not leave the packaged services enabled (we start our own instances).
+  local svc
+  for svc in redis-server redis-sentinel; do
+    if have deb-systemd-helper; then
+      deb-systemd-helper disable "$svc.service" >/dev/null 2>&1 || true
+    fi
+    if have update-rc.d && [[ -e "/etc/init.d/$svc" ]]; then
+      update-rc.d "$svc" disable >/dev/null 2>&1 || true
+    fi
+  done
 
-  if ! { have redis-server && have redis-cli; }; then
-    die "redis-server/redis-cli still not on PATH after install"
+  if ! { have redis-server && have redis-cli && have redis-sentinel; }; then
+    die "redis-server/redis-cli/redis-sentinel still not on PATH after install"
   fi
   echo "$PROG: installed $(redis-server --version | awk '{print $3}' | sed "s/^v=//") in $((SECONDS - t0)) s" >&2
 }

@@ -39,6 +39,7 @@ type commonConfig struct {
 	serverID     string
 	replay       string
 	replayTO     time.Duration // bound on each call to a Redis store
+	replicas     int           // replicas that must acknowledge each claim
 	auth         authConfig
 	logFormat    string
 	logLevel     string
@@ -227,17 +228,30 @@ func commonFlags(f *flags, c *commonConfig) {
 		"lifetime of a requestState issued to an anonymous caller; never longer than --ttl (the smaller of the two applies)")
 	f.Int(&c.maxRounds, "max-rounds", mrtr.DefaultMaxRounds, 1, "how many times one flow may pause")
 	f.String(&c.serverID, "server-id", mrtr.DefaultServerID, "server id bound into every requestState (same on every node of a cluster)")
-	f.String(&c.replay, "replay", "memory", "single-use store: memory, off, or redis://host:port/db (rediss:// for TLS)")
+	f.String(&c.replay, "replay", "memory", "single-use store: memory, off, redis://host:port/db (one Redis), "+
+		"redis://sentinel1:26379?master_name=NAME&addr=sentinel2:26379 (Sentinel), "+
+		"redis-cluster://node1:7000?addr=node2:7001 (Cluster); rediss:// and rediss-cluster:// for TLS")
 	f.check("replay", func() error {
 		switch {
 		case c.replay == "memory", c.replay == "off":
-		case strings.HasPrefix(c.replay, "redis://"), strings.HasPrefix(c.replay, "rediss://"):
+		case strings.HasPrefix(c.replay, "redis://"), strings.HasPrefix(c.replay, "rediss://"),
+			strings.HasPrefix(c.replay, "redis-cluster://"), strings.HasPrefix(c.replay, "rediss-cluster://"):
 		default:
-			return flagErr("replay", "%q is not memory, off or a redis:// URL", c.replay)
+			// Never the value: it may hold a password.
+			return flagErr("replay", "not memory, off, or a redis://, rediss://, redis-cluster:// or rediss-cluster:// URL")
 		}
 		return nil
 	})
-	f.Duration(&c.replayTO, "replay-timeout", redisstore.DefaultTimeout, "with a redis:// store: how long one store call may take before the resume fails closed")
+	f.Duration(&c.replayTO, "replay-timeout", redisstore.DefaultTimeout, "with a Redis store: how long one store call may take before the resume fails closed")
+	f.Int(&c.replicas, "replay-replicas", 0, 0,
+		"with a Redis store: a claim counts only once this many replicas acknowledged it (WAIT, or WAITAOF with appendonly); "+
+			"else the resume fails closed. 0 trusts the primary alone")
+	f.check("replay-replicas", func() error {
+		if c.replicas > 0 && (c.replay == "memory" || c.replay == "off") {
+			return flagErr("replay-replicas", "%d needs a Redis store (--replay); --replay %s has no replicas", c.replicas, c.replay)
+		}
+		return nil
+	})
 	authFlags(f, &c.auth)
 	f.Choice(&c.logFormat, "log-format", "text", []string{"text", "json"}, "log format: text or json")
 	f.String(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/gosdk"
@@ -123,7 +124,7 @@ func (c *commonConfig) newGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 	p := guard.Policy()
 	sealing, _ := ring.SealingKey(time.Now())
 	log.Info("mrtr policy", "keys", ring.IDs(), "primary", sealing, "server_id", p.ServerID, "ttl", p.TTL, "anonymous_ttl", p.AnonymousTTL,
-		"max_rounds", p.MaxRounds, "replay", c.replayName(), "auth", c.auth.enabled(),
+		"max_rounds", p.MaxRounds, "replay", c.replayName(), "replay_replicas", c.replicas, "auth", c.auth.enabled(),
 		"metrics", c.metricsAddr != "", "tracing", tel.tracing != nil)
 	return guard, func() { closeStore(); stopKeys(); tel.close(log) }, nil
 }
@@ -174,13 +175,27 @@ func runHTTP(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.L
 	return nil
 }
 
-// replayName describes the single-use store without any password.
+// replayName describes the single-use store without any password: neither
+// the user information nor a password query parameter (the Sentinel form
+// carries the primary's there).
 func (c *commonConfig) replayName() string {
-	if u, err := url.Parse(c.replay); err == nil && u.User != nil {
-		u.User = nil
-		return u.String()
+	u, err := url.Parse(c.replay)
+	if err != nil || u.Scheme == "" {
+		if strings.Contains(c.replay, "@") || strings.Contains(strings.ToLower(c.replay), "password") {
+			return "(unparsable URL)"
+		}
+		return c.replay
 	}
-	return c.replay
+	u.User = nil
+	if q := u.Query(); len(q) > 0 {
+		for k := range q {
+			if strings.Contains(strings.ToLower(k), "password") {
+				q.Set(k, "xxxxx")
+			}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }
 
 func (c *commonConfig) openStore(ctx context.Context, log *slog.Logger) (replay.Store, func(), error) {
@@ -190,7 +205,10 @@ func (c *commonConfig) openStore(ctx context.Context, log *slog.Logger) (replay.
 	case "memory":
 		return replay.NewMemory(nil), func() {}, nil
 	}
-	s, err := redisstore.NewFromURL(c.replay, &redisstore.Options{Timeout: c.replayTO})
+	// go-redis reports failovers and redials through its own logger, to
+	// stderr in another format: route it into ours.
+	redis.SetLogger(redisLog{log})
+	s, err := redisstore.NewFromURL(c.replay, &redisstore.Options{Timeout: c.replayTO, Replicas: c.replicas})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--replay: %w", err)
 	}
@@ -199,8 +217,41 @@ func (c *commonConfig) openStore(ctx context.Context, log *slog.Logger) (replay.
 	defer cancel()
 	if err := s.Ping(pctx); err != nil {
 		log.Warn("redis single-use store not reachable yet; resumes fail closed until it is", "replay", c.replayName(), "error", err)
+		return s, func() { s.Close() }, nil
 	}
+	c.checkDurability(pctx, s, log)
 	return s, func() { s.Close() }, nil
+}
+
+// redisLog is go-redis's logger writing to the server's: its lines (a new
+// primary found by Sentinel, a failed dial) at info level.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.InfoContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+}
+
+// checkDurability asks the store's primaries, once at startup, whether a
+// restart or failover would keep the claims, and warns once if not.
+func (c *commonConfig) checkDurability(ctx context.Context, s *redisstore.Store, log *slog.Logger) {
+	d, err := s.Durability(ctx)
+	if err != nil {
+		// INFO may be renamed or forbidden by ACLs: say so once, quietly.
+		log.Info("redis single-use store: could not check persistence and replicas", "error", err)
+		return
+	}
+	switch {
+	case !d.AOF && d.Replicas == 0:
+		log.Warn("redis single-use store has neither AOF persistence (appendonly no) nor replicas: "+
+			"if it restarts, every token used so far can be used once more until it expires. "+
+			"Set appendonly yes (see docs/OPERATIONS.md, \"Many nodes on Redis\")",
+			"replay", c.replayName(), "primaries", d.Primaries)
+	case d.Replicas < c.replicas:
+		log.Warn("redis single-use store has fewer replicas than --replay-replicas: resumes fail closed until enough replicas connect",
+			"replay", c.replayName(), "replicas", d.Replicas, "replay_replicas", c.replicas)
+	default:
+		log.Info("redis single-use store durability", "aof", d.AOF, "replicas", d.Replicas, "replay_replicas", c.replicas, "primaries", d.Primaries)
+	}
 }
 
 // allowedHostList is --allowed-hosts as a list of lower-case names.

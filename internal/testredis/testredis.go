@@ -18,6 +18,19 @@
 // A test binary that shares one server among all its tests starts it in
 // TestMain with [StartMain].
 //
+// Topologies (topology.go) start several processes and wait for explicit
+// signs of readiness (INFO replication, SENTINEL CKQUORUM and friends,
+// CLUSTER INFO), never for a fixed time:
+//
+//	rs := testredis.StartReplicated(t, 2)    // a primary and two replicas in sync
+//	ss := testredis.StartSentinel(t, 2, 3)   // the same watched by three sentinels; ss.URL()
+//	cl := testredis.StartCluster(t, 3, 1)    // three primaries with a replica each; cl.URL()
+//	ss.Primary.Kill()                        // SIGKILL, as a crash
+//	ss.WaitFailover(t, oldAddr, 1)           // a majority of sentinels names a new primary
+//
+// [StartSentinelLagged] puts the replicas behind a [LagLink], a replication
+// link that delivers late and loses what is in flight when the primary dies.
+//
 // # Environment
 //
 // If redis-server is not on PATH, tests that need it are skipped, unless
@@ -91,6 +104,14 @@ type Server struct {
 	bin  string // path of redis-server
 	dir  string // working directory, holds redis.log
 	port int
+
+	// extra returns arguments that follow the defaults (and so override
+	// them) at every start; nil for a plain server. conf, if set, is the
+	// configuration file given first (redis-sentinel needs one).
+	extra func() []string
+	conf  string
+	// sentinel drops the data options a sentinel does not take.
+	sentinel bool
 
 	mu   sync.Mutex
 	proc *process // nil while stopped
@@ -275,16 +296,27 @@ func (s *Server) startFresh() error {
 // reports whether it failed because the port was taken.
 func (s *Server) startLocked() (portInUse bool, err error) {
 	logPath := filepath.Join(s.dir, "redis.log")
-	cmd := exec.Command(s.bin,
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args,
 		"--bind", "127.0.0.1",
 		"--port", strconv.Itoa(s.port),
 		"--protected-mode", "yes",
-		"--save", "",
-		"--appendonly", "no",
+	)
+	if !s.sentinel {
+		args = append(args, "--save", "", "--appendonly", "no")
+	}
+	args = append(args,
 		"--daemonize", "no",
 		"--dir", s.dir,
 		"--logfile", logPath,
 	)
+	if s.extra != nil {
+		args = append(args, s.extra()...)
+	}
+	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
 	setProcAttr(cmd)
 	// redis-server writes to stdout/stderr only when it cannot open the log

@@ -117,16 +117,45 @@
 // until its token expires, so memory follows the rate of use times the token
 // lifetime, not history.
 //
-// # Cluster
+// # Sentinel and Cluster
 //
 // Every operation touches exactly one key, so the store works unchanged with
-// Redis Cluster (pass a *redis.ClusterClient to [New]), with Sentinel
-// failover clients, and with client-side sharding (*redis.Ring). Each id
-// hashes to its own slot; no hash tags are needed.
+// Redis Cluster (redis-cluster:// URLs, or a *redis.ClusterClient passed to
+// [New]), with Sentinel (the failover URL, or redis.NewFailoverClient), and
+// with client-side sharding (*redis.Ring, without Options.Replicas). Each
+// token's only key lives in one slot; a hash tag would change nothing and
+// would move the keys of a running deployment. A Prefix must not contain a
+// hash tag ({...}): it would put every token in one slot.
+//
+// # Replicas and failover
+//
+// Replication is asynchronous: a primary that acknowledged a claim and dies
+// before sending it on leaves the promoted replica without it, and the token
+// can run again. With Options.Replicas = N, Reserve and Commit send their
+// write and WAIT N (WAITAOF 1 N where the primary runs appendonly yes and
+// knows it) in one pipeline, on one connection to the key's primary (for a
+// Cluster, the primary of the key's slot; a MOVED reply, after a failover,
+// sends the pipeline once to the node it names). Fewer acknowledgments fail
+// the call, never with ErrReplayed: the guard refuses the resume, and a
+// Reserve releases its unacknowledged claim (best effort) so that the user
+// can retry. WAIT does not make Redis strongly consistent; what each N
+// guarantees, case by case, is in docs/OPERATIONS.md ("Many nodes on
+// Redis"), and tested against real servers in this package's
+// topology_test.go: N = 1 closes the split-brain and crashed-primary cases,
+// not the promotion of a replica that missed a claim another replica
+// acknowledged (N = every replica closes that too); no N survives a primary
+// restarted without persistence before any failover (appendonly yes does).
+//
+// [Store.Durability] reports, from one INFO per primary, whether the
+// deployment persists (AOF) and how many replicas each primary has; mrtr
+// serve warns at startup when a restart would forget used tokens.
 //
 // # Connections
 //
 // [New] takes any redis.UniversalClient the caller configured, and leaves it
 // open on Close. [NewFromURL] creates a client from a redis://, rediss://
-// (TLS) or unix:// URL, with password and database, and closes it on Close.
+// (TLS) or unix:// URL, with password and database, from go-redis's Sentinel
+// failover URL (redis://sentinel:26379?master_name=NAME&addr=...), or from a
+// redis-cluster:// (rediss-cluster:// for TLS) URL of seed nodes, and closes
+// it on Close.
 package redisstore

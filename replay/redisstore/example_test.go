@@ -69,3 +69,28 @@ func ExampleNew() {
 	store := redisstore.New(client, &redisstore.Options{Prefix: "myapp:replay:"})
 	_ = store // a replay.Store, ready for a guard
 }
+
+// Sentinel and Cluster deployments are named by URL too. With Replicas, a
+// claim counts only once that many replicas hold it, so that a failover
+// does not forget it. Compiled, not run: it needs the servers.
+func ExampleNewFromURL_failover() {
+	sentinel, err := redisstore.NewFromURL(
+		"redis://sentinel1:26379?master_name=mymaster&addr=sentinel2:26379&addr=sentinel3:26379",
+		&redisstore.Options{Replicas: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sentinel.Close()
+
+	cluster, err := redisstore.NewFromURL("rediss-cluster://node1:7000?addr=node2:7001&addr=node3:7002",
+		&redisstore.Options{Replicas: 1, Timeout: time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cluster.Close()
+
+	d, err := cluster.Durability(context.Background())
+	if err == nil && !d.AOF && d.Replicas == 0 {
+		log.Print("a Redis restart would forget used tokens")
+	}
+}

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -84,6 +85,23 @@ type Options struct {
 	// only to turn a token's expiry into a relative lifetime (PX); Redis
 	// expires the keys by its own clock.
 	Now func() time.Time
+
+	// Replicas is how many replicas must acknowledge a claim before it
+	// counts. Zero (the default) trusts the primary's reply alone. With N
+	// above zero, Reserve and Commit send their write and then WAIT N (or
+	// WAITAOF 1 N where the primary has appendonly yes and knows WAITAOF)
+	// on the same connection, and fail with an error, never ErrReplayed,
+	// unless N replicas acknowledged within the timeout: the guard then
+	// refuses the resume (fail closed). A Reserve whose claim was not
+	// acknowledged releases it again, best effort. See "Replicas and
+	// failover" in the package documentation for what this does and does
+	// not guarantee. A negative value panics.
+	//
+	// It needs a client that writes each key through one connection to one
+	// primary: a *redis.Client (one server or a Sentinel failover client)
+	// or a *redis.ClusterClient (the key's primary). Other clients fail
+	// every Reserve and Commit.
+	Replicas int
 }
 
 // Store is a [replay.Store] kept in Redis, shared by every process that uses
@@ -98,6 +116,14 @@ type Store struct {
 	timeout    time.Duration
 	errTimeout error
 	now        func() time.Time
+	replicas   int
+	waitMS     int64        // WAIT's timeout, below the store's own
+	ackMode    atomic.Int32 // ackUnknown, ackWait or ackWaitAOF
+
+	// redirects are clients of Cluster nodes that a MOVED reply named,
+	// for Replicas above zero (see pipelineAcked).
+	redirectMu sync.Mutex
+	redirects  map[string]*redis.Client
 }
 
 var _ replay.Store = (*Store)(nil)
@@ -106,7 +132,7 @@ var _ replay.Store = (*Store)(nil)
 // nil opts is the same as a zero Options. The caller keeps ownership of
 // client: Close does not close it.
 //
-// It panics if client is nil or Timeout is negative.
+// It panics if client is nil, or Timeout or Replicas is negative.
 func New(client redis.UniversalClient, opts *Options) *Store {
 	if client == nil {
 		panic("redisstore: nil client")
@@ -117,6 +143,9 @@ func New(client redis.UniversalClient, opts *Options) *Store {
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
+	}
+	if o.Replicas < 0 {
+		panic("redisstore: negative Options.Replicas")
 	}
 	switch {
 	case o.Timeout < 0:
@@ -133,34 +162,36 @@ func New(client redis.UniversalClient, opts *Options) *Store {
 		timeout:    o.Timeout,
 		errTimeout: fmt.Errorf("no reply within %v: %w", o.Timeout, context.DeadlineExceeded),
 		now:        o.Now,
+		replicas:   o.Replicas,
+		// WAIT must give up before the store does, so that a shortfall
+		// is reported as such and not as a timeout.
+		waitMS: max(1, (o.Timeout / 2).Milliseconds()),
 	}
 }
 
-// NewFromURL connects to the server that rawURL names and returns a Store
-// that owns the connection: Close closes it. It accepts what
-// [redis.ParseURL] accepts:
+// NewFromURL connects to the deployment that rawURL names and returns a
+// Store that owns the connection: Close closes it. It accepts:
 //
-//	redis://[[user]:password@]host[:port][/db][?option=value...]
-//	rediss://...   the same over TLS
+//	redis://[[user]:password@]host[:port][/db][?option=value...]   one server
+//	rediss://...                                                   the same over TLS
 //	unix://[[user]:password@]/path/to/redis.sock[?db=N]
+//	redis://[[user]:password@]sentinel1:26379[/db]?master_name=mymaster&addr=sentinel2:26379&addr=sentinel3:26379
+//	         Sentinel: go-redis's failover form, recognized by master_name;
+//	         the user information authenticates to the sentinels, the
+//	         password=... parameter to the primary; rediss:// for TLS
+//	redis-cluster://[[user]:password@]node1:7000?addr=node2:7001&addr=node3:7002
+//	         Redis Cluster: seed nodes, go-redis's cluster form under its
+//	         own scheme; rediss-cluster:// for TLS
 //
-// It does not connect yet; call [Store.Ping] to check the server. The client
-// it creates honours context deadlines on socket reads and writes
-// (ContextTimeoutEnabled). The error never contains the URL, which may hold
-// a password.
+// The options after ? are those of [redis.ParseURL], [redis.ParseFailoverURL]
+// and [redis.ParseClusterURL]. It does not connect yet; call [Store.Ping] to
+// check the server. The client it creates honours context deadlines on
+// socket reads and writes (ContextTimeoutEnabled). The error never contains
+// the URL or a password.
 //
-// It panics if Timeout in opts is negative.
+// It panics if Timeout or Replicas in opts is negative.
 func NewFromURL(rawURL string, opts *Options) (*Store, error) {
-	ro, err := redis.ParseURL(rawURL)
-	if err != nil {
-		// url.Parse's errors quote the whole URL, password included.
-		if ue, ok := errors.AsType[*url.Error](err); ok {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("redisstore: parse URL: %w", err)
-	}
-	ro.ContextTimeoutEnabled = true
-	client, err := newClient(ro)
+	client, err := parseClient(rawURL)
 	if err != nil {
 		return nil, err
 	}
@@ -169,21 +200,10 @@ func NewFromURL(rawURL string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
-// newClient calls redis.NewClient, which panics on some options that a URL
-// can set (pool_size=-1): a bad URL is bad runtime data, so it becomes an
-// error. NewClient releases what it allocated before it panics.
-func newClient(o *redis.Options) (c *redis.Client, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			c, err = nil, fmt.Errorf("redisstore: URL options: %v", r)
-		}
-	}()
-	return redis.NewClient(o), nil
-}
-
 // Close closes the client if the store created it ([NewFromURL]), and does
 // nothing otherwise. The store must not be used after Close.
 func (s *Store) Close() error {
+	s.closeRedirects()
 	if !s.owned {
 		return nil
 	}
@@ -206,8 +226,10 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Reserve implements [replay.Store]. The claim lasts until expires (rounded
 // up to the millisecond), with no shorter lease. It returns ErrReplayed if id
-// is held or expires is not after the current time, and a wrapped error, never ErrReplayed, if Redis does not answer within the
-// timeout or answers with an error.
+// is held or expires is not after the current time, and a wrapped error,
+// never ErrReplayed, if Redis does not answer within the timeout, answers
+// with an error, or (Options.Replicas) fewer replicas than required
+// acknowledged the claim.
 func (s *Store) Reserve(ctx context.Context, id string, expires time.Time) (replay.Reservation, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("redisstore: reserve: %w", err)
@@ -220,6 +242,9 @@ func (s *Store) Reserve(ctx context.Context, id string, expires time.Time) (repl
 		return nil, replay.ErrReplayed
 	}
 	r := &reservation{s: s, key: s.prefix + id, owner: rand.Text(), expires: expires}
+	if s.replicas > 0 {
+		return s.reserveAcked(ctx, r, px)
+	}
 	val := reservedTag + r.owner
 	won, err := roundTrip(ctx, s, func(ctx context.Context) (bool, error) {
 		err := s.client.SetArgs(ctx, r.key, val, redis.SetArgs{Mode: "NX", TTL: px}).Err()
@@ -273,9 +298,15 @@ func (r *reservation) Commit(ctx context.Context) error {
 		r.done = true
 		return nil
 	}
-	n, err := roundTrip(ctx, r.s, func(ctx context.Context) (int64, error) {
-		return commitScript.Run(ctx, r.s.client, []string{r.key}, r.owner, px.Milliseconds()).Int64()
-	})
+	var n int64
+	var err error
+	if r.s.replicas > 0 {
+		n, err = r.s.commitAcked(ctx, r, px)
+	} else {
+		n, err = roundTrip(ctx, r.s, func(ctx context.Context) (int64, error) {
+			return commitScript.Run(ctx, r.s.client, []string{r.key}, r.owner, px.Milliseconds()).Int64()
+		})
+	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("redisstore: commit: %w", err)
@@ -332,6 +363,10 @@ func pxUntil(expires, now time.Time) (px time.Duration, ok bool) {
 // MaxRetries, on a server that has stopped answering. Running op in its own
 // goroutine keeps the caller's wait bounded by s.timeout whatever the client
 // is configured to do; op then ends by the client's own timeouts.
+// deadlineSlack is how close to its context's deadline an i/o timeout
+// counts as that deadline (see roundTrip).
+const deadlineSlack = 5 * time.Millisecond
+
 func roundTrip[T any](ctx context.Context, s *Store, op func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, s.errTimeout)
 	defer cancel()
@@ -352,6 +387,14 @@ func roundTrip[T any](ctx context.Context, s *Store, op func(context.Context) (T
 		case r = <-done: // finished at the same moment: keep its answer
 		default:
 			return r.v, context.Cause(ctx)
+		}
+	}
+	if r.err != nil && ctx.Err() == nil && errors.Is(r.err, os.ErrDeadlineExceeded) {
+		// A socket deadline that go-redis set from ctx's can fire a
+		// moment before ctx's own timer: if ctx is about to end, the
+		// i/o timeout is its deadline. Let it end, and say so below.
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < deadlineSlack {
+			<-ctx.Done()
 		}
 	}
 	if r.err != nil && ctx.Err() != nil {

@@ -1,7 +1,15 @@
 package redisstore
 
 import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"slices"
+	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -36,4 +44,126 @@ func TestNewFromURLOptions(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// The Sentinel and Cluster forms of DESIGN.md ("Many nodes on Redis") make
+// go-redis's failover and cluster clients, TLS with rediss.
+func TestNewFromURLTopologies(t *testing.T) {
+	const pw = "s3cr3t-pw"
+	t.Run("Sentinel", func(t *testing.T) {
+		for _, tc := range []struct {
+			url       string
+			sentinels []string
+			tls       bool
+			db        int
+		}{
+			{url: "redis://sentinel1:26379?master_name=mymaster&addr=sentinel2:26379&addr=sentinel3:26379",
+				sentinels: []string{"sentinel1:26379", "sentinel2:26379", "sentinel3:26379"}},
+			{url: "rediss://:" + pw + "@sentinel1:26380/2?master_name=mymaster&addr=sentinel2:26380&password=" + pw,
+				sentinels: []string{"sentinel1:26380", "sentinel2:26380"}, tls: true, db: 2},
+		} {
+			s, err := NewFromURL(tc.url, nil)
+			if err != nil {
+				t.Fatalf("NewFromURL(%q) = %v", tc.url, err)
+			}
+			c, ok := s.client.(*redis.Client)
+			if !ok {
+				t.Fatalf("client %T, want *redis.Client (failover)", s.client)
+			}
+			o := c.Options()
+			if (o.TLSConfig != nil) != tc.tls || !o.ContextTimeoutEnabled || o.DB != tc.db {
+				t.Errorf("%q: tls %v contextTimeout %v db %d", tc.url, o.TLSConfig != nil, o.ContextTimeoutEnabled, o.DB)
+			}
+			if !strings.HasPrefix(o.Addr, "FailoverClient") && o.Addr != "FailoverClient" {
+				// go-redis names the address of a failover client so.
+				t.Logf("%q: addr %q", tc.url, o.Addr)
+			}
+			if tc.tls && o.Password != pw {
+				t.Errorf("%q: primary password not passed", tc.url)
+			}
+			s.Close()
+		}
+	})
+	t.Run("Cluster", func(t *testing.T) {
+		for _, tc := range []struct {
+			url   string
+			addrs []string
+			tls   bool
+		}{
+			{url: "redis-cluster://node1:7000?addr=node2:7001&addr=node3:7002", addrs: []string{"node1:7000", "node2:7001", "node3:7002"}},
+			{url: "rediss-cluster://app:" + pw + "@node1:7000?addr=node2:7001", addrs: []string{"node1:7000", "node2:7001"}, tls: true},
+		} {
+			s, err := NewFromURL(tc.url, nil)
+			if err != nil {
+				t.Fatalf("NewFromURL(%q) = %v", tc.url, err)
+			}
+			c, ok := s.client.(*redis.ClusterClient)
+			if !ok {
+				t.Fatalf("client %T, want *redis.ClusterClient", s.client)
+			}
+			o := c.Options()
+			if !slices.Equal(o.Addrs, tc.addrs) || (o.TLSConfig != nil) != tc.tls || !o.ContextTimeoutEnabled {
+				t.Errorf("%q: addrs %v tls %v contextTimeout %v", tc.url, o.Addrs, o.TLSConfig != nil, o.ContextTimeoutEnabled)
+			}
+			if tc.tls && (o.Username != "app" || o.Password != pw || o.TLSConfig.ServerName != "node1") {
+				t.Errorf("%q: user %q, TLS ServerName %q", tc.url, o.Username, o.TLSConfig.ServerName)
+			}
+			s.Close()
+		}
+	})
+	t.Run("Malformed", func(t *testing.T) {
+		for _, u := range []string{
+			"redis://sentinel1:26379?master_name=",
+			"redis://:" + pw + "@sentinel1:26379?master_name=m&addr=bad-addr",
+			"redis://:" + pw + "@sentinel1:26379?master_name=m&no_such=" + pw,
+			"redis://sentinel1:26379/x?master_name=m",
+			"redis://?master_name=m",
+			"redis-cluster://",
+			"redis-cluster://:" + pw + "@node1:7000/1",
+			"redis-cluster://:" + pw + "@node1:7000?addr=node2",
+			"redis-cluster://:" + pw + "@node1:7000?db=1",
+			"rediss-cluster://:" + pw + "@node1:7000?dial_timeout=" + pw,
+			"redis://:" + pw + "@sentinel1:26379?master_name=m&password=" + pw + "&dial_timeout=x" + pw,
+		} {
+			s, err := NewFromURL(u, nil)
+			if err == nil {
+				s.Close()
+				t.Errorf("NewFromURL(%q) succeeded, want an error", u)
+				continue
+			}
+			if msg := err.Error(); !strings.HasPrefix(msg, "redisstore: ") || strings.Contains(msg, pw) {
+				t.Errorf("NewFromURL(%q) error %q: want a redisstore error without the password", u, msg)
+			} else {
+				t.Logf("%s", msg)
+			}
+		}
+	})
+}
+
+// An i/o timeout that a socket deadline derived from the store's deadline
+// raises a moment before the context's own timer fires is reported as the
+// store's deadline (errors.Is context.DeadlineExceeded), as TestUnresponsive
+// expects of a frozen server. Without the slack, the store returned the bare
+// "i/o timeout" now and then under load.
+func TestRoundTripEarlySocketDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), &Options{Timeout: 200 * time.Millisecond})
+		defer s.client.Close()
+		_, err := roundTrip(t.Context(), s, func(ctx context.Context) (int, error) {
+			dl, _ := ctx.Deadline()
+			time.Sleep(time.Until(dl) - time.Millisecond) // the socket's timer fires first
+			return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+		})
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no reply within 200ms") {
+			t.Fatalf("roundTrip = %v, want the store's deadline", err)
+		}
+		// An i/o timeout well before the deadline is the client's own
+		// (a short ReadTimeout), and stays what it is.
+		_, err = roundTrip(t.Context(), s, func(ctx context.Context) (int, error) {
+			return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+		})
+		if errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("roundTrip with an early i/o timeout = %v, want it unchanged", err)
+		}
+	})
 }

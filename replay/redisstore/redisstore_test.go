@@ -83,11 +83,11 @@ return n
 type agedClock struct {
 	t      testing.TB
 	clk    *fakeclock.Clock
-	raw    *redis.Client
+	raw    redis.UniversalClient // a Cluster's keys are aged on every primary
 	prefix string
 }
 
-func newAgedClock(t testing.TB, raw *redis.Client, prefix string) *agedClock {
+func newAgedClock(t testing.TB, raw redis.UniversalClient, prefix string) *agedClock {
 	return &agedClock{t: t, clk: fakeclock.New(time.Now()), raw: raw, prefix: prefix}
 }
 
@@ -98,14 +98,22 @@ func (c *agedClock) Advance(d time.Duration) {
 		c.t.Fatalf("agedClock: cannot move back by %v", d)
 	}
 	c.clk.Advance(d)
-	if err := ageScript.Run(context.Background(), c.raw, nil, c.prefix, d.Milliseconds()).Err(); err != nil {
+	var err error
+	if cc, ok := c.raw.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
+			return ageScript.Run(ctx, m, nil, c.prefix, d.Milliseconds()).Err()
+		})
+	} else {
+		err = ageScript.Run(context.Background(), c.raw, nil, c.prefix, d.Milliseconds()).Err()
+	}
+	if err != nil {
 		c.t.Fatalf("age keys by %v: %v", d, err)
 	}
 }
 
 // runContract runs the contract suite with a fresh prefix and aged clock for
 // every subtest, the store made by newStore.
-func runContract(t *testing.T, raw *redis.Client, newStore func(t *testing.T, opts *redisstore.Options) replay.Store) {
+func runContract(t *testing.T, raw redis.UniversalClient, newStore func(t *testing.T, opts *redisstore.Options) replay.Store) {
 	replaytest.Run(t, func(t *testing.T) replaytest.Fixture {
 		prefix := newPrefix()
 		clk := newAgedClock(t, raw, prefix)
