@@ -63,7 +63,9 @@ func Wire(err error) *WireError {
 	case errors.As(err, &re):
 		data, _ := json.Marshal(map[string]string{"reason": string(re.Reason)})
 		return &WireError{Code: mrtr.CodeInvalidParams, Message: mrtr.RejectMessage, Data: data}
-	case errors.Is(err, mrtr.ErrStoreUnavailable):
+	case errors.Is(err, mrtr.ErrStoreUnavailable), errors.Is(err, reqstate.ErrNoSealingKey):
+		// The server cannot keep its promise (no store answer, no key whose
+		// window is open): the client learns nothing of why, the log does.
 		return &WireError{Code: mrtr.CodeInternalError, Message: "internal error"}
 	case errors.Is(err, mrtr.ErrInvalidArguments):
 		return &WireError{Code: mrtr.CodeInvalidParams, Message: argumentsMessage(err)}
