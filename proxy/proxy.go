@@ -220,6 +220,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, mcpwire.ErrDuplicateName):
 		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: a member name repeats", nil)
 		return
+	case errors.Is(err, errFoldedName):
+		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: a member name differs from a protocol name only in case", nil)
+		return
 	case errors.Is(err, errBadRequest) || errors.Is(err, mcpwire.ErrNotObject):
 		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: one JSON-RPC object expected (no batches)", nil)
 		return
