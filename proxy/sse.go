@@ -140,15 +140,26 @@ func (h *Handler) relaySSE(ctx context.Context, w http.ResponseWriter, resp *htt
 }
 
 // writeEvent writes one event: the other field lines as received, then
-// data (one line: JSON from the proxy never holds a newline).
+// data, one data line per line of it. data is valid JSON (the upstream's
+// response, as received or rewritten, or the proxy's own), so a CR or LF
+// in it is whitespace between tokens: a lone CR, which ends a line for an
+// event-stream parser, becomes a space.
 func writeEvent(w io.Writer, other [][]byte, data []byte) {
 	var buf bytes.Buffer
 	for _, l := range other {
 		buf.Write(l)
 		buf.WriteByte('\n')
 	}
-	buf.WriteString("data: ")
-	buf.Write(data)
-	buf.WriteString("\n\n")
+	for l := range bytes.SplitSeq(data, []byte("\n")) {
+		buf.WriteString("data: ")
+		for _, c := range l {
+			if c == '\r' {
+				c = ' '
+			}
+			buf.WriteByte(c)
+		}
+		buf.WriteByte('\n')
+	}
+	buf.WriteByte('\n')
 	_, _ = w.Write(buf.Bytes())
 }
