@@ -548,7 +548,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 	tok, err := c.flow.Pause(cont, asked...)
 	if err != nil {
 		var re *mrtr.RejectError
-		if errors.As(err, &re) {
+		if errors.As(err, &re) || errors.Is(err, mrtr.ErrInvalidArguments) {
 			return guardErrorBody(id, err), http.StatusOK, err
 		}
 		h.log.ErrorContext(ctx, "proxy: seal the upstream's pause", "method", c.req.method, "target", c.target, "error", err)
