@@ -23,11 +23,13 @@ type event struct {
 
 var errEventTooLarge = errors.New("server-sent event exceeds the held-message limit")
 
-// eventReader splits an event stream into events. Lines end in "\n" or
-// "\r\n". One event is bounded by max bytes.
+// eventReader splits an event stream into events. Lines end in "\n",
+// "\r\n" or "\r" alone, as the event-stream grammar (and so the client)
+// has them. One event is bounded by max bytes.
 type eventReader struct {
-	br  *bufio.Reader
-	max int64
+	br     *bufio.Reader
+	max    int64
+	skipLF bool // the last line ended in a CR: an LF right after it belongs to it
 }
 
 func newEventReader(r io.Reader, max int64) *eventReader {
@@ -73,20 +75,44 @@ func (er *eventReader) next() (*event, error) {
 	}
 }
 
-// line reads one line, newline included, refusing to grow the event past
-// the limit.
+// line reads one line, its end (LF, CRLF or a lone CR) included, refusing
+// to grow the event past the limit. It never waits for the byte after a
+// CR: an LF arriving later is dropped as the end of that line.
 func (er *eventReader) line(have int64) ([]byte, error) {
 	var out []byte
 	for {
-		frag, err := er.br.ReadSlice('\n')
-		if have+int64(len(out)+len(frag)) > er.max {
+		buf, err := er.br.Peek(max(er.br.Buffered(), 1))
+		if len(buf) == 0 {
+			return out, err
+		}
+		if er.skipLF {
+			er.skipLF = false
+			if buf[0] == '\n' {
+				_, _ = er.br.Discard(1)
+				continue
+			}
+		}
+		n, end := len(buf), false
+		if i := bytes.IndexAny(buf, "\r\n"); i >= 0 {
+			n, end = i+1, true
+			if buf[i] == '\r' {
+				if i+1 < len(buf) {
+					if buf[i+1] == '\n' {
+						n++
+					}
+				} else {
+					er.skipLF = true
+				}
+			}
+		}
+		if have+int64(len(out)+n) > er.max {
 			return nil, errEventTooLarge
 		}
-		out = append(out, frag...)
-		if err == bufio.ErrBufferFull {
-			continue
+		out = append(out, buf[:n]...)
+		_, _ = er.br.Discard(n)
+		if end {
+			return out, nil
 		}
-		return out, err
 	}
 }
 
