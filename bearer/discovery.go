@@ -125,8 +125,12 @@ func checkFetchURL(s string) error {
 	return fmt.Errorf("%q is neither https nor http", s)
 }
 
+// loopbackHost reports whether a fetch to h stays on this machine: a
+// loopback address, or localhost (which /etc/hosts names). A name under
+// .localhost is not one: Go's resolver asks the network's DNS for it, which
+// may answer with any address.
 func loopbackHost(h string) bool {
-	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+	if strings.EqualFold(h, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(h)

@@ -80,7 +80,9 @@
 // no MCP SDK (package internal/mcpwire splits JSON objects into raw
 // members after one validation pass, agreeing with encoding/json). Member
 // names are matched exactly, and a client message whose envelope or
-// params repeat a member name is refused (400), so the upstream cannot
+// params repeat a member name, or carry one that equals a protocol
+// member's name only under case folding (encoding/json, and so mcp-go,
+// matches names that way), is refused (400), so the upstream cannot
 // read a message the proxy judged differently; a message the proxy does
 // not change is forwarded as received, one it changes (a resume) is
 // encoded again from what it parsed.

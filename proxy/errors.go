@@ -8,6 +8,7 @@ import (
 
 	"github.com/mrtr-go/mrtr"
 
+	"github.com/mrtr-go/mrtr/internal/adapt"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
 )
 
@@ -54,6 +55,10 @@ func guardErrorBody(id json.RawMessage, err error) []byte {
 	if errors.As(err, &re) {
 		data, _ := json.Marshal(map[string]string{"reason": string(re.Reason)})
 		return errorBody(id, mrtr.CodeInvalidParams, mrtr.RejectMessage, data)
+	}
+	if errors.Is(err, mrtr.ErrInvalidArguments) { // the client's arguments, not I-JSON: -32602
+		we := adapt.Wire(err)
+		return errorBody(id, we.Code, we.Message, we.Data)
 	}
 	return errorBody(id, mrtr.CodeInternalError, "internal error", nil)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
 )
@@ -35,6 +36,32 @@ type rpcRequest struct {
 
 var errBadRequest = errors.New("not a JSON-RPC message")
 
+// errFoldedName is parseRequest's error for a member whose name equals a
+// protocol member's name only under case folding.
+var errFoldedName = errors.New("member name differs from a protocol name only in case")
+
+// Member names the proxy reads, in the envelope and in a pausable call's
+// params.
+var (
+	envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+	paramNames    = []string{"name", "uri", "arguments", "_meta", "requestState", "inputResponses"}
+)
+
+// foldedName reports whether o has a member whose name is not one of names
+// but equals one of them under Unicode case folding. encoding/json (and so
+// mcp-go) matches struct fields that way, so an upstream would read such a
+// member as the one the proxy judged by its exact name.
+func foldedName(o object, names []string) bool {
+	for k := range o {
+		for _, n := range names {
+			if k != n && strings.EqualFold(k, n) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // parseRequest reads a client's POST body. It accepts any JSON-RPC object
 // (request, notification or a legacy client's response) whose member names
 // do not repeat, at its top level or in the params of a pausable call (a
@@ -44,6 +71,9 @@ func parseRequest(body []byte) (*rpcRequest, error) {
 	msg, err := mcpwire.ParseUniqueObject(body)
 	if err != nil {
 		return nil, err
+	}
+	if foldedName(msg, envelopeNames) {
+		return nil, errFoldedName
 	}
 	r := &rpcRequest{msg: msg, body: body}
 	if id, ok := msg["id"]; ok && !bytes.Equal(id, []byte("null")) {
@@ -63,6 +93,9 @@ func parseRequest(body []byte) (*rpcRequest, error) {
 		var ok bool
 		if r.params, ok = msg.UniqueObject("params"); !ok {
 			return nil, errBadRequest
+		}
+		if foldedName(r.params, paramNames) {
+			return nil, errFoldedName
 		}
 	}
 	return r, nil

@@ -220,6 +220,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, mcpwire.ErrDuplicateName):
 		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: a member name repeats", nil)
 		return
+	case errors.Is(err, errFoldedName):
+		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: a member name differs from a protocol name only in case", nil)
+		return
 	case errors.Is(err, errBadRequest) || errors.Is(err, mcpwire.ErrNotObject):
 		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: one JSON-RPC object expected (no batches)", nil)
 		return
@@ -545,7 +548,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 	tok, err := c.flow.Pause(cont, asked...)
 	if err != nil {
 		var re *mrtr.RejectError
-		if errors.As(err, &re) {
+		if errors.As(err, &re) || errors.Is(err, mrtr.ErrInvalidArguments) {
 			return guardErrorBody(id, err), http.StatusOK, err
 		}
 		h.log.ErrorContext(ctx, "proxy: seal the upstream's pause", "method", c.req.method, "target", c.target, "error", err)

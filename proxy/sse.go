@@ -23,11 +23,13 @@ type event struct {
 
 var errEventTooLarge = errors.New("server-sent event exceeds the held-message limit")
 
-// eventReader splits an event stream into events. Lines end in "\n" or
-// "\r\n". One event is bounded by max bytes.
+// eventReader splits an event stream into events. Lines end in "\n",
+// "\r\n" or "\r" alone, as the event-stream grammar (and so the client)
+// has them. One event is bounded by max bytes.
 type eventReader struct {
-	br  *bufio.Reader
-	max int64
+	br     *bufio.Reader
+	max    int64
+	skipLF bool // the last line ended in a CR: an LF right after it belongs to it
 }
 
 func newEventReader(r io.Reader, max int64) *eventReader {
@@ -73,20 +75,44 @@ func (er *eventReader) next() (*event, error) {
 	}
 }
 
-// line reads one line, newline included, refusing to grow the event past
-// the limit.
+// line reads one line, its end (LF, CRLF or a lone CR) included, refusing
+// to grow the event past the limit. It never waits for the byte after a
+// CR: an LF arriving later is dropped as the end of that line.
 func (er *eventReader) line(have int64) ([]byte, error) {
 	var out []byte
 	for {
-		frag, err := er.br.ReadSlice('\n')
-		if have+int64(len(out)+len(frag)) > er.max {
+		buf, err := er.br.Peek(max(er.br.Buffered(), 1))
+		if len(buf) == 0 {
+			return out, err
+		}
+		if er.skipLF {
+			er.skipLF = false
+			if buf[0] == '\n' {
+				_, _ = er.br.Discard(1)
+				continue
+			}
+		}
+		n, end := len(buf), false
+		if i := bytes.IndexAny(buf, "\r\n"); i >= 0 {
+			n, end = i+1, true
+			if buf[i] == '\r' {
+				if i+1 < len(buf) {
+					if buf[i+1] == '\n' {
+						n++
+					}
+				} else {
+					er.skipLF = true
+				}
+			}
+		}
+		if have+int64(len(out)+n) > er.max {
 			return nil, errEventTooLarge
 		}
-		out = append(out, frag...)
-		if err == bufio.ErrBufferFull {
-			continue
+		out = append(out, buf[:n]...)
+		_, _ = er.br.Discard(n)
+		if end {
+			return out, nil
 		}
-		return out, err
 	}
 }
 
@@ -140,15 +166,26 @@ func (h *Handler) relaySSE(ctx context.Context, w http.ResponseWriter, resp *htt
 }
 
 // writeEvent writes one event: the other field lines as received, then
-// data (one line: JSON from the proxy never holds a newline).
+// data, one data line per line of it. data is valid JSON (the upstream's
+// response, as received or rewritten, or the proxy's own), so a CR or LF
+// in it is whitespace between tokens: a lone CR, which ends a line for an
+// event-stream parser, becomes a space.
 func writeEvent(w io.Writer, other [][]byte, data []byte) {
 	var buf bytes.Buffer
 	for _, l := range other {
 		buf.Write(l)
 		buf.WriteByte('\n')
 	}
-	buf.WriteString("data: ")
-	buf.Write(data)
-	buf.WriteString("\n\n")
+	for l := range bytes.SplitSeq(data, []byte("\n")) {
+		buf.WriteString("data: ")
+		for _, c := range l {
+			if c == '\r' {
+				c = ' '
+			}
+			buf.WriteByte(c)
+		}
+		buf.WriteByte('\n')
+	}
+	buf.WriteByte('\n')
 	_, _ = w.Write(buf.Bytes())
 }
