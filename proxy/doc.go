@@ -61,8 +61,12 @@
 // The client's headers reach the upstream as sent, so
 // MCP-Protocol-Version, Mcp-Method and Mcp-Name stay consistent with the
 // body the upstream receives (the proxy changes only requestState and
-// inputResponses in it, which no header mirrors); the upstream validates
-// them as it would without the proxy. Hop-by-hop headers are dropped, and
+// inputResponses in it, which no header mirrors). On a pausable call the
+// proxy checks them itself as well: one that is present and names another
+// method, target or protocol version than the body (which the token is
+// bound to) is refused with -32020 (HTTP 400) before anything reaches the
+// upstream, so an upstream that routes on headers cannot run what the
+// guard did not check. Hop-by-hop headers are dropped, and
 // so is Authorization unless ForwardAuthorization is set: per the MCP
 // authorization guidance, a token issued to the proxy must not be passed
 // through to another resource. Authenticate callers in front of the

@@ -324,6 +324,14 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	if !ok {
 		version = r.Header.Get("Mcp-Protocol-Version")
 	}
+	if name, mismatch := headerMismatch(r.Header, req.method, target, version); mismatch {
+		// The token is bound to the body; an upstream that routed on a
+		// header naming something else would run what the guard did not
+		// check. The spec's answer to a mismatch is -32020 (400).
+		h.log.WarnContext(ctx, "proxy: a request header disagrees with its body", "header", name, "method", req.method)
+		writeError(w, http.StatusBadRequest, req.id, codeHeaderMismatch, "header mismatch: "+name+" does not match the request body", nil)
+		return
+	}
 	mreq := &mrtr.Request{
 		Method:          req.method,
 		ProtocolVersion: version,
@@ -611,4 +619,24 @@ func copyHeader(dst, src http.Header) {
 		}
 		dst[k] = append([]string(nil), vs...)
 	}
+}
+
+// codeHeaderMismatch is the JSON-RPC code of a request whose MCP headers
+// disagree with its body (MCP 2026-07-28, Streamable HTTP).
+const codeHeaderMismatch = -32020
+
+// headerMismatch reports the first MCP request header that is present and
+// names another method, target or protocol version than the body the
+// guard checks. Absent headers are not judged (older clients send none).
+func headerMismatch(hd http.Header, method, target, version string) (string, bool) {
+	for _, c := range [...]struct{ name, want string }{
+		{"Mcp-Method", method},
+		{"Mcp-Name", target},
+		{"Mcp-Protocol-Version", version},
+	} {
+		if v := hd.Values(c.name); len(v) > 1 || len(v) == 1 && v[0] != c.want {
+			return c.name, true
+		}
+	}
+	return "", false
 }
