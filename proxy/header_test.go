@@ -19,6 +19,8 @@ func TestHeaderMismatch(t *testing.T) {
 		{"Mcp-Method": {"prompts/get"}},
 		{"Mcp-Protocol-Version": {"2025-11-25"}},
 		{"Mcp-Name": {"ask", "other"}},
+		{"Mcp-Name": {"=?base64?b3RoZXI=?="}}, // "other", in the spec's sentinel form
+		{"Mcp-Name": {"=?base64?!!?="}},       // a sentinel that does not decode
 	} {
 		r := post(t, px.URL, callReq{name: "ask", state: ptr(tok), responses: confirmed(), header: h})
 		if r.status != http.StatusBadRequest || r.err == nil || r.err.Code != -32020 {
@@ -28,8 +30,10 @@ func TestHeaderMismatch(t *testing.T) {
 	if n := len(up.all()) - before; n != 0 {
 		t.Fatalf("%d requests with mismatched headers reached the upstream", n)
 	}
-	// The token was never reserved by a refused request: it still resumes.
-	if r := post(t, px.URL, callReq{name: "ask", state: ptr(tok), responses: confirmed()}); r.err != nil {
+	// The token was never reserved by a refused request: it still resumes,
+	// here with its name in the sentinel form, which decodes to the body's.
+	if r := post(t, px.URL, callReq{name: "ask", state: ptr(tok), responses: confirmed(),
+		header: http.Header{"Mcp-Name": {"=?base64?YXNr?="}}}); r.err != nil {
 		t.Fatalf("the resume after refused mismatches: %+v", r.err)
 	}
 }

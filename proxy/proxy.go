@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -634,9 +635,25 @@ func headerMismatch(hd http.Header, method, target, version string) (string, boo
 		{"Mcp-Name", target},
 		{"Mcp-Protocol-Version", version},
 	} {
-		if v := hd.Values(c.name); len(v) > 1 || len(v) == 1 && v[0] != c.want {
+		if v := hd.Values(c.name); len(v) > 1 || len(v) == 1 && headerValue(v[0]) != c.want {
 			return c.name, true
 		}
 	}
 	return "", false
+}
+
+// headerValue decodes the spec's sentinel form of a header value that is
+// not header-safe ASCII, =?base64?<standard base64 of UTF-8>?=; any other
+// value is itself. A sentinel that does not decode yields a value no body
+// holds ("\x00"), so it never matches.
+func headerValue(v string) string {
+	const prefix, suffix = "=?base64?", "?="
+	if len(v) < len(prefix)+len(suffix) || !strings.HasPrefix(v, prefix) || !strings.HasSuffix(v, suffix) {
+		return v
+	}
+	b, err := base64.StdEncoding.DecodeString(v[len(prefix) : len(v)-len(suffix)])
+	if err != nil {
+		return "\x00"
+	}
+	return string(b)
 }
