@@ -417,6 +417,34 @@ func (ss *SentinelSet) WaitFailover(t testing.TB, old string, replicas int) *Ser
 	return ss.ServerAt(now)
 }
 
+// WaitAgreement waits until every running sentinel names one primary
+// other than old. After WaitFailover a sentinel in the minority may still
+// name the old primary for a moment, and a client that asks it dials a
+// dead server: for a client the failover is over only once all agree.
+func (ss *SentinelSet) WaitAgreement(t testing.TB, old string) {
+	t.Helper()
+	waitFor(t, "every sentinel naming one new primary", func(ctx context.Context) error {
+		named := ""
+		for _, s := range ss.Sentinels {
+			if !s.Running() {
+				continue
+			}
+			c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+			v, err := c.Do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", SentinelMaster).StringSlice()
+			_ = c.Close()
+			if err != nil || len(v) != 2 {
+				return fmt.Errorf("sentinel %s: %v %v", s.Addr(), v, err)
+			}
+			addr := net.JoinHostPort(v[0], v[1])
+			if addr == old || named != "" && addr != named {
+				return fmt.Errorf("sentinel %s names %s", s.Addr(), addr)
+			}
+			named = addr
+		}
+		return nil
+	})
+}
+
 // Cluster is a Redis Cluster on 127.0.0.1.
 type Cluster struct {
 	Nodes []*Server
