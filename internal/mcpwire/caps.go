@@ -1,7 +1,6 @@
 package mcpwire
 
 import (
-	"bytes"
 	"encoding/json"
 	"iter"
 	"maps"
@@ -39,7 +38,7 @@ type Caps struct {
 // an object declares nothing; a member that is not an object does not
 // declare its capability.
 func ParseCaps(raw json.RawMessage) Caps {
-	raw = bytes.TrimSpace(raw)
+	raw = TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
 		return Caps{}
 	}
@@ -101,7 +100,7 @@ func readCaps(lookup func(path ...string) (present, object bool)) Caps {
 // CapsFromMeta reads the capabilities a request declares in its params'
 // _meta object (meta is the value of params._meta); absent means none.
 func CapsFromMeta(meta json.RawMessage) Caps {
-	meta = bytes.TrimSpace(meta)
+	meta = TrimSpace(meta)
 	if len(meta) == 0 || meta[0] != '{' || !json.Valid(meta) {
 		return Caps{}
 	}
@@ -197,7 +196,7 @@ func NeedOf(method string, params json.RawMessage) Need {
 		n.URLMode = mode == "url" || (mode == "" && stringMember(p, "url") != "")
 	case MethodSampling:
 		tools, _ := member(validObject(params), "tools")
-		n.Tools = len(tools) > 2 && tools[0] == '[' && len(bytes.TrimSpace(tools[1:len(tools)-1])) > 0
+		n.Tools = len(tools) > 2 && tools[0] == '[' && len(TrimSpace(tools[1:len(tools)-1])) > 0
 	}
 	return n
 }
@@ -252,7 +251,7 @@ func MissingCapabilityData(capabilities ...string) json.RawMessage {
 // validObject returns raw, trimmed, if it is one valid JSON object, and
 // nil otherwise.
 func validObject(raw json.RawMessage) []byte {
-	raw = bytes.TrimSpace(raw)
+	raw = TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
 		return nil
 	}

@@ -20,10 +20,16 @@ var (
 // sub-slices of the parsed input: do not modify the input afterwards.
 type Object map[string]json.RawMessage
 
+// TrimSpace trims JSON's whitespace (space, tab, line feed, carriage
+// return) from both ends of b. bytes.TrimSpace also trims what JSON does
+// not allow there (vertical tab, form feed, NEL, Unicode spaces), so a
+// value it accepted would be one the next hop's parser refuses.
+func TrimSpace(b []byte) []byte { return bytes.Trim(b, " \t\n\r") }
+
 // ParseObject validates b as one JSON value (encoding/json's scanner, no
 // allocation) and splits it into members if it is an object.
 func ParseObject(b []byte) (Object, error) {
-	b = bytes.TrimSpace(b)
+	b = TrimSpace(b)
 	if len(b) == 0 || b[0] != '{' {
 		return nil, ErrNotObject
 	}
@@ -51,7 +57,7 @@ var ErrDuplicateName = errors.New("duplicate member name")
 // object whose member names repeat at its top level: two parsers that
 // keep the first or the last of them could read different messages.
 func ParseUniqueObject(b []byte) (Object, error) {
-	b = bytes.TrimSpace(b)
+	b = TrimSpace(b)
 	if len(b) == 0 || b[0] != '{' {
 		return nil, ErrNotObject
 	}
