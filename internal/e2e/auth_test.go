@@ -105,30 +105,7 @@ func TestAuthJWKS(t *testing.T) {
 	b := startAuthNode(t, issB, true, shared...) // keys found by discovery
 
 	t.Run("flows", func(t *testing.T) {
-		u := &user{}
-		client := mcp.NewClient(&mcp.Implementation{Name: "mrtr-e2e-auth", Version: "1.0.0"}, &mcp.ClientOptions{
-			ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-				content, err := u.answer(r.Params.Message, r.Params.RequestedSchema)
-				if err != nil {
-					return nil, err
-				}
-				return &mcp.ElicitResult{Action: "accept", Content: content}, nil
-			},
-		})
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: a.url, HTTPClient: bearerClient(t, a.token(t, "alice"))}, nil)
-		if err != nil {
-			t.Fatalf("connect: %v", err)
-		}
-		defer cs.Close()
-		runFlows(t, u, func(ctx context.Context, tool string, args map[string]any) (string, bool, error) {
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-			if err != nil {
-				return "", false, err
-			}
-			return goSDKText(res), res.IsError, nil
-		})
+		bearerFlows(t, "mrtr-e2e-auth", a.url, a.token(t, "alice"), 30*time.Second)
 	})
 
 	t.Run("principals", func(t *testing.T) {
@@ -259,31 +236,10 @@ func TestAuthProxy(t *testing.T) {
 	a := startAuthProxy(t, upstream, issA, false, shared...)
 	b := startAuthProxy(t, upstream, issB, true, shared...)
 
-	u := &user{}
-	client := mcp.NewClient(&mcp.Implementation{Name: "mrtr-e2e-auth-proxy", Version: "1.0.0"}, &mcp.ClientOptions{
-		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			content, err := u.answer(r.Params.Message, r.Params.RequestedSchema)
-			if err != nil {
-				return nil, err
-			}
-			return &mcp.ElicitResult{Action: "accept", Content: content}, nil
-		},
-	})
+	bearerFlows(t, "mrtr-e2e-auth-proxy", a.url, a.token(t, "alice"), 60*time.Second)
+
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: a.url, HTTPClient: bearerClient(t, a.token(t, "alice"))}, nil)
-	if err != nil {
-		t.Fatalf("connect through the proxy: %v", err)
-	}
-	defer cs.Close()
-	runFlows(t, u, func(ctx context.Context, tool string, args map[string]any) (string, bool, error) {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-		if err != nil {
-			return "", false, err
-		}
-		return goSDKText(res), res.IsError, nil
-	})
-
 	aliceA := mnConnect(t, a.url, bearerClient(t, a.token(t, "alice")))
 	bobA := mnConnect(t, a.url, bearerClient(t, a.token(t, "bob")))
 	aliceB := mnConnect(t, b.url, bearerClient(t, b.token(t, "alice")))
@@ -321,4 +277,34 @@ func TestAuthProxy(t *testing.T) {
 	if err := json.NewDecoder(mr.Body).Decode(&m); err != nil || m.Resource != a.url || strings.Join(m.AuthorizationServers, ",") != issA.URL {
 		t.Fatalf("proxy metadata: %+v %v", m, err)
 	}
+}
+
+// bearerFlows runs the demo flows with go-sdk's client against url,
+// sending token as a bearer token and answering every elicitation.
+func bearerFlows(t *testing.T, name, url, token string, timeout time.Duration) {
+	t.Helper()
+	u := &user{}
+	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1.0.0"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			content, err := u.answer(r.Params.Message, r.Params.RequestedSchema)
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: content}, nil
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: bearerClient(t, token)}, nil)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", url, err)
+	}
+	defer cs.Close()
+	runFlows(t, u, func(ctx context.Context, tool string, args map[string]any) (string, bool, error) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			return "", false, err
+		}
+		return goSDKText(res), res.IsError, nil
+	})
 }
