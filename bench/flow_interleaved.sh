@@ -7,7 +7,8 @@
 #
 # Usage (from bench/): ./flow_interleaved.sh [rounds [out]]
 # FLOW_BENCH=BenchmarkFlowMCPGo runs the mcp-go flow benchmark instead
-# (its sub-benchmarks: sealed, sealed-nostore, plain).
+# (its sub-benchmarks: sealed, sealed-nostore, plain-sized, plain; it
+# also pairs sealed with plain-sized, and plain-sized with plain).
 # Needs benchstat: go install golang.org/x/perf/cmd/benchstat@latest
 set -eu
 rounds=${1:-10}
@@ -17,9 +18,9 @@ subs="sealed sealed-nostore sealed-observed plain"
 nsubs=4
 pairs="sealed:plain:3 sealed-nostore:plain:3 sealed-observed:plain:3 sealed-observed:sealed:3 sealed:plain:5 sealed-observed:plain:5 sealed-observed:sealed:5"
 if [ "$bench" != BenchmarkFlow ]; then
-	subs="sealed sealed-nostore plain"
-	nsubs=3
-	pairs="sealed:plain:3 sealed-nostore:plain:3 sealed:plain:5 sealed-nostore:plain:5"
+	subs="sealed sealed-nostore plain-sized plain"
+	nsubs=4
+	pairs="sealed:plain:3 sealed:plain-sized:3 plain-sized:plain:3 sealed-nostore:plain:3 sealed:plain:5 sealed:plain-sized:5 plain-sized:plain:5 sealed-nostore:plain:5"
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

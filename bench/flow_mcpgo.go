@@ -2,10 +2,13 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -29,12 +32,17 @@ import (
 //   - sealed-nostore: the same without a single-use store;
 //   - plain: mcp-go alone (server.NewInputRequestBuilder), the state the
 //     plaintext "service=api;env=production" parsed back on the retry, as
-//     mcp-go's own multi_round_trip example does.
+//     mcp-go's own multi_round_trip example does;
+//   - plain-sized: plain with its state padded to the length of the sealed
+//     token (SealedStateLen), so that sealed against plain-sized is what
+//     mrtr's own work costs, and plain-sized against plain is what mcp-go
+//     charges for carrying a state that long.
 
 // MCPGoFlowEndpoints are the ways the mcp-go server serves the deploy tool.
 var MCPGoFlowEndpoints = []FlowEndpoint{
 	{Name: "sealed", Path: "/sealed"},
 	{Name: "sealed-nostore", Path: "/sealed-nostore"},
+	{Name: "plain-sized", Path: "/plain-sized"},
 	{Name: "plain", Path: "/plain"},
 }
 
@@ -90,7 +98,9 @@ func (fs *MCPGoFlowServer) sealed(store replay.Store) http.Handler {
 	return mcpgo.NewHTTPHandler(a)
 }
 
-func (fs *MCPGoFlowServer) plain() http.Handler {
+// plain serves the deploy tool on mcp-go alone, its state padded to size
+// characters when it is shorter.
+func (fs *MCPGoFlowServer) plain(size int) http.Handler {
 	s := server.NewMCPServer("bench-plain", "1", server.WithToolCapabilities(false))
 	s.AddTool(deployTool, func(ctx context.Context, req mcpgomcp.CallToolRequest) (*mcpgomcp.CallToolResult, error) {
 		fs.runs.Add(1)
@@ -100,7 +110,7 @@ func (fs *MCPGoFlowServer) plain() http.Handler {
 			if err := req.BindArguments(&args); err != nil {
 				return nil, err
 			}
-			return server.NewInputRequestBuilder("service="+args.Service+";env="+args.Env).
+			return server.NewInputRequestBuilder(padPlainState("service="+args.Service+";env="+args.Env, size)).
 				Elicit("confirm", mcpgoConfirm(args.Service, args.Env)).ToolResult(), nil
 		}
 		st, err := parsePlainState(p.RequestState)
@@ -119,13 +129,46 @@ func (fs *MCPGoFlowServer) plain() http.Handler {
 	return server.NewStreamableHTTPServer(s)
 }
 
+// padPlainState pads a plain state with a ";pad=AAA…" field to size
+// characters; a state that is already as long is returned as is.
+func padPlainState(st string, size int) string {
+	const field = ";pad="
+	if n := size - len(st) - len(field); n > 0 {
+		return st + field + strings.Repeat("A", n)
+	}
+	return st
+}
+
+// SealedStateLen is the length of the requestState the sealed endpoints
+// hand out in this flow: a token sealed under a key named "bench", with
+// the flow's continuation and its one input request key. TestFlowMCPGo
+// checks it against the tokens on the wire.
+func SealedStateLen() int {
+	ring, err := reqstate.GenerateKeyRing("bench", nil)
+	if err != nil {
+		panic(err)
+	}
+	cont, err := json.Marshal(FlowState{Service: "api", Env: "production"})
+	if err != nil {
+		panic(err)
+	}
+	now := time.Now()
+	st := reqstate.State{Continuation: cont, Round: 1, IssuedAt: now, ExpiresAt: now.Add(mrtr.DefaultTTL), Asked: []string{"confirm"}}
+	tok, err := reqstate.New(ring, nil).Seal(reqstate.Binding{}, &st)
+	if err != nil {
+		panic(err)
+	}
+	return len(tok)
+}
+
 // NewMCPGoFlowServer starts the loopback server (127.0.0.1).
 func NewMCPGoFlowServer() *MCPGoFlowServer {
 	fs := &MCPGoFlowServer{}
 	mux := http.NewServeMux()
 	mux.Handle("/sealed", fs.sealed(replay.NewMemory(nil)))
 	mux.Handle("/sealed-nostore", fs.sealed(nil))
-	mux.Handle("/plain", fs.plain())
+	mux.Handle("/plain-sized", fs.plain(SealedStateLen()))
+	mux.Handle("/plain", fs.plain(0))
 	fs.srv = httptest.NewServer(mux) // binds 127.0.0.1
 	fs.URL = fs.srv.URL
 	return fs
@@ -152,9 +195,19 @@ func (approver) Elicit(context.Context, mcpgomcp.ElicitationRequest) (*mcpgomcp.
 // Connect connects an mcp-go client, which approves every elicitation, to
 // endpoint path on 2026-07-28, with its own connection pool.
 func (fs *MCPGoFlowServer) Connect(ctx context.Context, path string) (*client.Client, error) {
+	return fs.connect(ctx, path, nil)
+}
+
+// connect is Connect with the client's requests going through wrap's
+// round tripper when wrap is set.
+func (fs *MCPGoFlowServer) connect(ctx context.Context, path string, wrap func(http.RoundTripper) http.RoundTripper) (*client.Client, error) {
 	ht := http.DefaultTransport.(*http.Transport).Clone()
 	fs.clients = append(fs.clients, ht)
-	tr, err := transport.NewStreamableHTTP(fs.URL+path, transport.WithHTTPBasicClient(&http.Client{Transport: ht}))
+	var rt http.RoundTripper = ht
+	if wrap != nil {
+		rt = wrap(ht)
+	}
+	tr, err := transport.NewStreamableHTTP(fs.URL+path, transport.WithHTTPBasicClient(&http.Client{Transport: rt}))
 	if err != nil {
 		return nil, err
 	}
