@@ -97,26 +97,11 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	authn, err := c.auth.verifier(ctx, log)
-	if err != nil {
-		return err
-	}
-	if authn != nil {
-		defer authn.Close()
-	}
-	ln, err := c.listen()
-	if err != nil {
-		return err
-	}
-	mux := http.NewServeMux()
-	// The proxy checks Host on loopback itself; the metadata gets the same check.
-	mux.Handle("/mcp", protect(authn, h, mux, func(h http.Handler) http.Handler { return localOnly(hosts, h) }))
-	c.mountHealth(mux, hosts)
 	u, _ := url.Parse(c.upstream)
 	log.Info("mrtr proxy", "upstream", u.Redacted(), "upstream_timeout", c.upstreamTimeout, "max_held", c.maxHeld,
 		"max_upstream_state", c.maxState, "forward_authorization", c.forwardAuth, "max_body", c.maxBodyBytes,
 		"read_timeout", c.readTimeout, "max_conns", c.maxConns)
-	return runHTTP(ctx, c.newHTTPServer(mux, log), ln, log)
+	return c.serveMCP(ctx, log, h, true) // the proxy checks Host on loopback itself
 }
 
 // errNoSubject refuses a verified credential without a subject: treating

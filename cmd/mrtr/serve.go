@@ -62,6 +62,20 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		}
 		return err
 	}
+	h := gosdk.NewHTTPHandler(server, &gosdk.HTTPOptions{
+		MaxRequestBodyBytes: c.maxBodyBytes, Logger: log,
+		SessionTimeout: c.sessionTimeout, MaxSessions: c.maxSessions, AllowedHosts: c.allowedHostList(),
+	})
+	log.Info("mrtr limits", "max_body", c.maxBodyBytes, "read_timeout", c.readTimeout, "max_conns", c.maxConns,
+		"session_timeout", c.sessionTimeout, "max_sessions", c.maxSessions)
+	return c.serveMCP(ctx, log, h, false)
+}
+
+// serveMCP serves h at /mcp behind the --auth-* verifier, beside the
+// health endpoints and the protected-resource metadata, on --addr until
+// ctx ends. hostChecked says that h checks the Host of loopback requests
+// itself (the proxy does); otherwise serveMCP checks it in front of h.
+func (c *commonConfig) serveMCP(ctx context.Context, log *slog.Logger, h http.Handler, hostChecked bool) error {
 	authn, err := c.auth.verifier(ctx, log)
 	if err != nil {
 		return err
@@ -74,16 +88,15 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	hosts := c.allowedHostList()
-	h := gosdk.NewHTTPHandler(server, &gosdk.HTTPOptions{
-		MaxRequestBodyBytes: c.maxBodyBytes, Logger: log,
-		SessionTimeout: c.sessionTimeout, MaxSessions: c.maxSessions, AllowedHosts: hosts,
-	})
 	local := func(h http.Handler) http.Handler { return localOnly(hosts, h) }
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", local(protect(authn, h, mux, local)))
+	// The metadata endpoints that protect mounts get the Host check either way.
+	endpoint := protect(authn, h, mux, local)
+	if !hostChecked {
+		endpoint = local(endpoint)
+	}
+	mux.Handle("/mcp", endpoint)
 	c.mountHealth(mux, hosts)
-	log.Info("mrtr limits", "max_body", c.maxBodyBytes, "read_timeout", c.readTimeout, "max_conns", c.maxConns,
-		"session_timeout", c.sessionTimeout, "max_sessions", c.maxSessions)
 	return runHTTP(ctx, c.newHTTPServer(mux, log), ln, log)
 }
 
