@@ -96,16 +96,10 @@ func benchPlainServer(size int) *server.MCPServer {
 				st += strings.Repeat("A", max(0, size-len(st)))
 				return server.NewInputRequestBuilder(st).Elicit("confirm", benchConfirm(args)).ToolResult(), nil
 			}
-			var st deployArgs
-			for kv := range strings.SplitSeq(p.RequestState, ";") {
-				k, v, _ := strings.Cut(kv, "=")
-				switch k {
-				case "service":
-					st.Service = v
-				case "env":
-					st.Env = v
-				}
-			}
+			// "service=S;env=E;pad=AAA…"
+			svc, rest, _ := strings.Cut(strings.TrimPrefix(p.RequestState, "service="), ";env=")
+			env, _, _ := strings.Cut(rest, ";pad=")
+			st := deployArgs{Service: svc, Env: env}
 			ans := server.ElicitationResponse(p.InputResponses, "confirm")
 			if ans == nil {
 				return server.NewInputRequestBuilder(p.RequestState).Elicit("confirm", benchConfirm(st)).ToolResult(), nil
