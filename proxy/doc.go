@@ -22,9 +22,21 @@
 // store cannot decide), before anything reaches the upstream. The
 // upstream then receives its own requestState byte for byte (none if it
 // sent none) and only the answers to the keys it asked. A requestState
-// the proxy did not seal is invalid. The reservation is committed when
-// the upstream answers with a result and released when it answers with an
-// error or not at all, so the user can retry.
+// the proxy did not seal is invalid. A call that carries no requestState
+// (or null, or "") is a first call: it reaches the upstream without
+// requestState and without inputResponses, whatever the client sent, so
+// the upstream never runs a resume the guard did not check.
+//
+// With a single-use store, a token is spent once its resume has been sent
+// to the upstream: the upstream may have run the call, so a client that
+// hangs up, a timeout, a dropped connection or an unreadable, oversized
+// or refused answer all leave it spent, and sending it again is refused
+// as replayed. It is released, so the user may retry with the same state,
+// only when the upstream provably did not run the call: the request never
+// left the proxy (no byte of its body was read by the transport; -32603
+// "upstream unavailable: the call was not delivered"), or the upstream
+// answered with a JSON-RPC error, as a handler error releases its token
+// in a Go server.
 //
 // An input request the client did not declare a capability for on this
 // request (its _meta clientCapabilities) is not passed on: the client
@@ -52,9 +64,12 @@
 // An upstream that is unreachable, too slow (UpstreamTimeout, except on
 // long-lived streams), drops the connection or answers garbage gets the
 // caller a JSON-RPC -32603 error with the caller's id (inside the event
-// stream when one had started), a log line naming the cause, and a
-// released reservation. An upstream answering with an HTTP error status
-// is relayed as is.
+// stream when one had started) and a log line naming the cause. Its
+// message says whether the call reached the upstream: "upstream
+// unavailable: the call was not delivered" (the token was released) or
+// "upstream failed after the call was sent" (the token is spent: start the
+// call over). An upstream answering with an HTTP error status is relayed
+// as is.
 //
 // # Headers and security
 //

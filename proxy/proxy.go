@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/mrtr-go/mrtr"
@@ -294,14 +295,13 @@ type call struct {
 	target string
 }
 
-// Sentinels for settling a reservation when the upstream did not answer
-// with a result.
-var (
-	errUpstreamRPC    = errors.New("proxy: upstream answered with a JSON-RPC error")
-	errUpstreamStatus = errors.New("proxy: upstream answered with an HTTP error")
-	errNoResponse     = errors.New("proxy: upstream closed the stream without a response")
-	errRefused        = errors.New("proxy: upstream result refused")
-)
+// errUpstreamRPC releases a reservation: the upstream answered a resume
+// with a JSON-RPC error.
+var errUpstreamRPC = errors.New("proxy: upstream answered with a JSON-RPC error")
+
+// errNoResponse is the cause logged for an event stream that ended before
+// the call's response.
+var errNoResponse = errors.New("proxy: upstream closed the stream without a response")
 
 // pausable runs one tools/call, prompts/get or resources/read: checks any
 // requestState with the guard before anything reaches the upstream,
@@ -353,21 +353,23 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 			writeGuardError(w, req.id, &mrtr.RejectError{Reason: mrtr.ReasonInvalid})
 			return
 		}
-		// An empty state is no state, as for the guard: a first call, and
-		// the upstream receives none.
+		// An empty state is no state, as for the guard: a first call.
 		mreq.RequestState = st
 	}
-	if mreq.RequestState != "" {
-		if p.Has("inputResponses") {
-			answers, ok := p.Object("inputResponses")
-			if !ok {
-				writeError(w, http.StatusOK, req.id, mrtr.CodeInvalidParams, "invalid params: inputResponses must be an object of answers", nil)
-				return
-			}
-			mreq.InputResponses = make(map[string]any, len(answers))
-			for k, v := range answers {
-				mreq.InputResponses[k] = v
-			}
+	// Answers are read only beside a state to check. A call without one
+	// is a first call, and its answers are nobody's: every pause through
+	// the proxy carries a sealed token (even when the upstream sent no
+	// state), so a legitimate resume always has one. upstreamParams drops
+	// them, so the upstream never runs a resume the guard did not check.
+	if mreq.RequestState != "" && p.Has("inputResponses") {
+		answers, ok := p.Object("inputResponses")
+		if !ok {
+			writeError(w, http.StatusOK, req.id, mrtr.CodeInvalidParams, "invalid params: inputResponses must be an object of answers", nil)
+			return
+		}
+		mreq.InputResponses = make(map[string]any, len(answers))
+		for k, v := range answers {
+			mreq.InputResponses[k] = v
 		}
 	}
 	fl, err := h.guard.Begin(ctx, mreq)
@@ -376,23 +378,23 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 		return
 	}
 	c := &call{req: req, flow: fl, target: target}
-	settle := h.forward(w, r, c)
-	_ = fl.End(ctx, settle) // a failed commit or release is logged by the guard
+	release := h.forward(w, r, c)
+	_ = fl.End(ctx, release) // a failed commit or release is logged by the guard
 }
 
-// upstreamParams returns the params the upstream receives: its own
-// requestState (byte for byte, none if it sent none) and only the answers
-// to the keys it asked, on a resume; the client's params otherwise.
+// upstreamParams returns the params the upstream receives: on a resume,
+// its own requestState (byte for byte, none if it sent none) and only the
+// answers to the keys it asked; otherwise the client's params without any
+// requestState or inputResponses member (null and empty ones included), so
+// that only a resume the guard checked ever reaches the upstream as one.
 func upstreamParams(c *call) (object, error) {
 	p := maps.Clone(c.req.params)
 	fl := c.flow
+	delete(p, "requestState")
+	delete(p, "inputResponses")
 	if !fl.Resumed() {
-		if p.Has("requestState") { // an empty string, or null: no state
-			delete(p, "requestState")
-		}
 		return p, nil
 	}
-	delete(p, "requestState")
 	var cont map[string]json.RawMessage
 	if err := fl.Continuation(&cont); err == nil {
 		if s, ok := cont["s"]; ok {
@@ -401,7 +403,6 @@ func upstreamParams(c *call) (object, error) {
 	} else if !errors.Is(err, mrtr.ErrNoContinuation) {
 		return nil, err
 	}
-	delete(p, "inputResponses")
 	if answers := fl.Answers(); len(answers) > 0 {
 		o := make(object, len(answers))
 		for k, v := range answers {
@@ -421,8 +422,16 @@ func upstreamParams(c *call) (object, error) {
 }
 
 // forward sends a checked call to the upstream and relays its answer. It
-// returns what settles the call's reservation: nil when the upstream
-// answered with a result that reached the client, an error otherwise.
+// returns what settles the call's reservation (Flow.End): nil spends the
+// token, an error releases it. A token is released only when the upstream
+// provably did not run the call: the request never left the proxy (it
+// could not be built, the upstream could not be reached, the transport
+// failed before reading any of the body), or the upstream answered with a
+// JSON-RPC error, as a handler's error releases its token in the guard.
+// Once the request is on its way, anything else (a client hanging up, a
+// timeout, a dropped connection, an unreadable, oversized or refused
+// answer) leaves the token spent: the upstream may have run the call, and
+// the same token must not run it again.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error {
 	ctx := r.Context()
 	if h.timeout > 0 {
@@ -431,39 +440,46 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		defer cancel()
 	}
 	body := c.req.body
-	if _, hasState := c.req.params["requestState"]; hasState || c.flow.Resumed() {
+	if c.flow.Resumed() || hasAny(c.req.params, "requestState", "inputResponses") {
 		// Only a message that changes is encoded again; its members are
 		// unique (parseRequest), so the upstream reads what the proxy read.
 		params, err := upstreamParams(c)
 		if err != nil {
-			return h.fail(w, r, c, "rebuild the upstream request", err)
+			return h.fail(w, r, c, "rebuild the upstream request", err, false)
 		}
 		msg := maps.Clone(c.req.msg)
 		if msg["params"], err = params.Encode(); err != nil {
-			return h.fail(w, r, c, "encode the upstream request", err)
+			return h.fail(w, r, c, "encode the upstream request", err, false)
 		}
 		if body, err = msg.Encode(); err != nil {
-			return h.fail(w, r, c, "encode the upstream request", err)
+			return h.fail(w, r, c, "encode the upstream request", err, false)
 		}
 	}
-	up, err := http.NewRequestWithContext(ctx, http.MethodPost, h.target(r.URL).String(), bytes.NewReader(body))
+	sent := &sentBody{b: body}
+	up, err := http.NewRequestWithContext(ctx, http.MethodPost, h.target(r.URL).String(), sent.reader())
 	if err != nil {
-		return h.fail(w, r, c, "build the upstream request", err)
+		return h.fail(w, r, c, "build the upstream request", err, false)
 	}
+	up.ContentLength = int64(len(body))
+	up.GetBody = func() (io.ReadCloser, error) { return sent.reader(), nil } // a transport's retry is tracked too
 	up.Header = h.outHeader(r.Header)
 	resp, err := h.tr.RoundTrip(up)
 	if err != nil {
-		return h.fail(w, r, c, "reach the upstream", err)
+		return h.fail(w, r, c, "reach the upstream", err, sent.read.Load())
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// The upstream refused the call itself (a header mismatch, an
 		// unknown session, ...): its answer goes to the client as is.
 		h.log.WarnContext(ctx, "proxy: upstream answered an HTTP error", "method", c.req.method, "target", c.target, "status", resp.StatusCode)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, h.maxHeld))
 		copyHeader(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, io.LimitReader(resp.Body, h.maxHeld))
-		return errUpstreamStatus
+		_, _ = w.Write(b)
+		if rpcError(b) {
+			return errUpstreamRPC
+		}
+		return nil // it may have run the call before failing
 	}
 	if isEventStream(resp.Header.Get("Content-Type")) {
 		return h.relaySSE(ctx, w, resp, c)
@@ -471,11 +487,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 	b, err := io.ReadAll(io.LimitReader(resp.Body, h.maxHeld+1))
 	switch {
 	case err != nil:
-		return h.fail(w, r, c, "read the upstream response", err)
+		return h.fail(w, r, c, "read the upstream response", err, true)
 	case int64(len(b)) > h.maxHeld:
-		return h.fail(w, r, c, "hold the upstream response", fmt.Errorf("it exceeds the held-message limit of %d bytes", h.maxHeld))
+		return h.fail(w, r, c, "hold the upstream response", fmt.Errorf("it exceeds the held-message limit of %d bytes", h.maxHeld), true)
 	}
-	out, status, settle := h.finish(ctx, c, b)
+	out, status, release := h.finish(ctx, c, b)
 	copyHeader(w.Header(), resp.Header)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
@@ -484,7 +500,45 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(out)
-	return settle
+	return release
+}
+
+// hasAny reports whether o has any of the members, null ones included.
+func hasAny(o object, names ...string) bool {
+	for _, n := range names {
+		if _, ok := o[n]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// sentBody is the body of one upstream request. It records whether a
+// transport ever read from it: until it did, no byte of the call can have
+// reached the upstream, which therefore cannot have run it.
+type sentBody struct {
+	b    []byte
+	read atomic.Bool
+}
+
+func (s *sentBody) reader() io.ReadCloser { return &sentReader{s: s, r: bytes.NewReader(s.b)} }
+
+type sentReader struct {
+	s *sentBody
+	r *bytes.Reader
+}
+
+func (sr *sentReader) Read(p []byte) (int, error) {
+	sr.s.read.Store(true)
+	return sr.r.Read(p)
+}
+
+func (sr *sentReader) Close() error { return nil }
+
+// rpcError reports whether b is a JSON-RPC error response.
+func rpcError(b []byte) bool {
+	resp, err := parseResponse(b)
+	return err == nil && resp.result == nil
 }
 
 // isEventStream reports whether a Content-Type is text/event-stream,
@@ -496,24 +550,47 @@ func isEventStream(ct string) bool {
 		(len(ct) == len(want) || ct[len(want)] == ';' || ct[len(want)] == ' ')
 }
 
-// fail answers a call the upstream could not answer: -32603 with the
-// caller's id, and a log line naming the cause.
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, c *call, what string, err error) error {
+// fail answers a call the upstream did not answer: -32603 with the
+// caller's id, and a log line naming the cause. sent tells whether the
+// call may have reached the upstream: if not, the message says the call
+// was not delivered and fail returns an error (the token is released, the
+// same requestState may be sent again); if so, it returns nil (the token
+// is spent: the upstream may have run the call).
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, c *call, what string, err error, sent bool) error {
 	h.log.ErrorContext(r.Context(), "proxy: upstream failed", "method", c.req.method, "target", c.target,
-		"upstream", h.up.Redacted(), "step", what, "error", err)
-	writeError(w, http.StatusOK, c.req.id, mrtr.CodeInternalError, "upstream unavailable", nil)
+		"upstream", h.up.Redacted(), "step", what, "sent", sent, "error", err)
+	if sent {
+		writeError(w, http.StatusOK, c.req.id, mrtr.CodeInternalError, msgFailedAfterSend, nil)
+		return nil
+	}
+	writeError(w, http.StatusOK, c.req.id, mrtr.CodeInternalError, msgNotDelivered, nil)
 	return fmt.Errorf("proxy: %s: %w", what, err)
 }
 
+// The messages of the proxy's -32603 answers to a call the upstream did
+// not answer, which tell a client whether it may send the same
+// requestState again.
+const (
+	// msgNotDelivered: the call never reached the upstream; a reserved
+	// token was released.
+	msgNotDelivered = "upstream unavailable: the call was not delivered"
+	// msgFailedAfterSend: the call was sent and the upstream may have run
+	// it; a reserved token stays spent (a retry with it is replayed).
+	msgFailedAfterSend = "upstream failed after the call was sent"
+)
+
 // finish turns the upstream's final message for c into the client's. It
 // returns the message, an HTTP status to use instead of the upstream's (0
-// keeps it) and what settles the reservation.
-func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, status int, settle error) {
+// keeps it) and what settles the reservation (see forward): errUpstreamRPC
+// for a JSON-RPC error, which releases it; nil for everything else, since
+// the upstream has run the call, whether its answer is passed on, sealed or
+// refused.
+func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, status int, release error) {
 	id := c.req.id
 	resp, err := parseResponse(b)
 	if err != nil {
 		h.log.ErrorContext(ctx, "proxy: upstream answered garbage", "method", c.req.method, "target", c.target, "error", err)
-		return errorBody(id, mrtr.CodeInternalError, "upstream answered an invalid message", nil), http.StatusOK, fmt.Errorf("proxy: upstream message: %w", err)
+		return errorBody(id, mrtr.CodeInternalError, "upstream answered an invalid message", nil), http.StatusOK, nil
 	}
 	if resp.result == nil {
 		return b, 0, errUpstreamRPC
@@ -523,7 +600,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 	}
 	garbage := func(why string) ([]byte, int, error) {
 		h.log.ErrorContext(ctx, "proxy: upstream answered an invalid input_required result", "method", c.req.method, "target", c.target, "error", why)
-		return errorBody(id, mrtr.CodeInternalError, "upstream answered an invalid message", nil), http.StatusOK, errRefused
+		return errorBody(id, mrtr.CodeInternalError, "upstream answered an invalid message", nil), http.StatusOK, nil
 	}
 	var reqs object
 	if resp.result.Has("inputRequests") {
@@ -538,7 +615,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 			return garbage("an input request is not a known {method, params} object")
 		}
 		h.log.InfoContext(ctx, "proxy: input request needs a capability the client did not declare", "method", c.req.method, "target", c.target, "missing", missing)
-		return errorBody(id, mcpwire.CodeMissingCapability, mcpwire.MissingCapabilityMessage, mcpwire.MissingCapabilityData(missing...)), http.StatusBadRequest, errRefused
+		return errorBody(id, mcpwire.CodeMissingCapability, mcpwire.MissingCapabilityMessage, mcpwire.MissingCapabilityData(missing...)), http.StatusBadRequest, nil
 	}
 	var cont json.RawMessage
 	if resp.result.Has("requestState") {
@@ -548,7 +625,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 		}
 		if len(s) > h.maxState {
 			h.log.ErrorContext(ctx, "proxy: upstream requestState too large to seal", "method", c.req.method, "target", c.target, "bytes", len(s), "limit", h.maxState)
-			return errorBody(id, mrtr.CodeInternalError, fmt.Sprintf("upstream requestState of %d bytes exceeds the proxy's limit of %d", len(s), h.maxState), nil), http.StatusOK, errRefused
+			return errorBody(id, mrtr.CodeInternalError, fmt.Sprintf("upstream requestState of %d bytes exceeds the proxy's limit of %d", len(s), h.maxState), nil), http.StatusOK, nil
 		}
 		cont = make(json.RawMessage, 0, len(s)+6)
 		cont = append(append(append(cont, `{"s":`...), s...), '}')
@@ -558,21 +635,21 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 	if err != nil {
 		var re *mrtr.RejectError
 		if errors.As(err, &re) || errors.Is(err, mrtr.ErrInvalidArguments) {
-			return guardErrorBody(id, err), http.StatusOK, err
+			return guardErrorBody(id, err), http.StatusOK, nil
 		}
 		h.log.ErrorContext(ctx, "proxy: seal the upstream's pause", "method", c.req.method, "target", c.target, "error", err)
-		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, err
+		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, nil
 	}
 	var sealed bytes.Buffer
 	if err := mcpwire.WriteString(&sealed, tok); err != nil {
-		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, err
+		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, nil
 	}
 	resp.result["requestState"] = sealed.Bytes()
 	if resp.msg["result"], err = resp.result.Encode(); err == nil {
 		out, err = resp.msg.Encode()
 	}
 	if err != nil {
-		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, err
+		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, nil
 	}
 	return out, 0, nil
 }

@@ -5,10 +5,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 
+	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
 )
 
@@ -118,7 +118,9 @@ func (er *eventReader) line(have int64) ([]byte, error) {
 
 // relaySSE relays the upstream's per-request event stream frame by frame,
 // flushing each, and rewrites only the final response. It returns what
-// settles the reservation.
+// settles the reservation (see forward): the stream is the upstream's
+// answer, so only a final JSON-RPC error releases it; a stream that breaks
+// or ends before the response, or a client that hangs up, leaves it spent.
 func (h *Handler) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http.Response, c *call) error {
 	rc := http.NewResponseController(w)
 	copyHeader(w.Header(), resp.Header)
@@ -126,37 +128,33 @@ func (h *Handler) relaySSE(ctx context.Context, w http.ResponseWriter, resp *htt
 	w.WriteHeader(resp.StatusCode)
 	_ = rc.Flush()
 	er := newEventReader(resp.Body, h.maxHeld)
-	var settle error = errNoResponse
+	var release error
 	final := false
 	for {
 		ev, err := er.next()
 		if err != nil {
-			if errors.Is(err, io.EOF) && final {
-				return settle
-			}
-			if errors.Is(err, io.EOF) {
-				err = errNoResponse
-			}
 			if !final {
+				if errors.Is(err, io.EOF) {
+					err = errNoResponse
+				}
 				h.log.ErrorContext(ctx, "proxy: upstream failed", "method", c.req.method, "target", c.target,
-					"upstream", h.up.Redacted(), "step", "read the upstream event stream", "error", err)
-				writeEvent(w, nil, errorBody(c.req.id, -32603, "upstream unavailable", nil))
+					"upstream", h.up.Redacted(), "step", "read the upstream event stream", "sent", true, "error", err)
+				writeEvent(w, nil, errorBody(c.req.id, mrtr.CodeInternalError, msgFailedAfterSend, nil))
 				_ = rc.Flush()
-				return fmt.Errorf("proxy: read the upstream event stream: %w", err)
 			}
-			return settle
+			return release
 		}
 		if !final && len(ev.data) > 0 {
 			if msg, err := mcpwire.ParseObject(ev.data); err == nil && isResponse(msg) {
-				out, _, s := h.finish(ctx, c, ev.data)
-				settle, final = s, true
+				out, _, r := h.finish(ctx, c, ev.data)
+				release, final = r, true
 				writeEvent(w, ev.other, out)
 				_ = rc.Flush()
 				continue
 			}
 		}
 		if _, err := w.Write(ev.raw); err != nil {
-			return fmt.Errorf("proxy: write to the client: %w", err)
+			return release // the client hung up; the upstream has the call
 		}
 		if !bytes.HasSuffix(ev.raw, []byte("\n\n")) && !bytes.HasSuffix(ev.raw, []byte("\r\n\r\n")) {
 			_, _ = w.Write([]byte("\n\n"))
