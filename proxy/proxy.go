@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/bridge"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
@@ -378,7 +379,9 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 		return
 	}
 	c := &call{req: req, flow: fl, target: target}
-	release := h.forward(w, r, c)
+	// A transport that serves callers separately (the bridge) learns the
+	// caller through the upstream request's context.
+	release := h.forward(w, r.WithContext(bridge.WithCaller(ctx, principal)), c)
 	_ = fl.End(ctx, release) // a failed commit or release is logged by the guard
 }
 
