@@ -77,8 +77,9 @@
 // before anything reaches the upstream, so an upstream that routes on
 // headers cannot run what the proxy did not check. Mcp-Method must be the
 // body's method; Mcp-Name must be params.name (tools/call, prompts/get),
-// params.uri (resources/read) or params.taskId (tasks/*), and matches
-// nothing on any other method; MCP-Protocol-Version must equal the body's
+// params.uri (resources/read) or params.taskId (tasks/*), on any other
+// method params.name or else params.uri, and matches nothing on a body
+// without that member; MCP-Protocol-Version must equal the body's
 // _meta protocol version when it has one. A header sent twice never
 // matches; values in the spec's =?base64?...?= form are decoded first;
 // absent headers are not judged (older clients send none).

@@ -48,10 +48,8 @@ const codeHeaderMismatch = -32020
 // disagrees with the body of req, whatever its method:
 //
 //   - Mcp-Method must be the body's method;
-//   - Mcp-Name must be what the spec puts there: params.name of
-//     tools/call and prompts/get, params.uri of resources/read,
-//     params.taskId of the tasks extension's methods. On any other
-//     method, and on a body without that member, no value matches;
+//   - Mcp-Name must be what headerName reads from the body; on a body
+//     without that member no value matches;
 //   - MCP-Protocol-Version must equal the body's _meta protocol version
 //     when the body has one (a 2025-11-25 body has none; a pausable call
 //     without one is bound to the header's version).
@@ -91,22 +89,29 @@ func headerOf(hd http.Header, name string) (string, bool) {
 	}
 }
 
-// headerName is the value the spec's Mcp-Name header carries for req;
-// ok is false when its method has none or its body lacks it.
+// headerName is the value an Mcp-Name header may carry for req: the
+// spec's (params.uri of resources/read, params.name of tools/call and
+// prompts/get, params.taskId of the tasks extension's methods) or, on any
+// other method, params.name or else params.uri, as a client mirroring
+// them would send; ok is false when the body has none of them.
 func (r *rpcRequest) headerName() (string, bool) {
-	var key string
+	var keys []string
 	switch {
 	case r.method == methodReadResource:
-		key = "uri"
+		keys = []string{"uri"}
 	case pausable(r.method):
-		key = "name"
+		keys = []string{"name"}
 	case strings.HasPrefix(r.method, "tasks/"):
-		key = "taskId"
+		keys = []string{"taskId"}
 	default:
-		return "", false
+		keys = []string{"name", "uri"}
 	}
-	raw, _ := r.param(key)
-	return mcpwire.StringValue(raw)
+	for _, k := range keys {
+		if raw, ok := r.param(k); ok {
+			return mcpwire.StringValue(raw)
+		}
+	}
+	return "", false
 }
 
 // param returns the raw member key of req's params: from the params

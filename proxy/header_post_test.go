@@ -28,6 +28,10 @@ func TestHeaderMismatchEveryPost(t *testing.T) {
 			http.Header{"Mcp-Method": {"tools/list"}, "Mcp-Protocol-Version": {"2025-11-25"}}, "9"},
 		{"tools/list with Mcp-Method twice", rpcBody(10, "tools/list", ""),
 			http.Header{"Mcp-Method": {"tools/list", "tools/call"}}, "10"},
+		{"resources/subscribe of another uri", rpcBody(14, "resources/subscribe", `"uri":"file:///a"`),
+			http.Header{"Mcp-Name": {"file:///b"}}, "14"},
+		{"resources/read naming its name, not its uri", rpcBody(15, "resources/read", `"uri":"file:///a","name":"a"`),
+			http.Header{"Mcp-Name": {"a"}}, "15"},
 		{"tasks/get of another task", rpcBody(11, "tasks/get", `"taskId":"t1"`),
 			http.Header{"Mcp-Method": {"tasks/get"}, "Mcp-Name": {"t2"}}, "11"},
 		{"a notification as another method", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`,
@@ -49,6 +53,8 @@ func TestHeaderMismatchEveryPost(t *testing.T) {
 	}{
 		{rpcBody(20, "tools/list", ""), http.Header{"Mcp-Method": {"tools/list"}, "Mcp-Protocol-Version": {"2026-07-28"}}},
 		{rpcBody(21, "tasks/get", `"taskId":"t1"`), http.Header{"Mcp-Method": {"tasks/get"}, "Mcp-Name": {"t1"}}},
+		// A client mirroring a name or uri on another method.
+		{rpcBody(24, "resources/subscribe", `"uri":"file:///a"`), http.Header{"Mcp-Method": {"resources/subscribe"}, "Mcp-Name": {"file:///a"}}},
 		{`{"jsonrpc":"2.0","id":22,"method":"tools/list","params":{}}`, http.Header{"Mcp-Protocol-Version": {"2025-11-25"}}},
 		{rpcBody(23, "tools/list", ""), nil},
 	} {
@@ -56,7 +62,7 @@ func TestHeaderMismatchEveryPost(t *testing.T) {
 			t.Errorf("%s with %v: %d %s", tc.body, tc.hd, r.status, r.raw)
 		}
 	}
-	if n := len(up.all()); n != 4 {
-		t.Fatalf("%d matching requests reached the upstream, want 4", n)
+	if n := len(up.all()); n != 5 {
+		t.Fatalf("%d matching requests reached the upstream, want 5", n)
 	}
 }
