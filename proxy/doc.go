@@ -47,6 +47,16 @@
 // event flushed as it arrives), 2025-11-25 sessions (initialize,
 // Mcp-Session-Id, the GET stream, DELETE), subscriptions/listen.
 //
+// # HTTP methods
+//
+// POST carries every MCP message and is read and checked as above. GET,
+// HEAD, DELETE and OPTIONS (a 2025-11-25 session's GET stream and DELETE,
+// what HTTP clients and browsers send on their own) pass through
+// unchanged and without a body: one that carries a body (a non-zero or
+// unknown Content-Length) is refused with 400, since the proxy would
+// forward it unread. Every other method (PUT, PATCH, ...) is answered with
+// 405 and an Allow header, and never reaches the upstream.
+//
 // # Limits
 //
 // Memory per request is bounded. A client body is capped by MaxBodyBytes.
@@ -76,16 +86,33 @@
 // The client's headers reach the upstream as sent, so
 // MCP-Protocol-Version, Mcp-Method and Mcp-Name stay consistent with the
 // body the upstream receives (the proxy changes only requestState and
-// inputResponses in it, which no header mirrors). On a pausable call the
-// proxy checks them itself as well: one that is present and names another
-// method, target or protocol version than the body (which the token is
-// bound to) is refused with -32020 (HTTP 400) before anything reaches the
-// upstream, so an upstream that routes on headers cannot run what the
-// guard did not check. Hop-by-hop headers are dropped, and
-// so is Authorization unless ForwardAuthorization is set: per the MCP
-// authorization guidance, a token issued to the proxy must not be passed
-// through to another resource. Authenticate callers in front of the
-// Handler and report them through Options.Principal.
+// inputResponses in it, which no header mirrors). The proxy checks them
+// itself on every POST that has them: one that is present and disagrees
+// with the body is refused with -32020 (HTTP 400, the request's id)
+// before anything reaches the upstream, so an upstream that routes on
+// headers cannot run what the proxy did not check. Mcp-Method must be the
+// body's method; Mcp-Name must be params.name (tools/call, prompts/get),
+// params.uri (resources/read) or params.taskId (tasks/*), on any other
+// method params.name or else params.uri, and matches nothing on a body
+// without that member; MCP-Protocol-Version must equal the body's
+// _meta protocol version when it has one. A header sent twice never
+// matches; values in the spec's =?base64?...?= form are decoded first;
+// absent headers are not judged (older clients send none).
+//
+// Hop-by-hop headers are dropped, and so is Authorization unless
+// ForwardAuthorization is set: per the MCP authorization guidance, a
+// token issued to the proxy must not be passed through to another
+// resource. Authenticate callers in front of the Handler and report them
+// through Options.Principal.
+//
+// Forwarding headers follow one rule on every path (a checked call, a
+// resume, a passed-through POST, a GET): the client's Forwarded,
+// X-Forwarded-* and X-Real-Ip are dropped, and the proxy sets
+// X-Forwarded-For (the connection's peer address), X-Forwarded-Host (the
+// request's Host) and X-Forwarded-Proto itself, as
+// httputil.ProxyRequest.SetXForwarded does. An upstream may trust them as
+// far as it trusts the proxy; a proxy behind another reverse proxy
+// reports that one's address, not the client's.
 //
 // The upstream sees the proxy's Host, so it can no longer protect a
 // loopback deployment against DNS rebinding: the proxy does, refusing

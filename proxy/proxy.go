@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -204,8 +203,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return403(w)
 		return
 	}
-	if r.Method != http.MethodPost {
-		h.rp.ServeHTTP(w, r) // GET streams, DELETE, anything else: as is, streamed
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodOptions:
+		// GET streams and DELETE of 2025-11-25 sessions, HEAD, CORS
+		// preflights: as is, streamed, and without a body, which none of
+		// them has a use for and which the proxy would not read.
+		if r.ContentLength != 0 {
+			writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: a "+r.Method+" request has no body", nil)
+			return
+		}
+		h.rp.ServeHTTP(w, r)
+		return
+	default:
+		// PUT, PATCH and the rest are no MCP request: refused, never
+		// forwarded unread.
+		w.Header().Set("Allow", allowedMethods)
+		writeError(w, http.StatusMethodNotAllowed, nil, codeInvalidRequest, "method not allowed", nil)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
@@ -231,6 +245,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case err != nil:
 		writeError(w, http.StatusBadRequest, nil, codeParseError, "parse error", nil)
+		return
+	}
+	if name, mismatch := headerMismatch(r.Header, req); mismatch {
+		// A token is bound to the body, and the proxy judges every
+		// message by its body; an upstream that routed on a header naming
+		// something else would run what the proxy did not check. The
+		// spec's answer to a mismatch is -32020 (400).
+		h.log.WarnContext(r.Context(), "proxy: a request header disagrees with its body", "header", name, "method", logValue(req.method))
+		writeError(w, http.StatusBadRequest, req.id, codeHeaderMismatch, "header mismatch: "+name+" does not match the request body", nil)
 		return
 	}
 	if pausable(req.method) {
@@ -261,6 +284,7 @@ type idKey struct{}
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL = h.target(pr.In.URL)
 	pr.Out.Host = ""
+	setForwarded(pr.Out.Header, pr.In)
 	if !h.fwdAuth {
 		pr.Out.Header.Del("Authorization")
 	}
@@ -325,14 +349,6 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	version, ok := mcpwire.StringValue(v)
 	if !ok {
 		version = r.Header.Get("Mcp-Protocol-Version")
-	}
-	if name, mismatch := headerMismatch(r.Header, req.method, target, version); mismatch {
-		// The token is bound to the body; an upstream that routed on a
-		// header naming something else would run what the guard did not
-		// check. The spec's answer to a mismatch is -32020 (400).
-		h.log.WarnContext(ctx, "proxy: a request header disagrees with its body", "header", name, "method", req.method)
-		writeError(w, http.StatusBadRequest, req.id, codeHeaderMismatch, "header mismatch: "+name+" does not match the request body", nil)
-		return
 	}
 	mreq := &mrtr.Request{
 		Method:          req.method,
@@ -465,7 +481,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 	}
 	up.ContentLength = int64(len(body))
 	up.GetBody = func() (io.ReadCloser, error) { return sent.reader(), nil } // a transport's retry is tracked too
-	up.Header = h.outHeader(r.Header)
+	up.Header = h.outHeader(r)
 	resp, err := h.tr.RoundTrip(up)
 	if err != nil {
 		return h.fail(w, r, c, "reach the upstream", err, sent.read.Load())
@@ -660,9 +676,10 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 // outHeader is the header of a request to the upstream: the client's,
 // without hop-by-hop fields, Host, Content-Length, Accept-Encoding (the
 // transport negotiates its own, so the proxy reads plain bytes) and, unless
-// configured, Authorization.
-func (h *Handler) outHeader(in http.Header) http.Header {
-	out := in.Clone()
+// configured, Authorization, and with the proxy's own forwarding headers
+// (setForwarded), as on the pass-through path.
+func (h *Handler) outHeader(r *http.Request) http.Header {
+	out := r.Header.Clone()
 	for _, f := range out["Connection"] {
 		for _, k := range strings.Split(f, ",") {
 			out.Del(strings.TrimSpace(k))
@@ -676,6 +693,7 @@ func (h *Handler) outHeader(in http.Header) http.Header {
 	if !h.fwdAuth {
 		out.Del("Authorization")
 	}
+	setForwarded(out, r)
 	out.Set("Content-Type", "application/json")
 	return out
 }
@@ -700,40 +718,4 @@ func copyHeader(dst, src http.Header) {
 		}
 		dst[k] = append([]string(nil), vs...)
 	}
-}
-
-// codeHeaderMismatch is the JSON-RPC code of a request whose MCP headers
-// disagree with its body (MCP 2026-07-28, Streamable HTTP).
-const codeHeaderMismatch = -32020
-
-// headerMismatch reports the first MCP request header that is present and
-// names another method, target or protocol version than the body the
-// guard checks. Absent headers are not judged (older clients send none).
-func headerMismatch(hd http.Header, method, target, version string) (string, bool) {
-	for _, c := range [...]struct{ name, want string }{
-		{"Mcp-Method", method},
-		{"Mcp-Name", target},
-		{"Mcp-Protocol-Version", version},
-	} {
-		if v := hd.Values(c.name); len(v) > 1 || len(v) == 1 && headerValue(v[0]) != c.want {
-			return c.name, true
-		}
-	}
-	return "", false
-}
-
-// headerValue decodes the spec's sentinel form of a header value that is
-// not header-safe ASCII, =?base64?<standard base64 of UTF-8>?=; any other
-// value is itself. A sentinel that does not decode yields a value no body
-// holds ("\x00"), so it never matches.
-func headerValue(v string) string {
-	const prefix, suffix = "=?base64?", "?="
-	if len(v) < len(prefix)+len(suffix) || !strings.HasPrefix(v, prefix) || !strings.HasSuffix(v, suffix) {
-		return v
-	}
-	b, err := base64.StdEncoding.DecodeString(v[len(prefix) : len(v)-len(suffix)])
-	if err != nil {
-		return "\x00"
-	}
-	return string(b)
 }

@@ -350,7 +350,11 @@ func TestUpstreamFailures(t *testing.T) {
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedBuf{b: &logs, mu: &mu}, nil))
-	px := startProxy(t, up.url(), nil, &mrtr.Options{Store: replay.NewMemory(nil)}, &proxy.Options{Logger: logger, UpstreamTimeout: 200 * time.Millisecond})
+	px := startProxy(t, up.url(), nil, &mrtr.Options{Store: replay.NewMemory(nil)}, &proxy.Options{Logger: logger})
+	// Only the call whose outcome is the timeout goes through a proxy with
+	// a short one: the slow tool answers never, so any duration decides
+	// the same way, and no successful call can run into it.
+	short := startProxy(t, up.url(), nil, nil, &proxy.Options{Logger: logger, UpstreamTimeout: 100 * time.Millisecond})
 	tok := pause(t, px.URL, "ask", nil)
 
 	up.setBroken(true)
@@ -361,8 +365,8 @@ func TestUpstreamFailures(t *testing.T) {
 	up.setBroken(false)
 	wantReject(t, post(t, px.URL, callReq{name: "ask", state: ptr(tok), responses: confirmed()}), "replayed")
 
-	for _, tool := range []string{"garbage", "slow"} {
-		r := post(t, px.URL, callReq{id: 41, name: tool})
+	for tool, via := range map[string]string{"garbage": px.URL, "slow": short.URL} {
+		r := post(t, via, callReq{id: 41, name: tool})
 		if r.err == nil || r.err.Code != -32603 || string(r.id) != "41" {
 			t.Fatalf("%s upstream: %s", tool, r.raw)
 		}

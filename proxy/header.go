@@ -1,0 +1,151 @@
+package proxy
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
+)
+
+// allowedMethods is the Allow header of a 405: the methods the proxy
+// handles. POST carries every MCP message; GET, DELETE, HEAD and OPTIONS
+// are passed through without a body (2025-11-25 sessions' GET stream and
+// DELETE, and what HTTP clients and browsers send on their own).
+const allowedMethods = "GET, HEAD, POST, DELETE, OPTIONS"
+
+// setForwarded is the one rule for forwarding headers, on every path to
+// the upstream: whatever the client sent as Forwarded, X-Forwarded-* or
+// X-Real-Ip is dropped (an upstream trusting them would trust the client),
+// and the proxy sets X-Forwarded-For, X-Forwarded-Host and
+// X-Forwarded-Proto itself from the connection, as
+// httputil.ProxyRequest.SetXForwarded does.
+func setForwarded(out http.Header, in *http.Request) {
+	for k := range out {
+		ck := http.CanonicalHeaderKey(k)
+		if ck == "Forwarded" || ck == "X-Real-Ip" || strings.HasPrefix(ck, "X-Forwarded-") {
+			delete(out, k)
+		}
+	}
+	if ip, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
+		out.Set("X-Forwarded-For", ip)
+	}
+	out.Set("X-Forwarded-Host", in.Host)
+	if in.TLS == nil {
+		out.Set("X-Forwarded-Proto", "http")
+	} else {
+		out.Set("X-Forwarded-Proto", "https")
+	}
+}
+
+// codeHeaderMismatch is the JSON-RPC code of a request whose MCP headers
+// disagree with its body (MCP 2026-07-28, Streamable HTTP).
+const codeHeaderMismatch = -32020
+
+// headerMismatch reports the first MCP request header that is present and
+// disagrees with the body of req, whatever its method:
+//
+//   - Mcp-Method must be the body's method;
+//   - Mcp-Name must be what headerName reads from the body; on a body
+//     without that member no value matches;
+//   - MCP-Protocol-Version must equal the body's _meta protocol version
+//     when the body has one (a 2025-11-25 body has none; a pausable call
+//     without one is bound to the header's version).
+//
+// A header sent twice never matches. Absent headers are not judged
+// (older clients send none).
+func headerMismatch(hd http.Header, req *rpcRequest) (string, bool) {
+	if v, ok := headerOf(hd, "Mcp-Method"); ok && v != req.method {
+		return "Mcp-Method", true
+	}
+	if v, ok := headerOf(hd, "Mcp-Name"); ok {
+		name, has := req.headerName()
+		if !has || v != name {
+			return "Mcp-Name", true
+		}
+	}
+	if v, ok := headerOf(hd, "Mcp-Protocol-Version"); ok {
+		meta, _ := req.param("_meta")
+		raw, _ := mcpwire.Member(meta, mcpwire.MetaProtocolVersion)
+		if version, has := mcpwire.StringValue(raw); has && v != version {
+			return "Mcp-Protocol-Version", true
+		}
+	}
+	return "", false
+}
+
+// headerOf returns the decoded value of header name, ok when it is
+// present. A header sent more than once yields a value no body holds.
+func headerOf(hd http.Header, name string) (string, bool) {
+	switch v := hd.Values(name); len(v) {
+	case 0:
+		return "", false
+	case 1:
+		return headerValue(v[0]), true
+	default:
+		return "\x00", true
+	}
+}
+
+// headerName is the value an Mcp-Name header may carry for req: the
+// spec's (params.uri of resources/read, params.name of tools/call and
+// prompts/get, params.taskId of the tasks extension's methods) or, on any
+// other method, params.name or else params.uri, as a client mirroring
+// them would send; ok is false when the body has none of them.
+func (r *rpcRequest) headerName() (string, bool) {
+	var keys []string
+	switch {
+	case r.method == methodReadResource:
+		keys = []string{"uri"}
+	case pausable(r.method):
+		keys = []string{"name"}
+	case strings.HasPrefix(r.method, "tasks/"):
+		keys = []string{"taskId"}
+	default:
+		keys = []string{"name", "uri"}
+	}
+	for _, k := range keys {
+		if raw, ok := r.param(k); ok {
+			return mcpwire.StringValue(raw)
+		}
+	}
+	return "", false
+}
+
+// param returns the raw member key of req's params: from the params
+// parseRequest split (a pausable call's), or else read from the message.
+func (r *rpcRequest) param(key string) (json.RawMessage, bool) {
+	if r.params != nil {
+		v, ok := r.params[key]
+		return v, ok
+	}
+	return mcpwire.Member(r.msg["params"], key)
+}
+
+// headerValue decodes the spec's sentinel form of a header value that is
+// not header-safe ASCII, =?base64?<standard base64 of UTF-8>?=; any other
+// value is itself. A sentinel that does not decode yields a value no body
+// holds ("\x00"), so it never matches.
+func headerValue(v string) string {
+	const prefix, suffix = "=?base64?", "?="
+	if len(v) < len(prefix)+len(suffix) || !strings.HasPrefix(v, prefix) || !strings.HasSuffix(v, suffix) {
+		return v
+	}
+	b, err := base64.StdEncoding.DecodeString(v[len(prefix) : len(v)-len(suffix)])
+	if err != nil {
+		return "\x00"
+	}
+	return string(b)
+}
+
+// logValue caps a client-chosen string (a method name, up to the body
+// limit) for a log line.
+func logValue(s string) string {
+	const max = 128
+	if len(s) <= max {
+		return s
+	}
+	return strings.ToValidUTF8(s[:max], "") + "..."
+}
