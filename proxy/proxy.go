@@ -349,7 +349,7 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 		st, ok := p.String("requestState")
 		if !ok {
 			// Only strings are tokens; anything else is not one we sealed.
-			h.log.WarnContext(ctx, "mrtr: requestState rejected", "reason", string(mrtr.ReasonInvalid), "method", req.method, "target", target, "detail", "not a string")
+			h.log.WarnContext(ctx, "mrtr: requestState rejected", "reason", string(mrtr.ReasonInvalid), "method", req.method, "target", mcpwire.Shown(target), "detail", "not a string")
 			writeGuardError(w, req.id, &mrtr.RejectError{Reason: mrtr.ReasonInvalid})
 			return
 		}
@@ -459,7 +459,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// The upstream refused the call itself (a header mismatch, an
 		// unknown session, ...): its answer goes to the client as is.
-		h.log.WarnContext(ctx, "proxy: upstream answered an HTTP error", "method", c.req.method, "target", c.target, "status", resp.StatusCode)
+		h.log.WarnContext(ctx, "proxy: upstream answered an HTTP error", "method", c.req.method, "target", mcpwire.Shown(c.target), "status", resp.StatusCode)
 		copyHeader(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
 		_, _ = io.Copy(w, io.LimitReader(resp.Body, h.maxHeld))
@@ -499,7 +499,7 @@ func isEventStream(ct string) bool {
 // fail answers a call the upstream could not answer: -32603 with the
 // caller's id, and a log line naming the cause.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, c *call, what string, err error) error {
-	h.log.ErrorContext(r.Context(), "proxy: upstream failed", "method", c.req.method, "target", c.target,
+	h.log.ErrorContext(r.Context(), "proxy: upstream failed", "method", c.req.method, "target", mcpwire.Shown(c.target),
 		"upstream", h.up.Redacted(), "step", what, "error", err)
 	writeError(w, http.StatusOK, c.req.id, mrtr.CodeInternalError, "upstream unavailable", nil)
 	return fmt.Errorf("proxy: %s: %w", what, err)
@@ -512,7 +512,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 	id := c.req.id
 	resp, err := parseResponse(b)
 	if err != nil {
-		h.log.ErrorContext(ctx, "proxy: upstream answered garbage", "method", c.req.method, "target", c.target, "error", err)
+		h.log.ErrorContext(ctx, "proxy: upstream answered garbage", "method", c.req.method, "target", mcpwire.Shown(c.target), "error", err)
 		return errorBody(id, mrtr.CodeInternalError, "upstream answered an invalid message", nil), http.StatusOK, fmt.Errorf("proxy: upstream message: %w", err)
 	}
 	if resp.result == nil {
@@ -522,7 +522,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 		return b, 0, nil
 	}
 	garbage := func(why string) ([]byte, int, error) {
-		h.log.ErrorContext(ctx, "proxy: upstream answered an invalid input_required result", "method", c.req.method, "target", c.target, "error", why)
+		h.log.ErrorContext(ctx, "proxy: upstream answered an invalid input_required result", "method", c.req.method, "target", mcpwire.Shown(c.target), "error", why)
 		return errorBody(id, mrtr.CodeInternalError, "upstream answered an invalid message", nil), http.StatusOK, errRefused
 	}
 	var reqs object
@@ -537,7 +537,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 		if slices.Contains(missing, mcpwire.Unvettable) {
 			return garbage("an input request is not a known {method, params} object")
 		}
-		h.log.InfoContext(ctx, "proxy: input request needs a capability the client did not declare", "method", c.req.method, "target", c.target, "missing", missing)
+		h.log.InfoContext(ctx, "proxy: input request needs a capability the client did not declare", "method", c.req.method, "target", mcpwire.Shown(c.target), "missing", missing)
 		return errorBody(id, mcpwire.CodeMissingCapability, mcpwire.MissingCapabilityMessage, mcpwire.MissingCapabilityData(missing...)), http.StatusBadRequest, errRefused
 	}
 	var cont json.RawMessage
@@ -547,7 +547,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 			return garbage("requestState is not a string")
 		}
 		if len(s) > h.maxState {
-			h.log.ErrorContext(ctx, "proxy: upstream requestState too large to seal", "method", c.req.method, "target", c.target, "bytes", len(s), "limit", h.maxState)
+			h.log.ErrorContext(ctx, "proxy: upstream requestState too large to seal", "method", c.req.method, "target", mcpwire.Shown(c.target), "bytes", len(s), "limit", h.maxState)
 			return errorBody(id, mrtr.CodeInternalError, fmt.Sprintf("upstream requestState of %d bytes exceeds the proxy's limit of %d", len(s), h.maxState), nil), http.StatusOK, errRefused
 		}
 		cont = make(json.RawMessage, 0, len(s)+6)
@@ -560,7 +560,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 		if errors.As(err, &re) || errors.Is(err, mrtr.ErrInvalidArguments) {
 			return guardErrorBody(id, err), http.StatusOK, err
 		}
-		h.log.ErrorContext(ctx, "proxy: seal the upstream's pause", "method", c.req.method, "target", c.target, "error", err)
+		h.log.ErrorContext(ctx, "proxy: seal the upstream's pause", "method", c.req.method, "target", mcpwire.Shown(c.target), "error", err)
 		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, err
 	}
 	var sealed bytes.Buffer

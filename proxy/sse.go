@@ -138,7 +138,7 @@ func (h *Handler) relaySSE(ctx context.Context, w http.ResponseWriter, resp *htt
 				err = errNoResponse
 			}
 			if !final {
-				h.log.ErrorContext(ctx, "proxy: upstream failed", "method", c.req.method, "target", c.target,
+				h.log.ErrorContext(ctx, "proxy: upstream failed", "method", c.req.method, "target", mcpwire.Shown(c.target),
 					"upstream", h.up.Redacted(), "step", "read the upstream event stream", "error", err)
 				writeEvent(w, nil, errorBody(c.req.id, -32603, "upstream unavailable", nil))
 				_ = rc.Flush()
