@@ -11,6 +11,7 @@ import (
 
 	sjson "github.com/segmentio/encoding/json"
 
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
@@ -145,7 +146,7 @@ func (f *Flow) Pause(continuation any, asked ...string) (string, error) {
 	g := f.g
 	next := f.round + 1
 	if next > g.opts.MaxRounds {
-		g.opts.Logger.Warn("mrtr: flow reached the round cap", "method", f.binding.Method, "target", f.binding.Target, "rounds", f.round)
+		g.opts.Logger.Warn("mrtr: flow reached the round cap", "method", mcpwire.Shown(f.binding.Method), "target", mcpwire.Shown(f.binding.Target), "rounds", f.round)
 		return "", reject(ReasonRoundsExceeded)
 	}
 	var cont json.RawMessage
@@ -247,7 +248,7 @@ func (f *Flow) end(ctx context.Context, handlerErr error) error {
 	}
 	if err != nil {
 		g.opts.Logger.ErrorContext(ctx, "mrtr: single-use store "+op+" failed; the token stays reserved until it expires",
-			"method", f.binding.Method, "target", f.binding.Target, "flow", f.flowID.String(), "error", err)
+			"method", mcpwire.Shown(f.binding.Method), "target", mcpwire.Shown(f.binding.Target), "flow", f.flowID.String(), "error", err)
 		return fmt.Errorf("mrtr: %s reservation: %w", op, err)
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
@@ -79,8 +80,8 @@ type Options struct {
 	// Rand is the source of flow ids. Nil means crypto/rand.Reader.
 	Rand io.Reader
 	// Logger receives one line per rejected or failed resume, with the
-	// reason and a short token fingerprint, never the token. Nil means no
-	// logging.
+	// reason and a short token fingerprint, never the token, and the
+	// request's method and target cut to 256 bytes. Nil means no logging.
 	Logger *slog.Logger
 	// Observer, when set, is told of every resume decided, pause sealed,
 	// store call and call ended, for metrics and traces (see Observer).
@@ -246,7 +247,7 @@ func (g *Guard) begin(ctx context.Context, r *Request) (*Flow, error) {
 			return nil, g.rejected(ctx, r, ReasonReplayed, "")
 		case err != nil:
 			g.opts.Logger.ErrorContext(ctx, "mrtr: single-use store failed; resume refused",
-				"method", r.Method, "target", r.Target, "token", fingerprint(r.RequestState), "error", err)
+				"method", mcpwire.Shown(r.Method), "target", mcpwire.Shown(r.Target), "token", fingerprint(r.RequestState), "error", err)
 			return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 		}
 		f.res = res
@@ -278,7 +279,9 @@ func (g *Guard) reservedUntil(expiresAt time.Time) time.Time {
 }
 
 func (g *Guard) rejected(ctx context.Context, r *Request, reason Reason, detail string) error {
-	attrs := []any{"reason", string(reason), "method", r.Method, "target", r.Target, "token", fingerprint(r.RequestState)}
+	// Method and target come from the request: the target can be as long
+	// as the body limit allows, and this line is written on every refusal.
+	attrs := []any{"reason", string(reason), "method", mcpwire.Shown(r.Method), "target", mcpwire.Shown(r.Target), "token", fingerprint(r.RequestState)}
 	if detail != "" {
 		attrs = append(attrs, "detail", detail)
 	}

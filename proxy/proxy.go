@@ -366,7 +366,7 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 		st, ok := p.String("requestState")
 		if !ok {
 			// Only strings are tokens; anything else is not one we sealed.
-			h.log.WarnContext(ctx, "mrtr: requestState rejected", "reason", string(mrtr.ReasonInvalid), "method", req.method, "target", target, "detail", "not a string")
+			h.log.WarnContext(ctx, "mrtr: requestState rejected", "reason", string(mrtr.ReasonInvalid), "method", req.method, "target", mcpwire.Shown(target), "detail", "not a string")
 			writeGuardError(w, req.id, &mrtr.RejectError{Reason: mrtr.ReasonInvalid})
 			return
 		}
@@ -490,7 +490,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// The upstream refused the call itself (a header mismatch, an
 		// unknown session, ...): its answer goes to the client as is.
-		h.log.WarnContext(ctx, "proxy: upstream answered an HTTP error", "method", c.req.method, "target", c.target, "status", resp.StatusCode)
+		h.log.WarnContext(ctx, "proxy: upstream answered an HTTP error", "method", c.req.method, "target", mcpwire.Shown(c.target), "status", resp.StatusCode)
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, h.maxHeld))
 		copyHeader(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
@@ -576,7 +576,7 @@ func isEventStream(ct string) bool {
 // same requestState may be sent again); if so, it returns nil (the token
 // is spent: the upstream may have run the call).
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, c *call, what string, err error, sent bool) error {
-	h.log.ErrorContext(r.Context(), "proxy: upstream failed", "method", c.req.method, "target", c.target,
+	h.log.ErrorContext(r.Context(), "proxy: upstream failed", "method", c.req.method, "target", mcpwire.Shown(c.target),
 		"upstream", h.up.Redacted(), "step", what, "sent", sent, "error", err)
 	if sent {
 		writeError(w, http.StatusOK, c.req.id, mrtr.CodeInternalError, msgFailedAfterSend, nil)
@@ -608,7 +608,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 	id := c.req.id
 	resp, err := parseResponse(b)
 	if err != nil {
-		h.log.ErrorContext(ctx, "proxy: upstream answered garbage", "method", c.req.method, "target", c.target, "error", err)
+		h.log.ErrorContext(ctx, "proxy: upstream answered garbage", "method", c.req.method, "target", mcpwire.Shown(c.target), "error", err)
 		return errorBody(id, mrtr.CodeInternalError, "upstream answered an invalid message", nil), http.StatusOK, nil
 	}
 	if resp.result == nil {
@@ -618,7 +618,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 		return b, 0, nil
 	}
 	garbage := func(why string) ([]byte, int, error) {
-		h.log.ErrorContext(ctx, "proxy: upstream answered an invalid input_required result", "method", c.req.method, "target", c.target, "error", why)
+		h.log.ErrorContext(ctx, "proxy: upstream answered an invalid input_required result", "method", c.req.method, "target", mcpwire.Shown(c.target), "error", why)
 		return errorBody(id, mrtr.CodeInternalError, "upstream answered an invalid message", nil), http.StatusOK, nil
 	}
 	var reqs object
@@ -633,7 +633,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 		if slices.Contains(missing, mcpwire.Unvettable) {
 			return garbage("an input request is not a known {method, params} object")
 		}
-		h.log.InfoContext(ctx, "proxy: input request needs a capability the client did not declare", "method", c.req.method, "target", c.target, "missing", missing)
+		h.log.InfoContext(ctx, "proxy: input request needs a capability the client did not declare", "method", c.req.method, "target", mcpwire.Shown(c.target), "missing", missing)
 		return errorBody(id, mcpwire.CodeMissingCapability, mcpwire.MissingCapabilityMessage, mcpwire.MissingCapabilityData(missing...)), http.StatusBadRequest, nil
 	}
 	var cont json.RawMessage
@@ -643,7 +643,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 			return garbage("requestState is not a string")
 		}
 		if len(s) > h.maxState {
-			h.log.ErrorContext(ctx, "proxy: upstream requestState too large to seal", "method", c.req.method, "target", c.target, "bytes", len(s), "limit", h.maxState)
+			h.log.ErrorContext(ctx, "proxy: upstream requestState too large to seal", "method", c.req.method, "target", mcpwire.Shown(c.target), "bytes", len(s), "limit", h.maxState)
 			return errorBody(id, mrtr.CodeInternalError, fmt.Sprintf("upstream requestState of %d bytes exceeds the proxy's limit of %d", len(s), h.maxState), nil), http.StatusOK, nil
 		}
 		cont = make(json.RawMessage, 0, len(s)+6)
@@ -656,7 +656,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 		if errors.As(err, &re) || errors.Is(err, mrtr.ErrInvalidArguments) {
 			return guardErrorBody(id, err), http.StatusOK, nil
 		}
-		h.log.ErrorContext(ctx, "proxy: seal the upstream's pause", "method", c.req.method, "target", c.target, "error", err)
+		h.log.ErrorContext(ctx, "proxy: seal the upstream's pause", "method", c.req.method, "target", mcpwire.Shown(c.target), "error", err)
 		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, nil
 	}
 	var sealed bytes.Buffer

@@ -137,7 +137,7 @@ func (h *Handler) relaySSE(ctx context.Context, w http.ResponseWriter, resp *htt
 				if errors.Is(err, io.EOF) {
 					err = errNoResponse
 				}
-				h.log.ErrorContext(ctx, "proxy: upstream failed", "method", c.req.method, "target", c.target,
+				h.log.ErrorContext(ctx, "proxy: upstream failed", "method", c.req.method, "target", mcpwire.Shown(c.target),
 					"upstream", h.up.Redacted(), "step", "read the upstream event stream", "sent", true, "error", err)
 				writeEvent(w, nil, errorBody(c.req.id, mrtr.CodeInternalError, msgFailedAfterSend, nil))
 				_ = rc.Flush()

@@ -3,7 +3,8 @@
 // validation pass and one split pass, agreeing with encoding/json on every
 // input), what a client declared it can answer (the clientCapabilities of
 // a request's _meta), which capability an input request needs, and the
-// -32021 error data naming what is missing.
+// -32021 error data naming what is missing; and Shown, the cap on a
+// request's strings (a tool name, a resource URI) in a log line or a span.
 //
 // It knows nothing of any MCP SDK: it works on encoding/json values, so
 // the sealing proxy, an adapter for go-sdk or one for mcp-go can share one

@@ -3,6 +3,7 @@ package observe
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -25,6 +26,9 @@ import (
 //	token_size_bytes                       the size of each requestState sealed (histogram)
 //	key_seals_total{key_id}                AES-GCM seals under each key by this process since it started
 //	                                       (its share of the key's 2^32 random-nonce budget)
+//
+// Every label value comes from a bounded set: an outcome, operation or
+// store outcome that is not one of those listed counts as "other".
 type Metrics struct {
 	mrtr.NopObserver
 	pauses     *prometheus.CounterVec
@@ -45,6 +49,10 @@ type storeKey struct {
 	op      mrtr.StoreOp
 	outcome mrtr.StoreOutcome
 }
+
+// otherLabel is the label value of an outcome or operation not in the
+// fixed sets below, so that no label takes an unbounded set of values.
+const otherLabel = "other"
 
 // ResumeOutcomes are the values of mrtr_resumes_total's outcome label,
 // every one exported from the start at 0.
@@ -120,13 +128,22 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
+// bounded returns v as a label value when it is one of known, and
+// otherLabel when it is not.
+func bounded[T ~string](v T, known []T) string {
+	if slices.Contains(known, v) {
+		return string(v)
+	}
+	return otherLabel
+}
+
 // Resumed counts a resume by outcome.
 func (m *Metrics) Resumed(_ context.Context, e mrtr.ResumeEvent) {
 	if c, ok := m.resumeBy[e.Outcome]; ok {
 		c.Inc()
 		return
 	}
-	m.resumes.WithLabelValues(string(e.Outcome)).Inc()
+	m.resumes.WithLabelValues(otherLabel).Inc()
 }
 
 // Paused counts a pause and its seal by key id, its round and its size.
@@ -146,11 +163,11 @@ func (m *Metrics) StoreCalled(_ context.Context, e mrtr.StoreEvent) {
 	if c, ok := m.storeBy[storeKey{e.Op, e.Outcome}]; ok {
 		c.Inc()
 	} else {
-		m.storeCalls.WithLabelValues(string(e.Op), string(e.Outcome)).Inc()
+		m.storeCalls.WithLabelValues(bounded(e.Op, storeOps), bounded(e.Outcome, storeOutcomes)).Inc()
 	}
 	if h, ok := m.timeBy[e.Op]; ok {
 		h.Observe(e.Duration.Seconds())
 	} else {
-		m.storeTime.WithLabelValues(string(e.Op)).Observe(e.Duration.Seconds())
+		m.storeTime.WithLabelValues(otherLabel).Observe(e.Duration.Seconds())
 	}
 }

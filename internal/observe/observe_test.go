@@ -136,9 +136,10 @@ func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]string {
 }
 
 // TestTracerSpans checks the spans of a paused call, its resume and a
-// refused resume, recorded in memory: names, kind, MCP semantic
-// convention attributes, error.type, timing, and the W3C trace context of
-// the request's _meta continued (or a new trace without one).
+// refused resume (none for an invalid token), recorded in memory: names,
+// kind, MCP semantic convention attributes, error.type, timing, and the
+// W3C trace context of the request's _meta continued (or a new trace
+// without one).
 func TestTracerSpans(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -155,8 +156,12 @@ func TestTracerSpans(t *testing.T) {
 	if got := deploy(t, url, a.state, meta); got.reason != "replayed" {
 		t.Fatalf("replay: %+v", got)
 	}
-	if got := deploy(t, url, a.state[:len(a.state)-4]+"AAAA", nil); got.reason != "invalid" {
+	// A token we did not seal is refused without a span: anyone can send one.
+	if got := deploy(t, url, a.state[:len(a.state)-4]+"AAAA", meta); got.reason != "invalid" {
 		t.Fatalf("tampered: %+v", got)
+	}
+	if got := deploy(t, url, a.state, nil); got.reason != "replayed" {
+		t.Fatalf("replay without a trace context: %+v", got)
 	}
 	// A call that neither resumes nor pauses has no span of ours.
 	if got := call(t, url, "tools/call", "test_simple_text", map[string]any{"arguments": map[string]any{}}, meta); got.code != 0 || got.text == "" {
@@ -168,7 +173,7 @@ func TestTracerSpans(t *testing.T) {
 		for _, s := range spans {
 			t.Logf("span %s %v", s.Name(), attrs(s))
 		}
-		t.Fatalf("%d spans, want 4 (pause, resume, replayed, invalid)", len(spans))
+		t.Fatalf("%d spans, want 4 (pause, resume, replayed, replayed again; none for invalid)", len(spans))
 	}
 	for i, s := range spans {
 		a := attrs(s)
@@ -195,7 +200,7 @@ func TestTracerSpans(t *testing.T) {
 	if s := spans[3]; s.SpanContext().TraceID().String() == parentTrace || s.Parent().IsValid() {
 		t.Errorf("a request without traceparent joined a trace: %s", s.SpanContext().TraceID())
 	}
-	pause, resume, replayed, invalid := attrs(spans[0]), attrs(spans[1]), attrs(spans[2]), attrs(spans[3])
+	pause, resume, replayed, again := attrs(spans[0]), attrs(spans[1]), attrs(spans[2]), attrs(spans[3])
 	if pause["mrtr.paused"] != "true" || pause["mrtr.resumed"] != "false" || pause["mrtr.round"] != "0" || pause["mrtr.key_id"] != "k1" || pause["error.type"] != "" {
 		t.Errorf("pause span %v", pause)
 	}
@@ -205,8 +210,8 @@ func TestTracerSpans(t *testing.T) {
 	if replayed["error.type"] != "replayed" || replayed["rpc.response.status_code"] != "-32602" || spans[2].Status().Code != codes.Error {
 		t.Errorf("replayed span %v %v", replayed, spans[2].Status())
 	}
-	if invalid["error.type"] != "invalid" || invalid["mrtr.key_id"] != "" {
-		t.Errorf("invalid span %v", invalid)
+	if again["error.type"] != "replayed" || again["mrtr.key_id"] != "" {
+		t.Errorf("second replayed span %v", again)
 	}
 	for _, s := range spans {
 		for _, kv := range s.Attributes() {

@@ -22,6 +22,9 @@ import (
 // defaults to service. Only the http/protobuf protocol is built in: a
 // protocol of grpc or http/json is an error. Shut the provider down to
 // flush its last spans.
+//
+// The provider's span limits are SpanLimits: the OTEL_SPAN_*_LIMIT
+// variables may lower them, never raise them.
 func OTLPTracing(ctx context.Context, getenv func(string) string, service, version string) (*sdktrace.TracerProvider, error) {
 	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
 		return nil, nil
@@ -60,5 +63,36 @@ func OTLPTracing(ctx context.Context, getenv func(string) string, service, versi
 			res = merged
 		}
 	}
-	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res),
+		sdktrace.WithRawSpanLimits(SpanLimits(sdktrace.NewSpanLimits()))), nil
+}
+
+// Span limits of OTLPTracing: the SDK's defaults leave attribute values
+// unbounded and allow 128 of everything. A span waits in the exporter's
+// queue (2048 spans) while the collector is slow or down, so its size is
+// memory held per request. mrtr's own spans carry at most a dozen
+// attributes, none longer than 256 bytes, and no events or links.
+const (
+	maxAttrValueLen = 1024 // characters, as the SDK counts: a 256-byte target fits whatever its script
+	maxAttrs        = 32
+	maxEventsLinks  = 16
+)
+
+// SpanLimits returns l with every limit at most mrtr's: an attribute value
+// of at most 1024 characters, 32 attributes a span, 16 events and 16
+// links a span and 16 attributes each. A limit of l already lower (from
+// an OTEL_SPAN_*_LIMIT variable) is kept; a negative one (no limit) is not.
+func SpanLimits(l sdktrace.SpanLimits) sdktrace.SpanLimits {
+	capAt := func(v *int, limit int) {
+		if *v < 0 || *v > limit {
+			*v = limit
+		}
+	}
+	capAt(&l.AttributeValueLengthLimit, maxAttrValueLen)
+	capAt(&l.AttributeCountLimit, maxAttrs)
+	capAt(&l.EventCountLimit, maxEventsLinks)
+	capAt(&l.LinkCountLimit, maxEventsLinks)
+	capAt(&l.AttributePerEventCountLimit, maxEventsLinks)
+	capAt(&l.AttributePerLinkCountLimit, maxEventsLinks)
+	return l
 }

@@ -11,14 +11,22 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
 )
 
 // ScopeName is the instrumentation scope of mrtr's spans.
 const ScopeName = "github.com/mrtr-go/mrtr"
 
-// maxTargetLen caps the tool, prompt or resource name in a span: it comes
-// from the request.
-const maxTargetLen = 256
+// other stands for a value from the request that is not one a span may
+// carry: a method that is not pausable, a protocol version that is not a
+// date, as the semantic conventions' _OTHER does for an unknown HTTP
+// method. The client's bytes never reach the span.
+const other = "_OTHER"
+
+// maxTraceState is the longest tracestate continued from a request's
+// _meta: W3C Trace Context asks propagators to carry at least 512
+// characters, and the span keeps what it continues.
+const maxTraceState = 512
 
 // Attributes mrtr adds to the MCP semantic conventions.
 const (
@@ -30,7 +38,8 @@ const (
 )
 
 // Tracer is an mrtr.Observer that records one span for every call that
-// resumed or paused a flow, and one for every refused resume, following
+// resumed or paused a flow, and one for every refused resume but an
+// invalid one, following
 // the OpenTelemetry semantic conventions for MCP: span name
 // "{mcp.method.name} {target}", kind server, mcp.method.name,
 // mcp.protocol.version, gen_ai.tool.name (with gen_ai.operation.name
@@ -39,6 +48,16 @@ const (
 // JSON-RPC code in rpc.response.status_code. A W3C trace context in the
 // request's _meta (traceparent, tracestate) becomes the span's parent;
 // without one, the span continues whatever span ctx carries.
+//
+// Everything a span takes from the request is bounded: the target is cut
+// to 256 bytes of valid UTF-8 (mcpwire.Shown), and so is the span name; a
+// method other than the three pausable ones and a protocol version that
+// is not a date (YYYY-MM-DD) are recorded as _OTHER; a tracestate longer
+// than 512 bytes is not continued. A refusal with reason invalid (a token
+// this server did not seal for this call and principal, which any client
+// can send at no cost) makes no span: mrtr_resumes_total and the guard's
+// log count those, and a flood of them would otherwise fill the
+// exporter's queue and crowd out the spans of real calls.
 //
 // Spans are recorded when the call ends, with the call's start and end
 // times; a handler's own spans are not their children. A Tracer is safe
@@ -57,8 +76,11 @@ func NewTracer(tp trace.TracerProvider) *Tracer {
 
 // Resumed records a span for a refused resume.
 func (t *Tracer) Resumed(ctx context.Context, e mrtr.ResumeEvent) {
-	if e.Outcome == mrtr.OutcomeOK {
+	switch e.Outcome {
+	case mrtr.OutcomeOK:
 		return // the call's span is recorded when it ends
+	case mrtr.Outcome(mrtr.ReasonInvalid):
+		return // anyone can send one: counted, logged, not traced
 	}
 	code := mrtr.CodeInvalidParams
 	if e.Outcome == mrtr.OutcomeStoreUnavailable {
@@ -66,7 +88,7 @@ func (t *Tracer) Resumed(ctx context.Context, e mrtr.ResumeEvent) {
 	}
 	var buf [8]attribute.KeyValue
 	_, span := t.start(ctx, e.Call, append(buf[:0],
-		semconv.ErrorTypeKey.String(string(e.Outcome)),
+		semconv.ErrorTypeKey.String(errorType(e.Outcome)),
 		semconv.RPCResponseStatusCodeKey.String(strconv.Itoa(code))))
 	span.SetStatus(codes.Error, mrtr.RejectMessage)
 	span.End(trace.WithTimestamp(e.Start.Add(e.Duration)))
@@ -101,15 +123,18 @@ func (t *Tracer) start(ctx context.Context, c mrtr.Call, attrs []attribute.KeyVa
 			ctx = pctx
 		}
 	}
-	target := c.Target
-	if len(target) > maxTargetLen {
-		target = target[:maxTargetLen]
+	target := mcpwire.Shown(c.Target)
+	method := c.Method
+	switch method {
+	case "tools/call", "prompts/get", "resources/read":
+	default:
+		method = other
 	}
-	attrs = append(attrs, semconv.McpMethodNameKey.String(c.Method))
+	attrs = append(attrs, semconv.McpMethodNameKey.String(method))
 	if c.ProtocolVersion != "" {
-		attrs = append(attrs, semconv.McpProtocolVersionKey.String(c.ProtocolVersion))
+		attrs = append(attrs, semconv.McpProtocolVersionKey.String(protocolVersion(c.ProtocolVersion)))
 	}
-	switch c.Method {
+	switch method {
 	case "tools/call":
 		attrs = append(attrs, semconv.GenAIToolNameKey.String(target), semconv.GenAIOperationNameExecuteTool)
 	case "prompts/get":
@@ -117,9 +142,9 @@ func (t *Tracer) start(ctx context.Context, c mrtr.Call, attrs []attribute.KeyVa
 	case "resources/read":
 		attrs = append(attrs, semconv.McpResourceURIKey.String(target))
 	}
-	name := c.Method
+	name := method
 	if target != "" {
-		name += " " + target
+		name = mcpwire.Shown(name + " " + target)
 	}
 	return t.tracer.Start(ctx, name,
 		t.server,
@@ -127,11 +152,44 @@ func (t *Tracer) start(ctx context.Context, c mrtr.Call, attrs []attribute.KeyVa
 		trace.WithAttributes(attrs...))
 }
 
+// protocolVersion returns v when it has the shape of an MCP protocol
+// version, a date (YYYY-MM-DD), and _OTHER when it does not.
+func protocolVersion(v string) string {
+	if len(v) != len("2026-07-28") {
+		return other
+	}
+	for i := range len(v) {
+		if i == 4 || i == 7 {
+			if v[i] != '-' {
+				return other
+			}
+		} else if v[i] < '0' || v[i] > '9' {
+			return other
+		}
+	}
+	return v
+}
+
+// errorType returns the error.type of a refusal: its outcome, one of the
+// guard's fixed set, or _OTHER.
+func errorType(o mrtr.Outcome) string {
+	switch o {
+	case mrtr.Outcome(mrtr.ReasonInvalid), mrtr.Outcome(mrtr.ReasonExpired), mrtr.Outcome(mrtr.ReasonReplayed),
+		mrtr.Outcome(mrtr.ReasonRoundsExceeded), mrtr.Outcome(mrtr.ReasonArgumentsChanged),
+		mrtr.OutcomeInvalidArguments, mrtr.OutcomeStoreUnavailable:
+		return string(o)
+	}
+	return other
+}
+
 // metaCarrier reads a W3C trace context from an MCP _meta object.
 type metaCarrier map[string]any
 
 func (m metaCarrier) Get(key string) string {
 	s, _ := m[key].(string)
+	if key == "tracestate" && len(s) > maxTraceState {
+		return ""
+	}
 	return s
 }
 
