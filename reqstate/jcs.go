@@ -357,6 +357,18 @@ func (p *jcsParser) foldedNames() error { return &foldedNamesError{offset: p.pos
 // are equal under strings.EqualFold.
 func compareFoldedNames(a, b []byte) int {
 	for {
+		// ASCII other than an escape, the common case, byte by byte.
+		if ca, cb := a[0], b[0]; ca|cb < utf8.RuneSelf && ca != '\\' && cb != '\\' {
+			if ca == cb {
+				if ca == '"' {
+					return 0
+				}
+			} else if ka, kb := asciiFoldKey(ca), asciiFoldKey(cb); ka != kb {
+				return cmp.Compare(ka, kb)
+			}
+			a, b = a[1:], b[1:]
+			continue
+		}
 		ra, na := nextJCSRune(a)
 		rb, nb := nextJCSRune(b)
 		if ra != rb {
@@ -368,6 +380,18 @@ func compareFoldedNames(a, b []byte) int {
 		}
 		a, b = a[na:], b[nb:]
 	}
+}
+
+// asciiFoldKey is foldKey of an ASCII byte in a name's RFC 8785 form
+// other than a backslash; the closing quote is the end of the name, -1.
+func asciiFoldKey(c byte) int {
+	switch {
+	case c == '"':
+		return -1
+	case 'A' <= c && c <= 'Z':
+		return int(c + 'a' - 'A')
+	}
+	return int(c)
 }
 
 // foldKey returns the key of r's case-folding orbit (the characters that
