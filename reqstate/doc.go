@@ -60,7 +60,11 @@
 //     two different numbers never share a hash, because a number whose
 //     canonical form would be another number (an int64 id beyond 2^53, a
 //     decimal more precise than a double) is refused ([ErrInexactNumber]).
-//     The canonicalizer is checked against github.com/gowebpki/jcs by the
+//     Member order does not count because no decoder is allowed to see it:
+//     an object with two names equal under case folding ("id" and "ID",
+//     which Go's encoding/json binds to one field, the last winning) is
+//     refused at any depth ([ErrFoldedNames]), and exact duplicates are
+//     refused as RFC 8785 requires. The canonicalizer is checked against github.com/gowebpki/jcs by the
 //     test module in jcsoracle/.
 //   - Secrecy of the token itself. Never log a token, put it in an error,
 //     or show it to anyone but the client it was issued to; log a short

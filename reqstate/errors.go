@@ -55,3 +55,14 @@ var ErrJSON = errors.New("reqstate: cannot canonicalize JSON")
 // exact; larger integers belong in strings. See I-JSON, RFC 7493 section
 // 2.2.
 var ErrInexactNumber = errors.New("reqstate: number not exact in an IEEE 754 double")
+
+// ErrFoldedNames is wrapped, beside ErrJSON, by the error of
+// [HashArguments] for arguments holding an object, at any depth, with two
+// member names that are equal under Unicode case folding as
+// strings.EqualFold and Go's encoding/json fold them: "id" and "ID", "s"
+// and "\u017f" (LATIN SMALL LETTER LONG S), "k" and "\u212a" (KELVIN
+// SIGN). encoding/json binds either name to the same struct field, the
+// last one winning, and RFC 8785 sorts members, so two such texts with
+// the names swapped would share a hash and bind to different values.
+// [Canonicalize], which is RFC 8785 alone, accepts them.
+var ErrFoldedNames = errors.New("reqstate: member names equal under case folding")

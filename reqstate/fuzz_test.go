@@ -2,8 +2,10 @@ package reqstate
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"io"
 	"math/big"
 	"reflect"
 	"strconv"
@@ -125,20 +127,35 @@ func FuzzDecodePayload(f *testing.F) {
 // FuzzCanonicalize: never panics; output is valid JSON, a fixed point, and
 // means the same as the input, every number with its exact decimal value
 // (issue 9, item 6: what a handler reading json.Number sees is what is
-// hashed).
+// hashed). HashArguments accepts what Canonicalize does save objects with
+// member names equal under strings.EqualFold (issue 18, item 3), and then
+// hashes the canonical form.
 func FuzzCanonicalize(f *testing.F) {
 	for _, s := range []string{`{"b":[1,2.50,"x"],"a":{"\u00e9":null}}`, `"\ud83d\ude00"`, `1e21`, `[[[]]]`, `-0.0`, `{"a":1,"a":2}`,
 		`{"id":1234567890123456789}`, `[0.1,1.0e-7,9007199254740993,1234567890123456800,0.10000000000000001]`,
-		`{"b":{"d":[{"z":1,"y":2}],"c":"\u0000"},"a":[{"\ud83d\ude00":1,"\ufb33":2}]}`} {
+		`{"b":{"d":[{"z":1,"y":2}],"c":"\u0000"},"a":[{"\ud83d\ude00":1,"\ufb33":2}]}`,
+		`{"ID":2,"id":1}`, `[{"x":{"s":1,"\u017f":2}}]`, `{"k":1,"\u212a":2,"a":{"recordId":1,"record_id":2}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out, err := Canonicalize(in)
+		h, herr := HashArguments(in)
 		if err != nil {
 			if !errors.Is(err, ErrJSON) {
 				t.Fatalf("error %v does not wrap ErrJSON", err)
 			}
+			if herr == nil && len(bytes.TrimSpace(in)) > 0 {
+				t.Fatalf("HashArguments accepts what Canonicalize refuses (%v)", err)
+			}
 			return
+		}
+		switch folded := foldedCollision(t, out); {
+		case folded && !errors.Is(herr, ErrFoldedNames):
+			t.Fatalf("names equal under case folding in %q: HashArguments gives %v", out, herr)
+		case !folded && herr != nil:
+			t.Fatalf("HashArguments refuses %q: %v", out, herr)
+		case !folded && string(bytes.TrimSpace(in)) != "null" && h != sha256.Sum256(out):
+			t.Fatalf("HashArguments(%q) is not the hash of its canonical form", in)
 		}
 		if !json.Valid(out) {
 			t.Fatalf("output is not JSON: %q", out)
@@ -153,6 +170,56 @@ func FuzzCanonicalize(f *testing.F) {
 			t.Fatalf("meaning changed: %q -> %q", in, out)
 		}
 	})
+}
+
+// foldedCollision reports whether the JSON text data (valid) holds an
+// object with two member names equal under strings.EqualFold, comparing
+// every pair of names of each object.
+func foldedCollision(t *testing.T, data []byte) bool {
+	type frame struct {
+		object, key bool // key: an object's next string is a member name
+		names       []string
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var stack []*frame
+	valueDone := func() {
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].key = true
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return false
+		}
+		if err != nil {
+			t.Fatalf("canonical form %q does not decode: %v", data, err)
+		}
+		switch tok := tok.(type) {
+		case json.Delim:
+			if tok == '{' || tok == '[' {
+				stack = append(stack, &frame{object: tok == '{', key: tok == '{'})
+				continue
+			}
+			stack = stack[:len(stack)-1]
+			valueDone()
+		case string:
+			if top := len(stack) - 1; top >= 0 && stack[top].key {
+				for _, n := range stack[top].names {
+					if strings.EqualFold(n, tok) {
+						return true
+					}
+				}
+				stack[top].names = append(stack[top].names, tok)
+				stack[top].key = false
+				continue
+			}
+			valueDone()
+		default:
+			valueDone()
+		}
+	}
 }
 
 func decodeNumbers(data []byte) (any, error) {

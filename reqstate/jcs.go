@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -22,13 +23,24 @@ const MaxJSONDepth = 64
 // input or JSON null) hash as the empty object {}, so a call that omits
 // arguments and one that sends {} are the same call. Two arguments texts
 // share a hash only if they hold the same values: numbers whose canonical
-// form would be another number are refused ([ErrInexactNumber]).
+// form would be another number are refused ([ErrInexactNumber]), and so
+// are objects, at any depth, with two member names that are equal under
+// Unicode case folding ([ErrFoldedNames]).
+//
+// The second rule is beyond RFC 8785, which sorts members by name and so
+// loses their order: {"ID":2,"id":1} and {"id":1,"ID":2} have one
+// canonical form, but Go's encoding/json matches member names to struct
+// fields case-insensitively (strings.EqualFold) with the last one winning,
+// so a handler that decodes them into a struct (mcp-go's BindArguments,
+// any Go upstream behind the proxy) sees id 1 in one and 2 in the other.
+// Refusing such names in the hash makes the order of members irrelevant
+// to every decoder that folds as encoding/json does.
 func HashArguments(args []byte) (Hash, error) {
 	trimmed := bytes.TrimSpace(args)
 	if len(trimmed) == 0 || string(trimmed) == "null" {
 		return sha256.Sum256([]byte("{}")), nil
 	}
-	c, err := Canonicalize(args)
+	c, err := canonicalize(args, true)
 	if err != nil {
 		return Hash{}, err
 	}
@@ -56,7 +68,13 @@ func HashArguments(args []byte) (Hash, error) {
 // object's body, so a value under d out-of-order objects is moved d times:
 // time is at most MaxJSONDepth moves per byte, a few milliseconds per MiB.
 func Canonicalize(src []byte) ([]byte, error) {
-	p := jcsParser{src: src, out: make([]byte, 0, len(src))}
+	return canonicalize(src, false)
+}
+
+// canonicalize is Canonicalize, refusing also, when foldNames is set,
+// objects with two member names equal under case folding (HashArguments).
+func canonicalize(src []byte, foldNames bool) ([]byte, error) {
+	p := jcsParser{src: src, out: make([]byte, 0, len(src)), foldNames: foldNames}
 	p.skipSpace()
 	if err := p.value(0); err != nil {
 		return nil, err
@@ -75,6 +93,9 @@ type jcsParser struct {
 	// scratch is reused for decoding a string that holds escapes and for
 	// putting an object's members in order, never for both at once.
 	scratch []byte
+	// foldNames refuses objects with two member names equal under case
+	// folding (checkFoldedNames).
+	foldNames bool
 }
 
 func (p *jcsParser) fail(what string) error {
@@ -222,6 +243,11 @@ func (p *jcsParser) object(depth int) error {
 	if err := p.sortMembers(open, members); err != nil {
 		return err
 	}
+	if p.foldNames {
+		if err := p.checkFoldedNames(open, members); err != nil {
+			return err
+		}
+	}
 	p.out = append(p.out, '}')
 	return nil
 }
@@ -244,7 +270,8 @@ func (p *jcsParser) offset(open int) (uint32, bool) {
 // sortMembers puts the members of the object opened at out[open] (the
 // output ends with its last member) in RFC 8785 order, and refuses
 // duplicate names. Members already in order, the common case, cost one
-// comparison each and no copy.
+// comparison each and no copy. On return ms is in that order and gives
+// where each member now stands.
 func (p *jcsParser) sortMembers(open int, ms []jcsMember) error {
 	name := func(m jcsMember) []byte { return p.out[open+int(m.name)+1:] } // after the opening quote
 	sorted := true
@@ -276,9 +303,120 @@ func (p *jcsParser) sortMembers(open int, ms []jcsMember) error {
 			p.out[w] = ','
 			w++
 		}
-		w += copy(p.out[w:], p.scratch[m.name-1:m.end-1])
+		n := copy(p.out[w:], p.scratch[m.name-1:m.end-1])
+		ms[i] = jcsMember{name: uint32(w - open), end: uint32(w + n - open)}
+		w += n
 	}
 	return nil
+}
+
+// checkFoldedNames refuses the object opened at out[open], whose members
+// ms are (sortMembers), if two of its member names are equal under
+// Unicode case folding as strings.EqualFold and encoding/json fold them
+// (see HashArguments for why). It sorts ms by folded name (compareFolded)
+// and compares neighbours: no allocation, and n log n comparisons of at
+// most the length of the names for n members, never a comparison of every
+// pair. Names in lower case, the common case, are in that order already
+// and cost one comparison each, like sortMembers.
+func (p *jcsParser) checkFoldedNames(open int, ms []jcsMember) error {
+	name := func(m jcsMember) []byte { return p.out[open+int(m.name)+1:] } // after the opening quote
+	compare := func(a, b jcsMember) int { return compareFoldedNames(name(a), name(b)) }
+	for i := 1; i < len(ms); i++ {
+		c := compare(ms[i-1], ms[i])
+		if c == 0 {
+			return p.foldedNames()
+		}
+		if c > 0 {
+			slices.SortFunc(ms, compare)
+			for i := 1; i < len(ms); i++ {
+				if compare(ms[i-1], ms[i]) == 0 {
+					return p.foldedNames()
+				}
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// foldedNamesError is the error of an object that checkFoldedNames refuses.
+type foldedNamesError struct{ offset int }
+
+func (e *foldedNamesError) Error() string {
+	return fmt.Sprintf("%v: two member names equal under case folding in object ending at offset %d", ErrJSON, e.offset)
+}
+
+func (e *foldedNamesError) Unwrap() []error { return []error{ErrJSON, ErrFoldedNames} }
+
+func (p *jcsParser) foldedNames() error { return &foldedNamesError{offset: p.pos} }
+
+// compareFoldedNames compares two member names, given as compareJCSNames
+// takes them, by their case-folded forms: character by character, each
+// mapped by foldKey to a key that two characters share exactly when
+// strings.EqualFold holds for them. It returns 0 exactly when the names
+// are equal under strings.EqualFold.
+func compareFoldedNames(a, b []byte) int {
+	for {
+		// ASCII other than an escape, the common case, byte by byte.
+		if ca, cb := a[0], b[0]; ca|cb < utf8.RuneSelf && ca != '\\' && cb != '\\' {
+			if ca == cb {
+				if ca == '"' {
+					return 0
+				}
+			} else if ka, kb := asciiFoldKey(ca), asciiFoldKey(cb); ka != kb {
+				return cmp.Compare(ka, kb)
+			}
+			a, b = a[1:], b[1:]
+			continue
+		}
+		ra, na := nextJCSRune(a)
+		rb, nb := nextJCSRune(b)
+		if ra != rb {
+			if ka, kb := foldKey(ra), foldKey(rb); ka != kb {
+				return cmp.Compare(ka, kb)
+			}
+		} else if ra < 0 {
+			return 0
+		}
+		a, b = a[na:], b[nb:]
+	}
+}
+
+// asciiFoldKey is foldKey of an ASCII byte in a name's RFC 8785 form
+// other than a backslash; the closing quote is the end of the name, -1.
+func asciiFoldKey(c byte) int {
+	switch {
+	case c == '"':
+		return -1
+	case 'A' <= c && c <= 'Z':
+		return int(c + 'a' - 'A')
+	}
+	return int(c)
+}
+
+// foldKey returns the key of r's case-folding orbit (the characters that
+// unicode.SimpleFold cycles through from r, which strings.EqualFold and
+// encoding/json treat as one): the smallest character of the orbit, as
+// encoding/json's foldName takes it, save that an ASCII capital is given
+// as its small letter, so that lower-case names, the common case, keep
+// their RFC 8785 order. The orbit of k is {K, k, U+212A KELVIN SIGN} and
+// that of s is {S, s, U+017F LATIN SMALL LETTER LONG S}: both keys are
+// ASCII. foldKey(-1), the end of a name, is -1.
+func foldKey(r rune) rune {
+	if r >= utf8.RuneSelf {
+		for {
+			next := unicode.SimpleFold(r)
+			if next <= r {
+				r = next
+				break
+			}
+			r = next
+		}
+	}
+	if 'A' <= r && r <= 'Z' {
+		r += 'a' - 'A'
+	}
+	return r
 }
 
 // emptyScratch returns the scratch buffer, emptied, with room for n

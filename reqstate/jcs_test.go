@@ -1,6 +1,7 @@
 package reqstate
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf16"
 )
 
@@ -457,5 +459,230 @@ func BenchmarkCanonicalizeShapes(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkHashArgumentsShapes: HashArguments, with its checks beyond
+// RFC 8785 (member names unique under case folding), on the documents of
+// TestCanonicalizeLinearMemory: the wide ones are where a check per object
+// costs most.
+func BenchmarkHashArgumentsShapes(b *testing.B) {
+	docs := linearDocuments(1 << 20)
+	for _, name := range slices.Sorted(maps.Keys(docs)) {
+		in := docs[name]
+		b.Run(strings.ReplaceAll(name, " ", "-"), func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := HashArguments(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestFoldedNames pins issue 18, item 3: HashArguments refuses, at any
+// depth, an object with two member names equal under case folding as
+// encoding/json folds them (strings.EqualFold), with ErrFoldedNames; and
+// Canonicalize, RFC 8785 alone, still accepts them.
+func TestFoldedNames(t *testing.T) {
+	for _, in := range []string{
+		`{"ID":2,"id":1}`,
+		`{"id":1,"ID":2}`,
+		`{"id":1,"Id":2}`,
+		`{"a":{"recordId":1,"recordID":2}}`,
+		`[1,{"ok":true},{"x":{"y":[{"Name":"a","nAME":"b"}]}}]`,
+		`{"s":1,"ſ":2}`,       // U+017F LATIN SMALL LETTER LONG S
+		`{"S":1,"\u017f":2}`,  // the same, escaped
+		`{"ſ":1,"z":0,"s":2}`, // not neighbours in RFC 8785 order
+		`{"k":1,"K":2}`,       // U+212A KELVIN SIGN
+		`{"K":1,"\u212a":2}`,  // the same, escaped
+		`{"deleteK":1,"DELETEk":2}`,
+		`{"é":1,"É":2}`,
+		`{"σ":1,"Σ":2}`, // Σ's orbit is {Σ, ς, σ}
+		`{"ς":1,"σ":2}`,
+		`{"\ud801\udc00":1,"\ud801\udc28":2}`, // DESERET CAPITAL and SMALL LONG I, above U+FFFF
+		`{"b":1,"a":{"c":2,"C":3},"A":4}`,
+	} {
+		if _, err := Canonicalize([]byte(in)); err != nil {
+			t.Errorf("Canonicalize(%s): %v, want accepted (RFC 8785 alone)", in, err)
+		}
+		_, err := HashArguments([]byte(in))
+		if !errors.Is(err, ErrFoldedNames) || !errors.Is(err, ErrJSON) {
+			t.Errorf("HashArguments(%s): %v, want ErrFoldedNames", in, err)
+			continue
+		}
+		if strings.Contains(err.Error(), `"`) {
+			t.Errorf("error quotes the input: %v", err)
+		}
+	}
+	for _, in := range []string{
+		`{"a":1,"b":2}`,
+		`{"id":1,"idx":2,"i_d":3,"i":4,"d":5}`,
+		`{"recordId":1,"record_id":2,"recordIds":3}`,
+		`{"ß":1,"ss":2,"x":{"ẞ":3}}`, // ß folds to ẞ, not to ss: EqualFold is one character for one
+		`{"ı":1,"i":2,"İ":3}`,        // dotless and dotted I fold to themselves
+		`{"k":1,"kk":2}`,
+		`[{"ID":1},{"id":2}]`, // one per object
+		`{"a":{"ID":1},"A_":{"id":2}}`,
+	} {
+		if _, err := HashArguments([]byte(in)); err != nil {
+			t.Errorf("HashArguments(%s): %v, want accepted", in, err)
+		}
+	}
+	// Exact duplicates are still refused, as not RFC 8785, by both.
+	for _, in := range []string{`{"id":1,"id":2}`, `{"a":[{"x":1,"\u0078":2}]}`} {
+		if _, err := Canonicalize([]byte(in)); !errors.Is(err, ErrJSON) {
+			t.Errorf("Canonicalize(%s): %v, want ErrJSON", in, err)
+		}
+		if _, err := HashArguments([]byte(in)); !errors.Is(err, ErrJSON) || errors.Is(err, ErrFoldedNames) {
+			t.Errorf("HashArguments(%s): %v, want ErrJSON for a duplicate", in, err)
+		}
+	}
+}
+
+// TestFoldedNamesBindTogether shows why TestFoldedNames refuses what it
+// does: two texts with the same members in another order have one RFC
+// 8785 form, yet encoding/json decodes both names of each pair into one
+// struct field, the last member winning, so the value bound differs.
+func TestFoldedNamesBindTogether(t *testing.T) {
+	type bound struct {
+		ID    int `json:"id"`
+		S     int `json:"s"`
+		K     int `json:"k"`
+		Sigma int `json:"σ"`
+	}
+	for _, c := range []struct {
+		a, b  string
+		field func(bound) int
+	}{
+		{"ID", "id", func(v bound) int { return v.ID }},
+		{"S", "ſ", func(v bound) int { return v.S }},
+		{"\u212a", "k", func(v bound) int { return v.K }},
+		{"Σ", "ς", func(v bound) int { return v.Sigma }},
+	} {
+		one := fmt.Sprintf(`{"%s":2,"%s":1}`, c.a, c.b)
+		two := fmt.Sprintf(`{"%s":1,"%s":2}`, c.b, c.a)
+		c1, err1 := Canonicalize([]byte(one))
+		c2, err2 := Canonicalize([]byte(two))
+		if err1 != nil || err2 != nil || string(c1) != string(c2) {
+			t.Fatalf("%s and %s: canonical forms %s, %s (%v, %v), want one", one, two, c1, c2, err1, err2)
+		}
+		var v1, v2 bound
+		if err := json.Unmarshal([]byte(one), &v1); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(two), &v2); err != nil {
+			t.Fatal(err)
+		}
+		if c.field(v1) != 1 || c.field(v2) != 2 {
+			t.Errorf("%s binds %d, %s binds %d: want 1 and 2", one, c.field(v1), two, c.field(v2))
+		}
+		for _, in := range []string{one, two} {
+			if _, err := HashArguments([]byte(in)); !errors.Is(err, ErrFoldedNames) {
+				t.Errorf("HashArguments(%s): %v, want ErrFoldedNames", in, err)
+			}
+		}
+	}
+}
+
+// TestFoldKey checks foldKey against the orbits of unicode.SimpleFold for
+// every character, and so against strings.EqualFold, which compares
+// character by character with those orbits: the key of a character is a
+// member of its orbit (so distinct orbits have distinct keys), the same
+// for every member, and equal to it under strings.EqualFold.
+func TestFoldKey(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if utf16.IsSurrogate(r) {
+			continue
+		}
+		k := foldKey(r)
+		inOrbit := false
+		for m := unicode.SimpleFold(r); ; m = unicode.SimpleFold(m) {
+			if foldKey(m) != k {
+				t.Fatalf("foldKey(%U) = %U but foldKey(%U) = %U: one orbit, two keys", r, k, m, foldKey(m))
+			}
+			inOrbit = inOrbit || m == k
+			if m == r {
+				break
+			}
+		}
+		if !inOrbit || !strings.EqualFold(string(r), string(k)) {
+			t.Fatalf("foldKey(%U) = %U, not in its orbit", r, k)
+		}
+	}
+	if foldKey(-1) != -1 {
+		t.Fatal("foldKey(-1) is not -1")
+	}
+}
+
+// TestCompareFoldedNames checks compareFoldedNames against
+// strings.EqualFold on random names, and that it orders them (what
+// slices.SortFunc needs): antisymmetric and transitive on these.
+func TestCompareFoldedNames(t *testing.T) {
+	alphabet := []rune{'a', 'A', 'k', 'K', 0x212A, 's', 'S', 0x17F, '_', '"', '\\', '\n', 0xE9, 0xC9, 0x3A3, 0x3C2, 0x3C3, 0x10400, 0x10428, 0xDF, 0x1E9E}
+	rng := rand.New(rand.NewPCG(5, 6))
+	name := func() string {
+		r := make([]rune, rng.IntN(4))
+		for i := range r {
+			r[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		return string(r)
+	}
+	canonical := func(s string) []byte { return appendJCSString(nil, s)[1:] }
+	for range 20000 {
+		a, b, c := name(), name(), name()
+		ab := compareFoldedNames(canonical(a), canonical(b))
+		if (ab == 0) != strings.EqualFold(a, b) {
+			t.Fatalf("compareFoldedNames(%q, %q) = %d, strings.EqualFold = %v", a, b, ab, strings.EqualFold(a, b))
+		}
+		if ba := compareFoldedNames(canonical(b), canonical(a)); ba != -ab {
+			t.Fatalf("compareFoldedNames(%q, %q) = %d but (%q, %q) = %d", a, b, ab, b, a, ba)
+		}
+		bc, ac := compareFoldedNames(canonical(b), canonical(c)), compareFoldedNames(canonical(a), canonical(c))
+		if ab <= 0 && bc <= 0 && ac > 0 {
+			t.Fatalf("not transitive: %q <= %q <= %q but %q > %q", a, b, c, a, c)
+		}
+	}
+}
+
+// TestFoldedNamesWide: on a wide object of names that are not in folded
+// order (so that the check sorts), a collision between the first member
+// and the last is found, and distinct names mixing cases pass.
+func TestFoldedNamesWide(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"ID":0`)
+	for i := range 10000 {
+		fmt.Fprintf(&b, `,"Name%xX":%d`, i, i)
+	}
+	if _, err := HashArguments([]byte(b.String() + "}")); err != nil {
+		t.Fatalf("distinct names: %v", err)
+	}
+	if _, err := HashArguments([]byte(b.String() + `,"id":1}`)); !errors.Is(err, ErrFoldedNames) {
+		t.Fatalf("ID and id among 10 000 members: %v, want ErrFoldedNames", err)
+	}
+}
+
+// TestHashArgumentsAllocations: the fold check allocates nothing: the
+// hash of a small object takes what canonicalizing it does.
+func TestHashArgumentsAllocations(t *testing.T) {
+	for _, c := range []struct {
+		in  string
+		max float64
+	}{
+		{`{"env":"production","service":"api"}`, 1},
+		{`{"service":"api","env":"production","recordId":1,"record_id":2,"Zone":"eu"}`, 2},
+		{`{"b":{"d":{"C":"d","c_":1},"c":1},"a":[{"G":"f"},{"g":"g"}]}`, 2},
+	} {
+		in := []byte(c.in)
+		got := testing.AllocsPerRun(100, func() {
+			if _, err := HashArguments(in); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if got > c.max {
+			t.Errorf("HashArguments(%s): %v allocations, want at most %v", c.in, got, c.max)
+		}
 	}
 }

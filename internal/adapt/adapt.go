@@ -78,6 +78,10 @@ func Wire(err error) *WireError {
 // argumentsMessage names the rule that arguments the hash refuses broke,
 // never their content.
 func argumentsMessage(err error) string {
+	if errors.Is(err, reqstate.ErrFoldedNames) {
+		return "invalid params: arguments hold an object with two member names that differ only in case " +
+			"(such as id and ID), which a decoder matching names case-insensitively would bind to one field"
+	}
 	if errors.Is(err, reqstate.ErrInexactNumber) {
 		return "invalid params: arguments hold a number with more precision than an IEEE 754 double carries " +
 			"(I-JSON, RFC 7493); send large integers and exact decimals as strings"

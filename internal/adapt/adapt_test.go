@@ -22,6 +22,8 @@ func TestWire(t *testing.T) {
 		{fmt.Errorf("%w: redis down", mrtr.ErrStoreUnavailable), -32603, "internal error", ``},
 		{fmt.Errorf("%w: %w", mrtr.ErrInvalidArguments, reqstate.ErrInexactNumber), -32602,
 			"invalid params: arguments hold a number with more precision than an IEEE 754 double carries (I-JSON, RFC 7493); send large integers and exact decimals as strings", ``},
+		{fmt.Errorf("%w: %w", mrtr.ErrInvalidArguments, reqstate.ErrFoldedNames), -32602,
+			"invalid params: arguments hold an object with two member names that differ only in case (such as id and ID), which a decoder matching names case-insensitively would bind to one field", ``},
 		{fmt.Errorf("mrtr: seal pause: %w at 2026-11-30T00:00:00Z", reqstate.ErrNoSealingKey), -32603, "internal error", ``},
 		{mrtr.ErrHandlerState, -32603, "server bug: a handler set requestState without sealing it", ``},
 		{ErrNullResponses, -32602, "invalid params: inputResponses must be an object of answers", ``},
