@@ -31,65 +31,90 @@ const (
 // the path, a '?' the query, a '#' a fragment), and net/url and go-redis
 // quote what they could not parse.
 func parseClient(rawURL string) (redis.UniversalClient, error) {
+	o, err := parseOptions(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return construct(func() redis.UniversalClient {
+		switch {
+		case o.cluster != nil:
+			return redis.NewClusterClient(o.cluster)
+		case o.failover != nil:
+			return redis.NewFailoverClient(o.failover)
+		}
+		return redis.NewClient(o.single)
+	})
+}
+
+// urlOptions are the options of one of the three kinds of client.
+type urlOptions struct {
+	single   *redis.Options
+	failover *redis.FailoverOptions
+	cluster  *redis.ClusterOptions
+}
+
+// parseOptions is parseClient's parser: the options of the client rawURL
+// names, with ContextTimeoutEnabled.
+func parseOptions(rawURL string) (urlOptions, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, parseError(err)
+		return urlOptions{}, parseError(err)
 	}
 	switch {
 	case u.Fragment != "" || strings.Contains(rawURL, "#"):
 		// go-redis ignores a fragment: what follows a '#' in a password
 		// would be dropped, and the rest taken for the host.
-		return nil, errors.New("redisstore: parse URL: a Redis URL has no fragment; write a '#' in a password as %23")
+		return urlOptions{}, errors.New("redisstore: parse URL: a Redis URL has no fragment; write a '#' in a password as %23")
 	case u.Scheme == "unix" && u.Port() != "":
 		// go-redis ignores a unix URL's host. A port there is what is
 		// left of user information cut short by a '/' in a password.
-		return nil, errors.New("redisstore: parse URL: a unix:// URL has no host:port; percent-encode a password's '/', '?', '#', '@' and '%'")
+		return urlOptions{}, errors.New("redisstore: parse URL: a unix:// URL has no host:port; percent-encode a password's '/', '?', '#', '@' and '%'")
 	case u.Opaque != "":
-		return nil, errors.New("redisstore: parse URL: the URL has no //host part")
+		return urlOptions{}, errors.New("redisstore: parse URL: the URL has no //host part")
 	}
 	if _, err := url.ParseQuery(u.RawQuery); err != nil {
 		// u.Query() drops the pairs it cannot decode, a password among
 		// them, without a word.
-		return nil, errors.New("redisstore: parse URL: malformed query; percent-encode a value's '%', '&' and ';'")
+		return urlOptions{}, errors.New("redisstore: parse URL: malformed query; percent-encode a value's '%', '&' and ';'")
 	}
 	switch u.Scheme {
 	case clusterScheme, clusterTLSScheme:
 		if u.Host == "" || u.Hostname() == "" {
-			return nil, errors.New("redisstore: parse URL: a " + u.Scheme + ":// URL needs a seed node, host:port")
+			return urlOptions{}, errors.New("redisstore: parse URL: a " + u.Scheme + ":// URL needs a seed node, host:port")
 		}
 		if u.Path != "" && u.Path != "/" {
-			return nil, errors.New("redisstore: parse URL: a Redis Cluster has only database 0; the URL must have no path")
+			return urlOptions{}, errors.New("redisstore: parse URL: a Redis Cluster has only database 0; the URL must have no path")
 		}
 		t := *u
 		t.Scheme = strings.TrimSuffix(u.Scheme, "-cluster")
 		o, err := redis.ParseClusterURL(t.String())
 		if err != nil {
-			return nil, parseError(err)
+			return urlOptions{}, parseError(err)
 		}
 		o.ContextTimeoutEnabled = true
-		return construct(func() redis.UniversalClient { return redis.NewClusterClient(o) })
+		return urlOptions{cluster: o}, nil
 	case "redis", "rediss":
 		if q := u.Query(); q.Has("master_name") {
 			if q.Get("master_name") == "" {
-				return nil, errors.New("redisstore: parse URL: master_name is empty; Sentinel needs the name of the monitored primary")
+				return urlOptions{}, errors.New("redisstore: parse URL: master_name is empty; Sentinel needs the name of the monitored primary")
 			}
 			if u.Hostname() == "" {
-				return nil, errors.New("redisstore: parse URL: a Sentinel URL needs a sentinel address, host:port")
+				return urlOptions{}, errors.New("redisstore: parse URL: a Sentinel URL needs a sentinel address, host:port")
 			}
 			o, err := redis.ParseFailoverURL(rawURL)
 			if err != nil {
-				return nil, parseError(err)
+				return urlOptions{}, parseError(err)
 			}
 			o.ContextTimeoutEnabled = true
-			return construct(func() redis.UniversalClient { return redis.NewFailoverClient(o) })
+			return urlOptions{failover: o}, nil
 		}
 	}
 	o, err := redis.ParseURL(rawURL)
 	if err != nil {
-		return nil, parseError(err)
+		return urlOptions{}, parseError(err)
 	}
 	o.ContextTimeoutEnabled = true
-	return construct(func() redis.UniversalClient { return redis.NewClient(o) })
+	return urlOptions{single: o}, nil
 }
 
 // goRedisOption matches go-redis's errors about one query option, whose
