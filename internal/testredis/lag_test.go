@@ -62,3 +62,51 @@ func TestLagLink(t *testing.T) {
 		})
 	}
 }
+
+// A CutLink passes replies through until Cut; then it drops the reply to
+// the next request with the marker, closes that connection (the client
+// reads EOF, nothing else), and passes replies through again.
+func TestCutLink(t *testing.T) {
+	target, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	go func() {
+		for {
+			c, err := target.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); _ = c.Close() }() // an echo server
+		}
+	}()
+	link := StartCutLink(t, target.Addr().String())
+	echo := func(msg string) (string, error) {
+		c, err := net.Dial("tcp", link.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, len(msg))
+		n, err := io.ReadFull(c, buf)
+		return string(buf[:n]), err
+	}
+	if got, err := echo("ping"); got != "ping" || err != nil {
+		t.Fatalf("before Cut: %q, %v", got, err)
+	}
+	lost := link.Cut("marked")
+	if got, err := echo("ping"); got != "ping" || err != nil {
+		t.Fatalf("after Cut, unmarked: %q, %v", got, err)
+	}
+	if got, err := echo("a marked ping"); got != "" || err != io.EOF {
+		t.Fatalf("after Cut, marked: %q, %v; want nothing, EOF", got, err)
+	}
+	<-lost
+	if got, err := echo("a marked ping"); got != "a marked ping" || err != nil {
+		t.Fatalf("after the lost reply: %q, %v", got, err)
+	}
+}

@@ -95,7 +95,14 @@ func (s *Store) pipelineOn(ctx context.Context, c *redis.Client, queue func(redi
 	if waitAOF != nil {
 		switch v, err := waitAOF.Int64Slice(); {
 		case err == nil && len(v) == 2:
+			// [local, replicas]: the primary's own AOF (0 or 1) and
+			// the replicas that fsynced the write. WAITAOF 1 asked for
+			// the primary's too: a primary that restarts before a
+			// failover reloads its AOF, and its replicas resync from it.
 			s.ackMode.CompareAndSwap(ackUnknown, ackWaitAOF)
+			if v[0] < 1 {
+				return cmds, 0, fmt.Errorf("WAITAOF: the primary did not fsync the write to its AOF within %dms", s.waitMS)
+			}
 			return cmds, int(v[1]), nil
 		case err == nil:
 			return cmds, 0, fmt.Errorf("WAITAOF answered %v", v)

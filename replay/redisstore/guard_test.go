@@ -33,8 +33,8 @@ func deployCall() *mrtr.Request {
 
 // node is one server: a guard on its own clock with its own Redis client and
 // store, sharing the prefix of the cluster.
-func newNode(t *testing.T, codec reqstate.Codec, url, prefix string, now func() time.Time, timeout time.Duration) *mrtr.Guard {
-	store := newStore(t, url, &redisstore.Options{Prefix: prefix, Now: now, Timeout: timeout})
+func newNode(t *testing.T, codec reqstate.Codec, url, prefix string, now func() time.Time) *mrtr.Guard {
+	store := newStore(t, url, &redisstore.Options{Prefix: prefix, Now: now})
 	return mrtr.New(codec, &mrtr.Options{TTL: guardTTL, Leeway: guardLeeway, Store: store, Now: now})
 }
 
@@ -82,8 +82,8 @@ func TestGuardClockSkew(t *testing.T) {
 	aheadClk := newAgedClock(t, raw, prefix) // ages the cluster's keys with the clocks
 	behindClk := fakeclock.New(aheadClk.Now().Add(-guardLeeway))
 	advance := func(d time.Duration) { behindClk.Advance(d); aheadClk.Advance(d) }
-	ahead := newNode(t, codec, url, prefix, aheadClk.Now, 0)
-	behind := newNode(t, codec, url, prefix, behindClk.Now, 0)
+	ahead := newNode(t, codec, url, prefix, aheadClk.Now)
+	behind := newNode(t, codec, url, prefix, behindClk.Now)
 
 	call := pauseOn(t, ahead)
 	expiresAt := aheadClk.Now().Add(guardTTL)
@@ -119,7 +119,7 @@ func TestGuardCommitAfterHangUp(t *testing.T) {
 	url := testredis.Start(t)
 	raw := newClient(t, url)
 	prefix := newPrefix()
-	g := newNode(t, newCodec(t), url, prefix, time.Now, 0)
+	g := newNode(t, newCodec(t), url, prefix, time.Now)
 	call := pauseOn(t, g)
 	ctx, hangUp := context.WithCancel(t.Context())
 	f, err := g.Begin(ctx, call)
@@ -146,15 +146,20 @@ func TestGuardCommitLost(t *testing.T) {
 	raw := newClient(t, srv.URL())
 	prefix := newPrefix()
 	clk := newAgedClock(t, raw, prefix)
-	g := newNode(t, newCodec(t), srv.URL(), prefix, clk.Now, 200*time.Millisecond)
+	// The calls that must succeed have all the time they need; the
+	// commit to the frozen server, a short timeout.
+	store := newStore(t, srv.URL(), &redisstore.Options{Prefix: prefix, Now: clk.Now, Timeout: bound})
+	g := mrtr.New(newCodec(t), &mrtr.Options{TTL: guardTTL, Leeway: guardLeeway, Store: store, Now: clk.Now, StoreTimeout: 2 * bound})
 	call := pauseOn(t, g)
 	f, err := g.Begin(t.Context(), call)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.Pause()
+	redisstore.SetTimeout(store, short)
 	err = f.End(t.Context(), nil)
 	srv.Resume()
+	redisstore.SetTimeout(store, bound)
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("End on a frozen Redis = %v, want a timeout", err)
 	}

@@ -156,17 +156,18 @@ func New(client redis.UniversalClient, opts *Options) *Store {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Store{
-		client:     client,
-		prefix:     o.Prefix,
-		timeout:    o.Timeout,
-		errTimeout: fmt.Errorf("no reply within %v: %w", o.Timeout, context.DeadlineExceeded),
-		now:        o.Now,
-		replicas:   o.Replicas,
-		// WAIT must give up before the store does, so that a shortfall
-		// is reported as such and not as a timeout.
-		waitMS: max(1, (o.Timeout / 2).Milliseconds()),
-	}
+	s := &Store{client: client, prefix: o.Prefix, now: o.Now, replicas: o.Replicas}
+	s.setTimeout(o.Timeout)
+	return s
+}
+
+// setTimeout sets the bound on each call, and WAIT's below it.
+func (s *Store) setTimeout(d time.Duration) {
+	s.timeout = d
+	s.errTimeout = fmt.Errorf("no reply within %v: %w", d, context.DeadlineExceeded)
+	// WAIT must give up before the store does, so that a shortfall is
+	// reported as such and not as a timeout.
+	s.waitMS = max(1, (d / 2).Milliseconds())
 }
 
 // NewFromURL connects to the deployment that rawURL names and returns a

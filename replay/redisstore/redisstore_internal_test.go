@@ -74,9 +74,15 @@ func TestNewFromURLTopologies(t *testing.T) {
 			if (o.TLSConfig != nil) != tc.tls || !o.ContextTimeoutEnabled || o.DB != tc.db {
 				t.Errorf("%q: tls %v contextTimeout %v db %d", tc.url, o.TLSConfig != nil, o.ContextTimeoutEnabled, o.DB)
 			}
-			if !strings.HasPrefix(o.Addr, "FailoverClient") && o.Addr != "FailoverClient" {
-				// go-redis names the address of a failover client so.
-				t.Logf("%q: addr %q", tc.url, o.Addr)
+			if o.Addr != "FailoverClient" { // go-redis names a failover client's address so
+				t.Errorf("%q: addr %q, want a failover client", tc.url, o.Addr)
+			}
+			fo, err := parseOptions(tc.url)
+			if err != nil || fo.failover == nil {
+				t.Fatalf("parseOptions(%q) = %+v, %v; want failover options", tc.url, fo, err)
+			}
+			if !slices.Equal(fo.failover.SentinelAddrs, tc.sentinels) || fo.failover.MasterName != "mymaster" {
+				t.Errorf("%q: sentinels %v, master %q; want %v, mymaster", tc.url, fo.failover.SentinelAddrs, fo.failover.MasterName, tc.sentinels)
 			}
 			if tc.tls && o.Password != pw {
 				t.Errorf("%q: primary password not passed", tc.url)

@@ -237,11 +237,17 @@ func TestPrefix(t *testing.T) {
 	raw.Del(ctx, redisstore.DefaultPrefix+id)
 }
 
+// short is the store timeout of calls that must fail: a server that is down
+// or frozen cannot answer them, however long they wait. The calls that must
+// succeed get bound instead (redisstore.SetTimeout), so that no outcome
+// depends on how fast a busy machine answers.
+const short = 200 * time.Millisecond
+
 // Redis going away makes every call fail closed within the timeout, and the
 // same Store works again once Redis is back on the same address.
 func TestOutage(t *testing.T) {
 	srv := testredis.StartServer(t)
-	store := newStore(t, srv.URL(), &redisstore.Options{Prefix: newPrefix(), Timeout: 200 * time.Millisecond})
+	store := newStore(t, srv.URL(), &redisstore.Options{Prefix: newPrefix(), Timeout: bound})
 	ctx := t.Context()
 	exp := time.Now().Add(time.Hour)
 
@@ -255,13 +261,17 @@ func TestOutage(t *testing.T) {
 	}
 
 	srv.Stop()
+	redisstore.SetTimeout(store, short)
 	failsClosed(t, "Reserve", func() error { _, err := store.Reserve(ctx, before, exp); return err })
 	failsClosed(t, "Commit", func() error { return r.Commit(ctx) })
 	failsClosed(t, "Release", func() error { return r.Release(ctx) })
 	failsClosed(t, "Ping", func() error { return store.Ping(ctx) })
 
 	srv.Start()
-	eventually(t, "Reserve after restart", func() error { _, err := store.Reserve(ctx, before, exp); return err })
+	redisstore.SetTimeout(store, bound)
+	if _, err := store.Reserve(ctx, before, exp); err != nil {
+		t.Fatalf("Reserve after restart = %v", err)
+	}
 	// The restart lost every key and the script cache: the retried Commit
 	// runs the script with EVAL and consumes an id whose key is gone.
 	if err := r.Commit(ctx); err != nil {
@@ -296,7 +306,7 @@ func TestUnresponsive(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := testredis.StartServer(t)
-			store := tc.store(t, srv.URL(), &redisstore.Options{Prefix: newPrefix(), Timeout: 200 * time.Millisecond})
+			store := tc.store(t, srv.URL(), &redisstore.Options{Prefix: newPrefix(), Timeout: bound})
 			ctx := t.Context()
 			exp := time.Now().Add(time.Hour)
 			r, err := store.Reserve(ctx, newID(), exp)
@@ -306,6 +316,7 @@ func TestUnresponsive(t *testing.T) {
 
 			srv.Pause()
 			defer srv.Resume()
+			redisstore.SetTimeout(store, short)
 			for _, op := range []struct {
 				name string
 				f    func() error
@@ -322,7 +333,10 @@ func TestUnresponsive(t *testing.T) {
 			}
 
 			srv.Resume()
-			eventually(t, "Reserve after resume", func() error { _, err := store.Reserve(ctx, newID(), exp); return err })
+			redisstore.SetTimeout(store, bound)
+			if _, err := store.Reserve(ctx, newID(), exp); err != nil {
+				t.Fatalf("Reserve after resume = %v", err)
+			}
 			if err := r.Commit(ctx); err != nil {
 				t.Fatalf("Commit retried after resume = %v, want nil", err)
 			}

@@ -2,8 +2,8 @@ package redisstore
 
 import (
 	"errors"
-	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -26,58 +26,144 @@ const (
 //	                                                                         Sentinel (go-redis's failover form)
 //	redis://, rediss://, unix://                                            one server
 //
-// Errors never contain the URL or any password in it.
+// An error names the kind of problem and never any text of the URL: a
+// password written without percent-encoding ends up anywhere (a '/' starts
+// the path, a '?' the query, a '#' a fragment), and net/url and go-redis
+// quote what they could not parse.
 func parseClient(rawURL string) (redis.UniversalClient, error) {
+	o, err := parseOptions(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return construct(func() redis.UniversalClient {
+		switch {
+		case o.cluster != nil:
+			return redis.NewClusterClient(o.cluster)
+		case o.failover != nil:
+			return redis.NewFailoverClient(o.failover)
+		}
+		return redis.NewClient(o.single)
+	})
+}
+
+// urlOptions are the options of one of the three kinds of client.
+type urlOptions struct {
+	single   *redis.Options
+	failover *redis.FailoverOptions
+	cluster  *redis.ClusterOptions
+}
+
+// parseOptions is parseClient's parser: the options of the client rawURL
+// names, with ContextTimeoutEnabled.
+func parseOptions(rawURL string) (urlOptions, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		// url.Parse's errors quote the whole URL, password included.
-		if ue, ok := errors.AsType[*url.Error](err); ok {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("redisstore: parse URL: %w", err)
+		return urlOptions{}, parseError(err)
 	}
-	secrets := urlSecrets(u)
-	scrub := func(err error) error {
-		return scrubbed(fmt.Errorf("redisstore: parse URL: %w", unwrapURLError(err)), secrets)
+	switch {
+	case u.Fragment != "" || strings.Contains(rawURL, "#"):
+		// go-redis ignores a fragment: what follows a '#' in a password
+		// would be dropped, and the rest taken for the host.
+		return urlOptions{}, errors.New("redisstore: parse URL: a Redis URL has no fragment; write a '#' in a password as %23")
+	case u.Scheme == "unix" && u.Port() != "":
+		// go-redis ignores a unix URL's host. A port there is what is
+		// left of user information cut short by a '/' in a password.
+		return urlOptions{}, errors.New("redisstore: parse URL: a unix:// URL has no host:port; percent-encode a password's '/', '?', '#', '@' and '%'")
+	case u.Opaque != "":
+		return urlOptions{}, errors.New("redisstore: parse URL: the URL has no //host part")
+	}
+	if _, err := url.ParseQuery(u.RawQuery); err != nil {
+		// u.Query() drops the pairs it cannot decode, a password among
+		// them, without a word.
+		return urlOptions{}, errors.New("redisstore: parse URL: malformed query; percent-encode a value's '%', '&' and ';'")
 	}
 	switch u.Scheme {
 	case clusterScheme, clusterTLSScheme:
 		if u.Host == "" || u.Hostname() == "" {
-			return nil, errors.New("redisstore: parse URL: a " + u.Scheme + ":// URL needs a seed node, host:port")
+			return urlOptions{}, errors.New("redisstore: parse URL: a " + u.Scheme + ":// URL needs a seed node, host:port")
 		}
 		if u.Path != "" && u.Path != "/" {
-			return nil, errors.New("redisstore: parse URL: a Redis Cluster has only database 0; the URL must have no path")
+			return urlOptions{}, errors.New("redisstore: parse URL: a Redis Cluster has only database 0; the URL must have no path")
 		}
 		t := *u
 		t.Scheme = strings.TrimSuffix(u.Scheme, "-cluster")
 		o, err := redis.ParseClusterURL(t.String())
 		if err != nil {
-			return nil, scrub(err)
+			return urlOptions{}, parseError(err)
 		}
 		o.ContextTimeoutEnabled = true
-		return construct(func() redis.UniversalClient { return redis.NewClusterClient(o) })
+		return urlOptions{cluster: o}, nil
 	case "redis", "rediss":
 		if q := u.Query(); q.Has("master_name") {
 			if q.Get("master_name") == "" {
-				return nil, errors.New("redisstore: parse URL: master_name is empty; Sentinel needs the name of the monitored primary")
+				return urlOptions{}, errors.New("redisstore: parse URL: master_name is empty; Sentinel needs the name of the monitored primary")
 			}
 			if u.Hostname() == "" {
-				return nil, errors.New("redisstore: parse URL: a Sentinel URL needs a sentinel address, host:port")
+				return urlOptions{}, errors.New("redisstore: parse URL: a Sentinel URL needs a sentinel address, host:port")
 			}
 			o, err := redis.ParseFailoverURL(rawURL)
 			if err != nil {
-				return nil, scrub(err)
+				return urlOptions{}, parseError(err)
 			}
 			o.ContextTimeoutEnabled = true
-			return construct(func() redis.UniversalClient { return redis.NewFailoverClient(o) })
+			return urlOptions{failover: o}, nil
 		}
 	}
 	o, err := redis.ParseURL(rawURL)
 	if err != nil {
-		return nil, scrub(err)
+		return urlOptions{}, parseError(err)
 	}
 	o.ContextTimeoutEnabled = true
-	return construct(func() redis.UniversalClient { return redis.NewClient(o) })
+	return urlOptions{single: o}, nil
+}
+
+// goRedisOption matches go-redis's errors about one query option, whose
+// name comes from go-redis's own list of options (never from the URL):
+// "redis: invalid NAME number|duration|boolean: ...".
+var goRedisOption = regexp.MustCompile(`^redis: invalid ([a-z_A-Z]+) (number|duration|boolean)\b`)
+
+// parseError describes err, from net/url or go-redis's URL parsers, by its
+// kind alone. Both quote the part of the URL they refused, which can be
+// all or part of a password.
+func parseError(err error) error {
+	const prefix = "redisstore: parse URL: "
+	if _, ok := errors.AsType[url.EscapeError](err); ok {
+		return errors.New(prefix + "invalid %-escape; write a '%' in a password as %25")
+	}
+	if _, ok := errors.AsType[url.InvalidHostError](err); ok {
+		return errors.New(prefix + "invalid character in the host; percent-encode a password's '/', '?', '#', '@' and '%'")
+	}
+	msg := err.Error()
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		msg = ue.Err.Error()
+	}
+	var kind string
+	switch {
+	case strings.HasPrefix(msg, "invalid port"):
+		kind = "invalid port after the host; percent-encode a password's '/', '?', '#', '@' and '%'"
+	case strings.Contains(msg, "invalid userinfo"):
+		kind = "invalid character in the user information; percent-encode it"
+	case strings.Contains(msg, "missing protocol scheme"), strings.HasPrefix(msg, "redis: invalid URL scheme"):
+		kind = "unsupported scheme; want redis, rediss, unix, redis-cluster or rediss-cluster"
+	case strings.HasPrefix(msg, "redis: invalid database number"):
+		kind = "invalid database number; want /N, a number"
+	case strings.HasPrefix(msg, "redis: invalid URL path"):
+		kind = "invalid path; want /N, a database number (percent-encode a password's '/')"
+	case strings.HasPrefix(msg, "redis: empty unix socket path"):
+		kind = "empty unix socket path"
+	case strings.HasPrefix(msg, "redis: unable to parse addr param"):
+		kind = "invalid addr parameter; want host:port"
+	case strings.HasPrefix(msg, "redis: unexpected option"):
+		// The names are the URL's: a misplaced password could be one.
+		kind = "unknown query option"
+	default:
+		if m := goRedisOption.FindStringSubmatch(msg); m != nil {
+			kind = "invalid value of option " + m[1] + "; want a " + m[2]
+		} else {
+			kind = "malformed URL"
+		}
+	}
+	return errors.New(prefix + kind)
 }
 
 // construct calls a go-redis constructor, which panics on some options that
@@ -86,51 +172,8 @@ func parseClient(rawURL string) (redis.UniversalClient, error) {
 func construct(f func() redis.UniversalClient) (c redis.UniversalClient, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			c, err = nil, fmt.Errorf("redisstore: URL options: %v", r)
+			c, err = nil, errors.New("redisstore: URL options: go-redis cannot make a client of them (a size or count out of range)")
 		}
 	}()
 	return f(), nil
-}
-
-// urlSecrets are the passwords a URL carries, in its user information or in
-// a password query parameter (the primary's password in the Sentinel form).
-func urlSecrets(u *url.URL) []string {
-	var s []string
-	if u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			s = append(s, pw, url.QueryEscape(pw), url.PathEscape(pw))
-		}
-	}
-	for k, vs := range u.Query() {
-		if strings.Contains(strings.ToLower(k), "password") {
-			for _, v := range vs {
-				if v != "" {
-					s = append(s, v, url.QueryEscape(v))
-				}
-			}
-		}
-	}
-	return s
-}
-
-func unwrapURLError(err error) error {
-	if ue, ok := errors.AsType[*url.Error](err); ok {
-		return ue.Err
-	}
-	return err
-}
-
-// scrubbed replaces every secret in err's message with "xxxxx". go-redis
-// quotes option values in some of its errors; none should ever be a
-// password, but a URL written wrongly can put one anywhere.
-func scrubbed(err error, secrets []string) error {
-	msg := err.Error()
-	clean := msg
-	for _, s := range secrets {
-		clean = strings.ReplaceAll(clean, s, "xxxxx")
-	}
-	if clean == msg {
-		return err
-	}
-	return errors.New(clean)
 }
