@@ -75,8 +75,15 @@ type Options struct {
 	HS256Secret []byte
 	// Scopes must all be granted by every token (the space-separated
 	// "scope" claim, or an "scp" array); a token missing one gets
-	// ErrInsufficientScope (HTTP 403). Nil requires none.
+	// ErrInsufficientScope (HTTP 403). Nil requires none. A scope is
+	// matched whole: mcp:tools is not granted by mcp:tools-readonly.
 	Scopes []string
+	// RequireTyp refuses a token whose JOSE header does not say typ
+	// "at+jwt" (or "application/at+jwt", in any case), as RFC 9068 §4
+	// asks of a resource server: it keeps an ID token or another JWT the
+	// issuer signed from passing as an access token. False, the default,
+	// does not look at typ, because some issuers omit it.
+	RequireTyp bool
 
 	// Leeway is the clock skew tolerated on exp, nbf and iat. Zero means
 	// DefaultLeeway; negative means none.
@@ -89,8 +96,8 @@ type Options struct {
 	// one started per interval) and is the retry delay after a failed
 	// background refresh. Zero means DefaultRefetchInterval.
 	RefetchInterval time.Duration
-	// MaxTokenBytes is the longest token accepted. Zero means
-	// DefaultMaxTokenBytes.
+	// MaxTokenBytes is the longest token accepted; a longer one is refused
+	// before it is decoded. Zero means DefaultMaxTokenBytes.
 	MaxTokenBytes int
 	// HTTPClient fetches JWKS and discovery documents. Nil means a client
 	// with DefaultFetchTimeout.
@@ -118,6 +125,7 @@ type Token struct {
 type Verifier struct {
 	issuer, audience string
 	scopes           []string
+	requireTyp       bool
 	maxToken         int
 	now              func() time.Time
 	leeway           time.Duration
@@ -137,13 +145,14 @@ func New(ctx context.Context, opts *Options) (*Verifier, error) {
 	}
 	o := *opts
 	v := &Verifier{
-		issuer:   o.Issuer,
-		audience: o.Audience,
-		scopes:   slices.Clone(o.Scopes),
-		maxToken: o.MaxTokenBytes,
-		now:      o.Now,
-		leeway:   o.Leeway,
-		log:      o.Logger,
+		issuer:     o.Issuer,
+		audience:   o.Audience,
+		scopes:     slices.Clone(o.Scopes),
+		requireTyp: o.RequireTyp,
+		maxToken:   o.MaxTokenBytes,
+		now:        o.Now,
+		leeway:     o.Leeway,
+		log:        o.Logger,
 	}
 	if v.maxToken <= 0 {
 		v.maxToken = DefaultMaxTokenBytes
@@ -295,6 +304,9 @@ func (v *Verifier) Audience() string { return v.audience }
 // Scopes returns the scopes every token must grant.
 func (v *Verifier) Scopes() []string { return slices.Clone(v.scopes) }
 
+// RequireTyp reports whether tokens must say typ at+jwt (Options.RequireTyp).
+func (v *Verifier) RequireTyp() bool { return v.requireTyp }
+
 // Leeway returns the clock skew tolerated on token times.
 func (v *Verifier) Leeway() time.Duration { return v.leeway }
 
@@ -310,8 +322,11 @@ type claims struct {
 // returns the token and ErrInsufficientScope. ctx bounds a key fetch an
 // unknown kid may cause.
 func (v *Verifier) Verify(ctx context.Context, token string) (*Token, error) {
-	if token == "" || len(token) > v.maxToken {
+	if token == "" {
 		return nil, invalid("malformed")
+	}
+	if len(token) > v.maxToken {
+		return nil, invalid("too long")
 	}
 	var c claims
 	var refused string
@@ -319,6 +334,12 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Token, error) {
 		if _, ok := t.Header["crit"]; ok {
 			refused = "crit header"
 			return nil, errRefused
+		}
+		if v.requireTyp {
+			if typ, _ := t.Header["typ"].(string); !accessTokenType(typ) {
+				refused = "typ"
+				return nil, errRefused
+			}
 		}
 		if v.hsKey != nil {
 			return v.hsKey, nil
@@ -363,6 +384,13 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Token, error) {
 
 var errRefused = errors.New("refused")
 
+// accessTokenType reports whether typ names an RFC 9068 access token:
+// "at+jwt", or the full media type "application/at+jwt" (RFC 7515 §4.1.9
+// lets the "application/" prefix go); media types compare in any case.
+func accessTokenType(typ string) bool {
+	return strings.EqualFold(typ, "at+jwt") || strings.EqualFold(typ, "application/at+jwt")
+}
+
 func invalid(reason string) error { return fmt.Errorf("%w (%s)", ErrInvalidToken, reason) }
 
 // reason names a golang-jwt failure with a fixed word: its messages may
@@ -390,7 +418,10 @@ func reason(err error) string {
 }
 
 // parseScopes reads the RFC 9068 "scope" claim (a space-separated string)
-// and the "scp" claim some issuers use (an array or a string).
+// and the "scp" claim some issuers use (an array or a string). A string is
+// split at spaces only (RFC 6749 §3.3: scope-tokens delimited by %x20), so
+// a scope holding a tab or another white space stays one (invalid) scope
+// and never grants the scopes around it.
 func parseScopes(raws ...json.RawMessage) []string {
 	var out []string
 	for _, raw := range raws {
@@ -399,7 +430,11 @@ func parseScopes(raws ...json.RawMessage) []string {
 		}
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
-			out = append(out, strings.Fields(s)...)
+			for _, f := range strings.Split(s, " ") {
+				if f != "" {
+					out = append(out, f)
+				}
+			}
 			continue
 		}
 		var list []string

@@ -39,7 +39,13 @@
 // Options.Audience; sub must be present (a verified token without a
 // subject is refused, never taken as anonymous); and every scope in
 // Options.Scopes must be granted (the space-separated "scope" claim, or an
-// "scp" array).
+// "scp" array), each matched whole (mcp:tools is not granted by
+// mcp:tools-readonly). A token with a crit header is refused whatever its
+// algorithm: no extension is understood. With Options.RequireTyp the
+// header's typ must be at+jwt or application/at+jwt, in any case (RFC 9068
+// §4), so an ID token of the same issuer is no access token; off by
+// default, since some issuers omit typ. A token longer than
+// Options.MaxTokenBytes (16 KiB) is refused before it is decoded.
 //
 // Every failure is the one error ErrInvalidToken, whose message carries a
 // fixed reason word for logs; no error or log line ever holds a token.

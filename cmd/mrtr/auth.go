@@ -19,6 +19,7 @@ type authConfig struct {
 	audience string
 	scopes   string // space or comma separated
 	hs256    string // development secret
+	typ      bool   // require typ at+jwt (RFC 9068)
 }
 
 // authFlags registers the --auth-* flags.
@@ -30,13 +31,15 @@ func authFlags(f *flags, c *authConfig) {
 	f.String(&c.audience, "auth-audience", "", "this server's resource `URI` (RFC 8707), which every token's aud must contain, e.g. https://mcp.example.com/mcp; "+
 		"RFC 9728 metadata is served at its /.well-known/oauth-protected-resource path. Optional with --auth-hs256-secret")
 	f.String(&c.scopes, "auth-scopes", "", "scopes every call needs (space or comma separated); a token without them gets 403 insufficient_scope")
+	f.Bool(&c.typ, "auth-require-typ", false, "refuse a token whose header does not say typ at+jwt (or application/at+jwt), as RFC 9068 asks, "+
+		"so an ID token or another JWT of the issuer is no access token. Off by default: some issuers omit typ")
 	f.String(&c.hs256, "auth-hs256-secret", "", fmt.Sprintf("development only: require a bearer JWT signed with this HS256 secret, at least %d bytes (sub and exp checked)", bearer.MinHS256SecretBytes))
 	f.check("auth-hs256-secret", c.check)
 }
 
 // enabled reports whether any --auth-* flag asks for tokens.
 func (c *authConfig) enabled() bool {
-	return c.jwks != "" || c.issuer != "" || c.audience != "" || c.scopes != "" || c.hs256 != ""
+	return c.jwks != "" || c.issuer != "" || c.audience != "" || c.scopes != "" || c.hs256 != "" || c.typ
 }
 
 func (c *authConfig) scopeList() []string {
@@ -60,7 +63,7 @@ func (c *authConfig) check() error {
 	}
 	switch {
 	case c.issuer == "":
-		return flagErr("auth-issuer", "is required with --auth-jwks, --auth-audience or --auth-scopes (the exact iss of accepted tokens)")
+		return flagErr("auth-issuer", "is required with --auth-jwks, --auth-audience, --auth-scopes or --auth-require-typ (the exact iss of accepted tokens)")
 	case c.audience == "":
 		return flagErr("auth-audience", "is required with --auth-jwks or --auth-issuer (this server's resource URI, e.g. https://mcp.example.com/mcp)")
 	}
@@ -73,7 +76,7 @@ func (c *authConfig) verifier(ctx context.Context, log *slog.Logger) (*bearer.Ve
 	if !c.enabled() {
 		return nil, nil
 	}
-	opts := &bearer.Options{Issuer: c.issuer, Audience: c.audience, JWKS: c.jwks, Scopes: c.scopeList(), Logger: log}
+	opts := &bearer.Options{Issuer: c.issuer, Audience: c.audience, JWKS: c.jwks, Scopes: c.scopeList(), RequireTyp: c.typ, Logger: log}
 	if c.hs256 != "" {
 		opts.HS256Secret = []byte(c.hs256)
 	}
@@ -88,7 +91,7 @@ func (c *authConfig) verifier(ctx context.Context, log *slog.Logger) (*bearer.Ve
 	case c.jwks == "":
 		mode = "jwks discovered from " + c.issuer
 	}
-	log.Info("mrtr auth", "mode", mode, "issuer", v.Issuer(), "audience", v.Audience(), "scopes", v.Scopes(), "metadata", v.MetadataURL())
+	log.Info("mrtr auth", "mode", mode, "issuer", v.Issuer(), "audience", v.Audience(), "scopes", v.Scopes(), "require_typ", v.RequireTyp(), "metadata", v.MetadataURL())
 	return v, nil
 }
 
