@@ -156,6 +156,81 @@ func TestKeyReloader(t *testing.T) {
 	}
 }
 
+// TestKeyReloaderRefusedNotCurrent: a refused file is never recorded as
+// the current one. A fix that keeps the refused file's size and
+// modification time (an editor fixing one character within the
+// filesystem's time granularity, a copy that keeps times) is still picked
+// up by the poll; SIGHUP on a file still refused refuses it again instead
+// of calling it unchanged; and the same mistake made again after the good
+// file came back is said again.
+func TestKeyReloaderRefusedNotCurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	a, b := genKey(t, "key-a"), genKey(t, "key-b")
+	writeRing(t, path, a)
+	var logs bytes.Buffer
+	rl := &keyReloader{path: path, log: slog.New(slog.NewTextHandler(&logs, nil)), now: time.Now}
+	ring, err := rl.initial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl.codec = reqstate.New(ring, nil)
+
+	// good is the ring B, A; bad is the same bytes with B's secret broken.
+	writeRing(t, path, b, a)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(good, []byte(`"secret":"`))
+	if i < 0 {
+		t.Fatalf("no secret in %d bytes of key file", len(good))
+	}
+	bad := bytes.Clone(good)
+	bad[i+len(`"secret":"`)] = '!'
+	stamp := time.Unix(1_700_000_000, 0)
+	put := func(content []byte, mod time.Time) {
+		t.Helper()
+		if err := os.WriteFile(path, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refusals := func() int { return strings.Count(logs.String(), "reload refused") }
+	ringIDs := func() string { return strings.Join(rl.codec.KeyRing().IDs(), " ") }
+
+	put(bad, stamp)
+	if rl.reload("poll") || refusals() != 1 || ringIDs() != "key-a" {
+		t.Fatalf("broken file: %d refusals, ring %q: %s", refusals(), ringIDs(), logs.String())
+	}
+	if rl.reload("SIGHUP") || refusals() != 2 || strings.Contains(logs.String(), "key ring unchanged") {
+		t.Fatalf("SIGHUP on the file still refused: %d refusals: %s", refusals(), logs.String())
+	}
+	if rl.reload("poll") || refusals() != 2 {
+		t.Fatalf("a poll repeated the refusal: %s", logs.String())
+	}
+	// The fix has the refused file's size and modification time.
+	put(good, stamp)
+	if !rl.reload("poll") || ringIDs() != "key-b key-a" {
+		t.Fatalf("the fixed file (same size and time as the refused one) not picked up: ring %q: %s", ringIDs(), logs.String())
+	}
+
+	// The same mistake, the good file back, the same mistake again: said twice.
+	logs.Reset()
+	put(bad, stamp.Add(1*time.Second))
+	rl.reload("poll")
+	put(good, stamp.Add(2*time.Second))
+	if rl.reload("poll") || refusals() != 1 {
+		t.Fatalf("after the good file came back: %d refusals: %s", refusals(), logs.String())
+	}
+	put(bad, stamp.Add(3*time.Second))
+	rl.reload("poll")
+	if n := refusals(); n != 2 || ringIDs() != "key-b key-a" {
+		t.Fatalf("the same broken file written again: %d refusals (want 2), ring %q: %s", n, ringIDs(), logs.String())
+	}
+}
+
 // mcpClient speaks just enough 2026-07-28 Streamable HTTP to run the
 // demo's deploy tool.
 type mcpClient struct {
