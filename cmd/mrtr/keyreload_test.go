@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -394,15 +395,84 @@ func TestServeInlineKeysNotReloadable(t *testing.T) {
 	}
 }
 
-// `mrtr proxy` shares the reload: a rewritten key file is picked up.
+// `mrtr proxy` shares the reload: a rewritten key file is picked up, the
+// proxy then seals under the new primary (the key id is in clear in the
+// token, "v1.<kid>.…"), and a token it sealed under the old key still
+// resumes, since the old key stays in the ring.
 func TestProxyReloadsKeyRing(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Params struct {
+				RequestState *string `json:"requestState"`
+			} `json:"params"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		res := map[string]any{"resultType": "input_required", "requestState": "upstream-state",
+			"inputRequests": map[string]any{"ok": map[string]any{"method": "elicitation/create", "params": map[string]any{"message": "ok?", "requestedSchema": map[string]any{"type": "object"}}}}}
+		if req.Params.RequestState != nil {
+			res = map[string]any{"resultType": "complete", "content": []any{}}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": res})
+	}))
+	defer up.Close()
 	path := filepath.Join(t.TempDir(), "keys.json")
 	a, b := genKey(t, "key-a"), genKey(t, "key-b")
 	writeRing(t, path, a)
-	_, logs := startProxyCmd(t, "--upstream", "http://127.0.0.1:1/mcp", "--keys", path, "--keys-poll", "20ms")
+	url, logs := startProxyCmd(t, "--upstream", up.URL, "--keys", path, "--keys-poll", "20ms")
+	call := func(state string) map[string]any {
+		t.Helper()
+		params := map[string]any{"name": "t", "_meta": map[string]any{
+			"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}}}}
+		if state != "" {
+			params["requestState"] = state
+			params["inputResponses"] = map[string]any{"ok": map[string]any{"action": "accept"}}
+		}
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+		resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Result map[string]any `json:"result"`
+			Error  map[string]any `json:"error"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Error != nil {
+			t.Fatalf("HTTP %d, error %v (%v)", resp.StatusCode, out.Error, err)
+		}
+		return out.Result
+	}
+	pause := func() (tok, kid string) {
+		t.Helper()
+		tok, _ = call("")["requestState"].(string)
+		parts := strings.Split(tok, ".")
+		if len(parts) != 3 || parts[0] != "v1" {
+			t.Fatalf("no proxy token in the pause (%d parts)", len(parts))
+		}
+		return tok, parts[1]
+	}
+	resume := func(tok, what string) {
+		t.Helper()
+		if res := call(tok); res["resultType"] != "complete" {
+			t.Fatalf("%s: resume gave %v", what, res)
+		}
+	}
+
+	old, kid := pause()
+	if kid != "key-a" {
+		t.Fatalf("sealed under %q before the rotation", kid)
+	}
 	mark := len(logs.String())
 	writeRing(t, path, b, a)
 	waitLog(t, logs, mark, "mrtr key ring reloaded", map[string]string{"primary": "key-b"})
+	fresh, kid := pause()
+	if kid != "key-b" {
+		t.Fatalf("sealed under %q after the reload made key-b primary", kid)
+	}
+	resume(old, "the token sealed under key-a, still in the ring")
+	resume(fresh, "the token sealed under key-b")
 }
 
 // --key-seal-warn: the server warns, naming the key, when one key has
