@@ -1,6 +1,7 @@
 # `make test` is the README's test command and what CI runs: it installs
 # what the tests need (Debian's redis-server, redis-sentinel and chromium, the pinned
-# conformance harness and MCP Inspector with Node 22 from npm), then runs
+# conformance harness and MCP Inspector with Node 22 from npm, go-sdk's everything-server
+# at go.mod's version), then runs
 # everything, strictly: tests that need Redis, the harness, a pseudo-terminal
 # or the Inspector fail instead of skipping.
 # For a quick local run without them: go test ./... (those tests skip).
@@ -25,9 +26,12 @@ check:
 	cd bench && $(GO) vet ./...
 	cd mcpgo && $(GO) vet ./...
 
+# Everything the tests need installed; the tests themselves only check (each script's
+# --check) and skip, or fail under MRTR_REQUIRE_*=1, when something is missing or stale.
 deps:
 	scripts/redis.sh ensure
 	scripts/conformance-setup.sh
+	scripts/everything-setup.sh
 	scripts/inspector-setup.sh
 
 # Unit, contract, end-to-end, conformance and interop tests under the race detector,

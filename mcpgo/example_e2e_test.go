@@ -125,18 +125,20 @@ var repoRoot = func() string {
 }()
 
 // needHarness skips t without the pinned TypeScript SDK and conformance
-// harness (scripts/conformance-setup.sh), or fails it when
+// harness, installed and current (scripts/conformance-setup.sh --check,
+// which installs nothing: make deps does), or fails it when
 // MRTR_REQUIRE_CONFORMANCE=1, as the main module's e2e tests do.
 func needHarness(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(repoRoot, "conformance")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".bin", "node")); err != nil {
+	cmd := exec.Command("bash", filepath.Join(repoRoot, "scripts", "conformance-setup.sh"), "--check")
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
 		if os.Getenv("MRTR_REQUIRE_CONFORMANCE") == "1" {
-			t.Fatalf("MRTR_REQUIRE_CONFORMANCE=1 but the harness is not installed (scripts/conformance-setup.sh): %v", err)
+			t.Fatalf("MRTR_REQUIRE_CONFORMANCE=1 but %v: %s", err, bytes.TrimSpace(out))
 		}
-		t.Skipf("the conformance harness is not installed (run scripts/conformance-setup.sh): %v", err)
+		t.Skipf("%v: %s (set MRTR_REQUIRE_CONFORMANCE=1 to make this a failure)", err, bytes.TrimSpace(out))
 	}
-	return dir
+	return filepath.Join(repoRoot, "conformance")
 }
 
 // TestExampleWithTypeScriptClient plays the demo tools with the

@@ -6,7 +6,10 @@
 #     (a sha256 stamp is kept in conformance/node_modules/.mrtr-setup-stamp), or
 #   - the installed binaries are missing.
 # Quiet on success. On failure, prints npm's output and exits non-zero.
-# Usage: scripts/conformance-setup.sh [--force]
+# --check installs nothing: it exits 0 when the pinned harness is installed and
+# current, else 1 saying what is missing or stale (the tests run this; installs
+# belong to `make deps`).
+# Usage: scripts/conformance-setup.sh [--force | --check]
 set -euo pipefail
 
 die() { echo "conformance-setup: $*" >&2; exit 1; }
@@ -18,19 +21,42 @@ WANT_HARNESS="0.2.0-alpha.12"
 WANT_NODE_MAJOR="22"
 
 FORCE=0
+CHECK=0
 case "${1:-}" in
   "") ;;
   --force) FORCE=1 ;;
-  -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
-  *) die "unknown argument: $1 (usage: $0 [--force])" ;;
+  --check) CHECK=1 ;;
+  -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+  *) die "unknown argument: $1 (usage: $0 [--force | --check])" ;;
 esac
 
 [[ -f "$DIR/package.json" ]] || die "missing $DIR/package.json"
 [[ -f "$DIR/package-lock.json" ]] || die "missing $DIR/package-lock.json"
-command -v npm >/dev/null 2>&1 || die "npm not found on PATH (Node.js + npm are needed to install the harness)"
 command -v sha256sum >/dev/null 2>&1 || die "sha256sum not found on PATH"
 
 cd "$DIR"
+
+want_hash="$(cat package.json package-lock.json | sha256sum | cut -d' ' -f1)"
+
+# stale prints why the installed harness is not the pinned one; nothing when it is.
+stale() {
+  if [[ ! -d node_modules ]]; then echo "$DIR/node_modules is missing"; return; fi
+  if [[ ! -f "$STAMP" ]]; then echo "$STAMP is missing (no install finished)"; return; fi
+  if [[ "$(cat "$STAMP")" != "$want_hash" ]]; then
+    echo "$DIR/package.json or package-lock.json changed since the last install"; return
+  fi
+  [[ -x node_modules/.bin/node && -e node_modules/.bin/conformance ]] \
+    || echo "node_modules/.bin/node or node_modules/.bin/conformance is missing"
+}
+
+if [[ $CHECK -eq 1 ]]; then
+  why="$(stale)"
+  [[ -z "$why" ]] && exit 0
+  echo "conformance-setup: the pinned harness is not installed or not current: $why; run \`make deps\` (or scripts/conformance-setup.sh)" >&2
+  exit 1
+fi
+
+command -v npm >/dev/null 2>&1 || die "npm not found on PATH (Node.js + npm are needed to install the harness)"
 
 # Serialise concurrent runs (e.g. parallel test jobs) where flock exists.
 if command -v flock >/dev/null 2>&1; then
@@ -38,15 +64,7 @@ if command -v flock >/dev/null 2>&1; then
   flock 9
 fi
 
-want_hash="$(cat package.json package-lock.json | sha256sum | cut -d' ' -f1)"
-
-installed_ok() {
-  [[ -f "$STAMP" ]] || return 1
-  [[ "$(cat "$STAMP")" == "$want_hash" ]] || return 1
-  [[ -x node_modules/.bin/node && -e node_modules/.bin/conformance ]] || return 1
-}
-
-if [[ $FORCE -eq 0 ]] && installed_ok; then
+if [[ $FORCE -eq 0 && -z "$(stale)" ]]; then
   exit 0
 fi
 

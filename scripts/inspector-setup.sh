@@ -9,7 +9,10 @@
 #     the last successful install (sha256 stamp in inspector/node_modules/.mrtr-setup-stamp),
 #     or the installed binaries are missing.
 # Quiet on success. On failure, prints the installer's output and exits non-zero.
-# Usage: scripts/inspector-setup.sh [--force]
+# --check installs nothing: it exits 0 when chromium and the pinned Inspector are
+# installed and current, else 1 saying what is missing or stale (the tests run this;
+# installs belong to `make deps`).
+# Usage: scripts/inspector-setup.sh [--force | --check]
 set -euo pipefail
 
 die() { echo "inspector-setup: $*" >&2; exit 1; }
@@ -23,12 +26,39 @@ WANT_PLAYWRIGHT="1.65.1"
 WANT_NODE="v22.23.3"
 
 FORCE=0
+CHECK=0
 case "${1:-}" in
   "") ;;
   --force) FORCE=1 ;;
-  -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-  *) die "unknown argument: $1 (usage: $0 [--force])" ;;
+  --check) CHECK=1 ;;
+  -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+  *) die "unknown argument: $1 (usage: $0 [--force | --check])" ;;
 esac
+
+# stale prints why chromium or the installed Inspector is not the pinned setup; nothing
+# when it is. It needs want_hash, and runs in $DIR.
+stale() {
+  if [[ ! -x "$CHROMIUM" ]]; then echo "$CHROMIUM is missing"; return; fi
+  if [[ ! -d node_modules ]]; then echo "$DIR/node_modules is missing"; return; fi
+  if [[ ! -f "$STAMP" ]]; then echo "$STAMP is missing (no install finished)"; return; fi
+  if [[ "$(cat "$STAMP")" != "$want_hash" ]]; then
+    echo "$DIR/package.json or package-lock.json changed since the last install"; return
+  fi
+  [[ -x node_modules/.bin/node && -f node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js \
+     && -f node_modules/playwright-core/package.json ]] \
+    || echo "node_modules lacks the Node runtime, the Inspector or playwright-core"
+}
+
+if [[ $CHECK -eq 1 ]]; then
+  [[ -f "$DIR/package.json" && -f "$DIR/package-lock.json" ]] || die "missing $DIR/package.json or package-lock.json"
+  command -v sha256sum >/dev/null 2>&1 || die "sha256sum not found on PATH"
+  cd "$DIR"
+  want_hash="$(cat package.json package-lock.json | sha256sum | cut -d' ' -f1)"
+  why="$(stale)"
+  [[ -z "$why" ]] && exit 0
+  echo "inspector-setup: the Inspector browser test is not set up or not current: $why; run \`make deps\` (or scripts/inspector-setup.sh)" >&2
+  exit 1
+fi
 
 log="$(mktemp "${TMPDIR:-/tmp}/inspector-setup.XXXXXX")"
 trap 'rm -f "$log"' EXIT
@@ -84,14 +114,7 @@ fi
 
 want_hash="$(cat package.json package-lock.json | sha256sum | cut -d' ' -f1)"
 
-installed_ok() {
-  [[ -f "$STAMP" ]] || return 1
-  [[ "$(cat "$STAMP")" == "$want_hash" ]] || return 1
-  [[ -x node_modules/.bin/node && -f node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js \
-     && -f node_modules/playwright-core/package.json ]] || return 1
-}
-
-if [[ $FORCE -eq 0 ]] && installed_ok; then
+if [[ $FORCE -eq 0 && -z "$(stale)" ]]; then
   exit 0
 fi
 

@@ -104,10 +104,15 @@ type keyReloader struct {
 	log   *slog.Logger
 	now   func() time.Time
 
+	// Only a file whose content is the ring in use is recorded as current
+	// (stat and current): a refused file is not, so every poll reads it
+	// again until it is fixed, even by a rewrite that keeps its size and
+	// modification time, and SIGHUP refuses it again rather than calling
+	// it unchanged.
 	mu      sync.Mutex
-	stat    fileStamp         // the file as last read
+	stat    fileStamp         // the file as last read with the content in use
 	current [sha256.Size]byte // content of the ring in use
-	refused [sha256.Size]byte // content last refused, logged once
+	refused [sha256.Size]byte // content last refused, logged once per poll
 }
 
 type fileStamp struct {
@@ -170,8 +175,10 @@ func (k *keyReloader) run(ctx context.Context, interval time.Duration, hup <-cha
 }
 
 // reload reads the file and installs its ring if it changed. A poll reads
-// the file only when its size or modification time moved; SIGHUP always
-// reads it. It reports whether the ring was replaced.
+// the file only when its size or modification time differs from the file
+// the ring in use was read from (so, while a refused file is in place,
+// every poll reads it); SIGHUP always reads it. It reports whether the
+// ring was replaced.
 func (k *keyReloader) reload(trigger string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -193,14 +200,18 @@ func (k *keyReloader) reload(trigger string) bool {
 		return false
 	}
 	defer clear(data)
-	k.stat = st
 	sum := sha256.Sum256(data)
 	if sum == k.current {
+		// Back to the ring in use: a refused content written again later
+		// is a new mistake, said again.
+		k.stat, k.refused = st, [sha256.Size]byte{}
 		if forced {
 			k.log.Info("mrtr key ring unchanged", "file", k.path, "trigger", trigger)
 		}
 		return false
 	}
+	// A refused file stays unrecorded (k.stat untouched): polls re-read it,
+	// and say nothing while its content is the one refused.
 	if sum == k.refused && !forced {
 		return false
 	}
@@ -219,7 +230,7 @@ func (k *keyReloader) reload(trigger string) bool {
 		k.refuse(trigger, err)
 		return false
 	}
-	k.current, k.refused = sum, [sha256.Size]byte{}
+	k.stat, k.current, k.refused = st, sum, [sha256.Size]byte{}
 	sealing, _ := ring.SealingKey(k.now())
 	k.log.Info("mrtr key ring reloaded", "file", k.path, "trigger", trigger, "keys", ring.IDs(), "primary", sealing)
 	if was, ok := old.SealingKey(k.now()); ok && !slices.Contains(ring.IDs(), was) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,6 +154,81 @@ func TestKeyReloader(t *testing.T) {
 	writeRing(t, path, a)
 	if !rl.reload("poll") || !strings.Contains(logs.String(), "dropped=key-b") {
 		t.Fatalf("drop: %s", logs.String())
+	}
+}
+
+// TestKeyReloaderRefusedNotCurrent: a refused file is never recorded as
+// the current one. A fix that keeps the refused file's size and
+// modification time (an editor fixing one character within the
+// filesystem's time granularity, a copy that keeps times) is still picked
+// up by the poll; SIGHUP on a file still refused refuses it again instead
+// of calling it unchanged; and the same mistake made again after the good
+// file came back is said again.
+func TestKeyReloaderRefusedNotCurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	a, b := genKey(t, "key-a"), genKey(t, "key-b")
+	writeRing(t, path, a)
+	var logs bytes.Buffer
+	rl := &keyReloader{path: path, log: slog.New(slog.NewTextHandler(&logs, nil)), now: time.Now}
+	ring, err := rl.initial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl.codec = reqstate.New(ring, nil)
+
+	// good is the ring B, A; bad is the same bytes with B's secret broken.
+	writeRing(t, path, b, a)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(good, []byte(`"secret":"`))
+	if i < 0 {
+		t.Fatalf("no secret in %d bytes of key file", len(good))
+	}
+	bad := bytes.Clone(good)
+	bad[i+len(`"secret":"`)] = '!'
+	stamp := time.Unix(1_700_000_000, 0)
+	put := func(content []byte, mod time.Time) {
+		t.Helper()
+		if err := os.WriteFile(path, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refusals := func() int { return strings.Count(logs.String(), "reload refused") }
+	ringIDs := func() string { return strings.Join(rl.codec.KeyRing().IDs(), " ") }
+
+	put(bad, stamp)
+	if rl.reload("poll") || refusals() != 1 || ringIDs() != "key-a" {
+		t.Fatalf("broken file: %d refusals, ring %q: %s", refusals(), ringIDs(), logs.String())
+	}
+	if rl.reload("SIGHUP") || refusals() != 2 || strings.Contains(logs.String(), "key ring unchanged") {
+		t.Fatalf("SIGHUP on the file still refused: %d refusals: %s", refusals(), logs.String())
+	}
+	if rl.reload("poll") || refusals() != 2 {
+		t.Fatalf("a poll repeated the refusal: %s", logs.String())
+	}
+	// The fix has the refused file's size and modification time.
+	put(good, stamp)
+	if !rl.reload("poll") || ringIDs() != "key-b key-a" {
+		t.Fatalf("the fixed file (same size and time as the refused one) not picked up: ring %q: %s", ringIDs(), logs.String())
+	}
+
+	// The same mistake, the good file back, the same mistake again: said twice.
+	logs.Reset()
+	put(bad, stamp.Add(1*time.Second))
+	rl.reload("poll")
+	put(good, stamp.Add(2*time.Second))
+	if rl.reload("poll") || refusals() != 1 {
+		t.Fatalf("after the good file came back: %d refusals: %s", refusals(), logs.String())
+	}
+	put(bad, stamp.Add(3*time.Second))
+	rl.reload("poll")
+	if n := refusals(); n != 2 || ringIDs() != "key-b key-a" {
+		t.Fatalf("the same broken file written again: %d refusals (want 2), ring %q: %s", n, ringIDs(), logs.String())
 	}
 }
 
@@ -319,15 +395,84 @@ func TestServeInlineKeysNotReloadable(t *testing.T) {
 	}
 }
 
-// `mrtr proxy` shares the reload: a rewritten key file is picked up.
+// `mrtr proxy` shares the reload: a rewritten key file is picked up, the
+// proxy then seals under the new primary (the key id is in clear in the
+// token, "v1.<kid>.…"), and a token it sealed under the old key still
+// resumes, since the old key stays in the ring.
 func TestProxyReloadsKeyRing(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Params struct {
+				RequestState *string `json:"requestState"`
+			} `json:"params"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		res := map[string]any{"resultType": "input_required", "requestState": "upstream-state",
+			"inputRequests": map[string]any{"ok": map[string]any{"method": "elicitation/create", "params": map[string]any{"message": "ok?", "requestedSchema": map[string]any{"type": "object"}}}}}
+		if req.Params.RequestState != nil {
+			res = map[string]any{"resultType": "complete", "content": []any{}}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": res})
+	}))
+	defer up.Close()
 	path := filepath.Join(t.TempDir(), "keys.json")
 	a, b := genKey(t, "key-a"), genKey(t, "key-b")
 	writeRing(t, path, a)
-	_, logs := startProxyCmd(t, "--upstream", "http://127.0.0.1:1/mcp", "--keys", path, "--keys-poll", "20ms")
+	url, logs := startProxyCmd(t, "--upstream", up.URL, "--keys", path, "--keys-poll", "20ms")
+	call := func(state string) map[string]any {
+		t.Helper()
+		params := map[string]any{"name": "t", "_meta": map[string]any{
+			"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}}}}
+		if state != "" {
+			params["requestState"] = state
+			params["inputResponses"] = map[string]any{"ok": map[string]any{"action": "accept"}}
+		}
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+		resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Result map[string]any `json:"result"`
+			Error  map[string]any `json:"error"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Error != nil {
+			t.Fatalf("HTTP %d, error %v (%v)", resp.StatusCode, out.Error, err)
+		}
+		return out.Result
+	}
+	pause := func() (tok, kid string) {
+		t.Helper()
+		tok, _ = call("")["requestState"].(string)
+		parts := strings.Split(tok, ".")
+		if len(parts) != 3 || parts[0] != "v1" {
+			t.Fatalf("no proxy token in the pause (%d parts)", len(parts))
+		}
+		return tok, parts[1]
+	}
+	resume := func(tok, what string) {
+		t.Helper()
+		if res := call(tok); res["resultType"] != "complete" {
+			t.Fatalf("%s: resume gave %v", what, res)
+		}
+	}
+
+	old, kid := pause()
+	if kid != "key-a" {
+		t.Fatalf("sealed under %q before the rotation", kid)
+	}
 	mark := len(logs.String())
 	writeRing(t, path, b, a)
 	waitLog(t, logs, mark, "mrtr key ring reloaded", map[string]string{"primary": "key-b"})
+	fresh, kid := pause()
+	if kid != "key-b" {
+		t.Fatalf("sealed under %q after the reload made key-b primary", kid)
+	}
+	resume(old, "the token sealed under key-a, still in the ring")
+	resume(fresh, "the token sealed under key-b")
 }
 
 // --key-seal-warn: the server warns, naming the key, when one key has

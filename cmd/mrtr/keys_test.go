@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -13,12 +12,71 @@ import (
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
+// runApp runs mrtr args in-process with an empty environment and returns
+// its exit code and output. A run still going after appDeadline fails t
+// (see runAppFor).
 func runApp(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
-	code = a.run(context.Background(), args)
-	return code, out.String(), errb.String()
+	return runAppGetenv(t, func(string) string { return "" }, args...)
+}
+
+// appDeadline bounds one in-process run of a command in the tests. Every
+// command they run ends on its own in well under a second; the bound only
+// turns a regression that hangs into a failure naming the command, instead
+// of the whole package stopping at go test's -timeout. It decides no
+// outcome of a healthy run.
+const appDeadline = 2 * time.Minute
+
+// runAppGetenv is runApp with the environment getenv.
+func runAppGetenv(t *testing.T, getenv func(string) string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	code, stdout, stderr, ended, stopped := runAppFor(appDeadline, getenv, args...)
+	if !ended {
+		how := "it stopped when its context was cancelled"
+		if !stopped {
+			how = "it ignored the cancel of its context and is left running"
+		}
+		t.Fatalf("mrtr %s still running after %v, a hang (%s); its stderr so far:\n%s",
+			strings.Join(args, " "), appDeadline, how, stderr)
+	}
+	return code, stdout, stderr
+}
+
+// runAppFor runs mrtr args in-process for at most bound. ended is false
+// when the command had not ended by then: its context is then cancelled,
+// and stopped says whether it returned within a few seconds more (a
+// command that ignores its context is left running).
+func runAppFor(bound time.Duration, getenv func(string) string, args ...string) (code int, stdout, stderr string, ended, stopped bool) {
+	var out, errb syncBuffer
+	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: getenv}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() { done <- a.run(ctx, args) }()
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case code = <-done:
+		return code, out.String(), errb.String(), true, true
+	case <-timer.C:
+	}
+	cancel()
+	select {
+	case <-done:
+		stopped = true
+	case <-time.After(10 * time.Second):
+	}
+	return -1, out.String(), errb.String(), false, stopped
+}
+
+// TestRunAppDeadline: the tests' in-process runs cannot hang the package.
+// `mrtr serve` never ends on its own, so runAppFor must give up on it at
+// its bound, report it, and stop it by cancelling its context.
+func TestRunAppDeadline(t *testing.T) {
+	_, _, stderr, ended, stopped := runAppFor(50*time.Millisecond, func(string) string { return "" }, "serve", "--addr", "127.0.0.1:0")
+	if ended || !stopped {
+		t.Fatalf("serve, which cannot end by itself: ended %v, stopped at the deadline %v: %s", ended, stopped, stderr)
+	}
 }
 
 func TestKeygenAndRotationCommands(t *testing.T) {

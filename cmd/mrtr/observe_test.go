@@ -438,12 +438,10 @@ func TestOTLPProtocolRefused(t *testing.T) {
 	}
 }
 
+// runAppEnv is runApp with the environment env, under the same deadline.
 func runAppEnv(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errOut strings.Builder
-	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut, getenv: func(k string) string { return env[k] }}
-	code := a.run(context.Background(), args)
-	return code, out.String(), errOut.String()
+	return runAppGetenv(t, func(k string) string { return env[k] }, args...)
 }
 
 // TestProxyMetricsAndHealth: `mrtr proxy` takes --metrics-addr from the

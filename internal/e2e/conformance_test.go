@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -29,36 +31,73 @@ import (
 // harness must fail rather than skip.
 const requireEnv = "MRTR_REQUIRE_CONFORMANCE"
 
-var (
-	setupOnce sync.Once
-	setupErr  error
-	setupOut  []byte
-)
-
 // needHarness skips t when the pinned harness (conformance/node_modules) is
-// not installed, unless MRTR_REQUIRE_CONFORMANCE=1: then it runs
-// scripts/conformance-setup.sh once per test binary and fails t if the
-// harness still cannot be had.
+// not installed or not current (scripts/conformance-setup.sh --check), or
+// fails t when MRTR_REQUIRE_CONFORMANCE=1. It installs nothing: that is
+// `make deps`.
 func needHarness(t *testing.T) {
 	t.Helper()
-	modules := filepath.Join(repoRoot, "conformance", "node_modules")
-	if os.Getenv(requireEnv) != "1" {
-		if _, err := os.Stat(modules); err != nil {
-			t.Skipf("conformance harness not installed (%s missing): run scripts/conformance-setup.sh, "+
-				"or set %s=1 to install it and make this a failure", modules, requireEnv)
+	harnessSetup.need(t)
+}
+
+var (
+	harnessSetup    = &setupCheck{script: "conformance-setup.sh", requireEnv: requireEnv}
+	everythingSetup = &setupCheck{script: "everything-setup.sh", requireEnv: requireEnv}
+	inspectorSetup  = &setupCheck{script: "inspector-setup.sh", requireEnv: inspectorRequireEnv}
+)
+
+// setupCheck is what one of the scripts/*-setup.sh scripts installs, as
+// the tests see it: they run the script's --check, which installs
+// nothing, once per test binary, and skip (or, with requireEnv=1, fail)
+// when it is missing or stale. Installs belong to `make deps`, which runs
+// each script without --check.
+type setupCheck struct {
+	root       string // the repository, holding scripts/script; "": repoRoot
+	script     string
+	requireEnv string
+
+	once sync.Once
+	err  error // nil: installed and current
+}
+
+// check runs the script's --check once and returns what is missing or
+// stale, or nil.
+func (c *setupCheck) check() error {
+	c.once.Do(func() {
+		root := cmp.Or(c.root, repoRoot)
+		cmd := exec.Command("bash", filepath.Join(root, "scripts", c.script), "--check")
+		cmd.Dir = root
+		// The script's message says what is missing or stale and to run
+		// `make deps`.
+		if out, err := cmd.CombinedOutput(); err != nil {
+			c.err = fmt.Errorf("scripts/%s --check (%v): %s", c.script, err, bytes.TrimSpace(out))
 		}
-		return
-	}
-	setupOnce.Do(func() {
-		cmd := exec.Command("bash", filepath.Join(repoRoot, "scripts", "conformance-setup.sh"))
-		cmd.Dir = repoRoot
-		setupOut, setupErr = cmd.CombinedOutput()
 	})
-	if setupErr != nil {
-		t.Fatalf("%s=1 but scripts/conformance-setup.sh failed: %v\n%s", requireEnv, setupErr, setupOut)
+	return c.err
+}
+
+// verdict says what a test that needs the setup does: nothing (both
+// empty), skip with the message skip, or fail with the message fail.
+func (c *setupCheck) verdict() (skip, fail string) {
+	err := c.check()
+	switch {
+	case err == nil:
+		return "", ""
+	case os.Getenv(c.requireEnv) == "1":
+		return "", fmt.Sprintf("%s=1 but %v", c.requireEnv, err)
 	}
-	if _, err := os.Stat(filepath.Join(modules, ".bin", "node")); err != nil {
-		t.Fatalf("%s=1 but the pinned Node runtime is missing after setup: %v", requireEnv, err)
+	return fmt.Sprintf("%v (set %s=1 to make this a failure)", err, c.requireEnv), ""
+}
+
+// need skips or fails t as verdict says.
+func (c *setupCheck) need(t *testing.T) {
+	t.Helper()
+	skip, fail := c.verdict()
+	if fail != "" {
+		t.Fatal(fail)
+	}
+	if skip != "" {
+		t.Skip(skip)
 	}
 }
 

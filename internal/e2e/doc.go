@@ -8,10 +8,14 @@
 // recovery; a key rotation rolled out node by node) and a bounded load test
 // (-load.duration, 3 s by default; see docs/BENCHMARKS.md).
 //
-// The package has no non-test code. The conformance and TypeScript tests need
-// the pinned harness in conformance/node_modules (scripts/conformance-setup.sh);
-// they skip without it unless MRTR_REQUIRE_CONFORMANCE=1, which installs it
-// first and makes its absence a failure. The Redis tests start redis-server
-// through internal/testredis and likewise fail instead of skipping when
-// MRTR_REQUIRE_REDIS=1 (make test sets both).
+// The package has no non-test code, and its tests install nothing: `make deps`
+// does (make test runs it first). The conformance and TypeScript tests need
+// the pinned harness in conformance/node_modules (scripts/conformance-setup.sh),
+// the proxy's conformance tests go-sdk's everything-server in conformance/bin
+// (scripts/everything-setup.sh), and the browser test chromium and the pinned
+// Inspector (scripts/inspector-setup.sh). Each test runs its script's --check
+// and skips when that is missing or stale, unless MRTR_REQUIRE_CONFORMANCE=1
+// (MRTR_REQUIRE_INSPECTOR=1 for the browser test) makes it a failure. The
+// Redis tests start redis-server through internal/testredis and likewise fail
+// instead of skipping when MRTR_REQUIRE_REDIS=1 (make test sets all three).
 package e2e

@@ -28,25 +28,12 @@ const (
 )
 
 // needInspector skips t when the browser test's setup (Debian's chromium and
-// inspector/node_modules from scripts/inspector-setup.sh) is missing, unless
-// MRTR_REQUIRE_INSPECTOR=1: then it runs the setup script and fails t if that fails.
+// inspector/node_modules from scripts/inspector-setup.sh) is missing or not
+// current (the script's --check), or fails t when MRTR_REQUIRE_INSPECTOR=1.
+// It installs nothing: that is `make deps`.
 func needInspector(t *testing.T) {
 	t.Helper()
-	stamp := filepath.Join(repoRoot, "inspector", "node_modules", ".mrtr-setup-stamp")
-	if os.Getenv(inspectorRequireEnv) != "1" {
-		for _, p := range []string{stamp, "/usr/bin/chromium"} {
-			if _, err := os.Stat(p); err != nil {
-				t.Skipf("Inspector browser test not set up (%s missing): run scripts/inspector-setup.sh, "+
-					"or set %s=1 to install it and make this a failure", p, inspectorRequireEnv)
-			}
-		}
-		return
-	}
-	cmd := exec.Command("bash", filepath.Join(repoRoot, "scripts", "inspector-setup.sh"))
-	cmd.Dir = repoRoot
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s=1 but scripts/inspector-setup.sh failed: %v\n%s", inspectorRequireEnv, err, out)
-	}
+	inspectorSetup.need(t)
 }
 
 // inspectorArtifacts is where the driver keeps its screenshots: $MRTR_ARTIFACTS, or the

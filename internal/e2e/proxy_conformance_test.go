@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,36 +19,15 @@ import (
 	"github.com/mrtr-go/mrtr"
 )
 
-// The upstream mrtr did not write: go-sdk's conformance everything-server,
-// at the go-sdk version of go.mod.
-const everythingPkg = "github.com/modelcontextprotocol/go-sdk/conformance/everything-server@v1.8.0"
-
-var (
-	everythingOnce sync.Once
-	everythingBin  string
-	everythingErr  error
-)
-
-// needEverything installs the everything-server once per test binary
-// (GOBIN=<temp dir> go install ...@v1.8.0) and returns its path.
+// needEverything returns the upstream mrtr did not write: go-sdk's
+// conformance everything-server at the go-sdk version of go.mod, which
+// scripts/everything-setup.sh (`make deps`) installs. It skips t when that
+// binary is missing or built from another version, or fails t when
+// MRTR_REQUIRE_CONFORMANCE=1; it installs nothing.
 func needEverything(t *testing.T) string {
 	t.Helper()
-	everythingOnce.Do(func() {
-		dir := filepath.Join(filepath.Dir(mrtrBin), "everything")
-		cmd := exec.Command("go", "install", everythingPkg)
-		cmd.Dir = repoRoot
-		cmd.Env = append(os.Environ(), "GOBIN="+dir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			everythingErr = err
-			everythingBin = string(out)
-			return
-		}
-		everythingBin = filepath.Join(dir, "everything-server")
-	})
-	if everythingErr != nil {
-		t.Fatalf("go install %s: %v\n%s", everythingPkg, everythingErr, everythingBin)
-	}
-	return everythingBin
+	everythingSetup.need(t)
+	return filepath.Join(repoRoot, "conformance", "bin", "everything-server")
 }
 
 // startEverything runs the everything-server on a loopback port
