@@ -111,6 +111,8 @@ func startCallServer(t *testing.T) string {
 			return text(fmt.Sprintf("correct: %d after %d guesses", st.Secret, st.Guesses)), nil
 		})
 
+	addVaultResource(ad)
+
 	object := map[string]any{"type": "object"}
 	s.AddTool(&mcp.Tool{Name: "kinds", InputSchema: object}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{
