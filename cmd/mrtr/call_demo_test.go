@@ -134,8 +134,9 @@ func waitAny(t *testing.T, tm *terminal, subs ...string) string {
 func TestCallRoundLimits(t *testing.T) {
 	t.Run("client", func(t *testing.T) {
 		url := startDemoServer(t, 0) + "/mcp"
-		_, _, err := runCall(t, t.Context(), strings.NewReader("1\n2\n3\n"), nil, url, "guess_number", "--arg", "max=1000", "--max-rounds", "2")
-		if !errors.Is(err, errClientRounds) || !strings.Contains(err.Error(), "asked for input a 3rd time, and --max-rounds is 2") {
+		out, _, err := runCall(t, t.Context(), strings.NewReader("1\n2\n3\n"), nil, url, "guess_number", "--arg", "max=1000", "--max-rounds", "3")
+		wantInOrder(t, out, "higher than 1: guess again (1-1000, 1 guess so far).", "higher than 2: guess again (1-1000, 2 guesses so far).")
+		if !errors.Is(err, errClientRounds) || !strings.Contains(err.Error(), "asked for input a 4th time, and --max-rounds is 3") {
 			t.Fatalf("%v", err)
 		}
 	})
