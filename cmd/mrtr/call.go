@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,17 +18,31 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-const callSynopsis = "mrtr call URL TOOL [--arg k=v ...] [--args-json JSON] [--bearer TOKEN] [--legacy] [--timeout 60s]"
+const callSynopsis = "mrtr call URL [TOOL | --prompt NAME | --resource URI] [--arg k=v ...] [--args-json JSON] [--bearer TOKEN] [--root URI ...] [--max-rounds 50] [--legacy] [--timeout 60s]"
 
 const callHelp = `
-Call TOOL on the MCP server at URL (Streamable HTTP) and print its result.
-When the server needs input (an elicitation), you answer the questions here
-and the call resumes, for as many rounds as the tool asks. The end of input
-(Ctrl-D) cancels the elicitation.
+Call TOOL on the MCP server at URL (Streamable HTTP, e.g.
+http://localhost:8080/mcp) and print its result; --prompt NAME gets a
+prompt and --resource URI reads a resource instead. Without any of them,
+list the server's tools, prompts and resources with their inputs.
+
+When the server needs input, you answer here and the request resumes, for
+up to --max-rounds rounds:
+  - a form (elicitation): each field is asked in turn; Enter on an empty
+    line takes the default shown in [brackets] or skips an optional field.
+    Type :decline to refuse the form, :cancel to dismiss it; Ctrl-D (end
+    of input) cancels it too. Ctrl-C leaves the call at once: the server
+    hears nothing more.
+  - a sampling request: the messages are shown and you type the model's
+    reply (one line); :decline, :cancel or Ctrl-D refuse it, which ends
+    the call. Sampling is always declared: you are the model.
+  - a roots request: answered with the --root URIs. The roots capability
+    is declared only when --root is given.
 
 Protocol 2026-07-28 (Multi Round-Trip Requests) by default, falling back
 to 2025-11-25 for a server that does not speak it; --legacy forces
-2025-11-25, where the server sends its own elicitation requests.
+2025-11-25, where the server sends its own requests and keeps count of the
+rounds itself (--max-rounds does not apply).
 
 Text content goes to stdout, other content as a summary, structured content
 as JSON. A tool error (isError) goes to stderr and exits 1, as does a
@@ -39,6 +54,15 @@ Flags:
 // legacyProtocol is the protocol --legacy speaks.
 const legacyProtocol = "2025-11-25"
 
+// defaultMaxRounds is the client's own limit on the rounds of one
+// request: well above any server's sensible cap (mrtr's guard allows 10
+// by default), so the server's limit is the one a flow meets first.
+const defaultMaxRounds = 50
+
+// maxBusyRounds is how many input_required results in a row without any
+// input request (the server shedding load) the client retries.
+const maxBusyRounds = 3
+
 func (a *app) call(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("call", callSynopsis)
 	fs.Usage = func() {
@@ -46,7 +70,7 @@ func (a *app) call(ctx context.Context, args []string) error {
 		fs.PrintDefaults()
 	}
 	var kvs []string
-	fs.Func("arg", "a tool argument `k=v` (repeatable); v is JSON if it parses as JSON (42, true, {...}), else a string",
+	fs.Func("arg", "a tool or prompt argument `k=v` (repeatable); for a tool, v is JSON if it parses as JSON (42, true, {...}), else a string",
 		func(s string) error {
 			if k, _, ok := strings.Cut(s, "="); !ok || k == "" {
 				return errors.New("want k=v")
@@ -54,19 +78,36 @@ func (a *app) call(ctx context.Context, args []string) error {
 			kvs = append(kvs, s)
 			return nil
 		})
-	argsJSON := fs.String("args-json", "", "the tool arguments as a JSON `object`; --arg entries are merged over it")
+	var roots []*mcp.Root
+	fs.Func("root", "a root `URI` to offer the server (file:///path, repeatable); declares the roots capability", func(s string) error {
+		u, err := url.Parse(s)
+		if err != nil || u.Scheme != "file" || u.Path == "" {
+			return errors.New("want a file:// URI, like file:///home/me/project")
+		}
+		roots = append(roots, &mcp.Root{URI: s, Name: u.Path})
+		return nil
+	})
+	argsJSON := fs.String("args-json", "", "the arguments as a JSON `object`; --arg entries are merged over it")
 	bearer := fs.String("bearer", "", "a bearer `token` for the Authorization header ($MRTR_BEARER, which ps cannot show)")
 	legacy := fs.Bool("legacy", false, "speak protocol "+legacyProtocol+" instead of 2026-07-28")
 	timeout := fs.Duration("timeout", 60*time.Second, "give up when the server has not answered for this long; time at a prompt does not count (0: no limit)")
+	maxRounds := fs.Int("max-rounds", defaultMaxRounds, "answer at most this many rounds of input requests in one request (2026-07-28)")
+	promptName := fs.String("prompt", "", "get the prompt `NAME` instead of calling a tool")
+	resourceURI := fs.String("resource", "", "read the resource `URI` instead of calling a tool")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 2 {
+	var tool string
+	switch {
+	case len(pos) == 2 && *promptName == "" && *resourceURI == "":
+		tool = pos[1]
+	case len(pos) == 1 && (*promptName == "" || *resourceURI == ""):
+	default:
 		fs.Usage()
 		return errUsage
 	}
-	endpoint, tool := pos[0], pos[1]
+	endpoint := pos[0]
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		fmt.Fprintf(a.stderr, "mrtr call: URL must be an http:// or https:// URL\n")
@@ -74,6 +115,10 @@ func (a *app) call(ctx context.Context, args []string) error {
 	}
 	if *timeout < 0 {
 		fmt.Fprintf(a.stderr, "mrtr call: --timeout must not be negative\n")
+		return errUsage
+	}
+	if *maxRounds < 1 {
+		fmt.Fprintf(a.stderr, "mrtr call: --max-rounds must be at least 1\n")
 		return errUsage
 	}
 	arguments, typed, err := toolArguments(*argsJSON, kvs)
@@ -101,26 +146,37 @@ func (a *app) call(ctx context.Context, args []string) error {
 	defer idle.stop()
 
 	p := newPrompter(a.stdin, a.stdout)
+	// atPrompt runs a question of the server's: on 2025-11-25 it is a
+	// request whose context outlives the call, so end it with the call.
+	atPrompt := func(hctx context.Context, ask func(context.Context) error) error {
+		hctx, stop := context.WithCancelCause(hctx)
+		defer stop(nil)
+		defer context.AfterFunc(ctx, func() { stop(context.Cause(ctx)) })()
+		idle.pause()
+		defer idle.resume()
+		return ask(hctx)
+	}
+	in := &inputs{p: p, roots: roots, atPrompt: atPrompt}
+	caps := &mcp.ClientCapabilities{} // no roots unless --root
+	if len(roots) > 0 {
+		caps.RootsV2 = &mcp.RootCapabilities{}
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "mrtr", Version: version}, &mcp.ClientOptions{
+		Capabilities:   caps,
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}, // the rounds are ours: see rounds
 		ElicitationHandler: func(hctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			// On 2025-11-25 the elicitation is a request of the server's
-			// whose context outlives the call: end the prompt with the call.
-			hctx, stop := context.WithCancelCause(hctx)
-			defer stop(nil)
-			defer context.AfterFunc(ctx, func() { stop(context.Cause(ctx)) })()
-			idle.pause()
-			defer idle.resume()
-			return p.elicit(hctx, req.Params)
+			return in.elicit(hctx, req.Params)
+		},
+		CreateMessageHandler: func(hctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return in.sample(hctx, req.Params)
 		},
 	})
-	var rt http.RoundTripper = http.DefaultTransport
-	if token != "" {
-		rt = &bearerTransport{token: token, base: rt}
-	}
+	client.AddRoots(roots...)
+	rec := &httpRecorder{token: token, base: http.DefaultTransport}
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:             endpoint,
-		HTTPClient:           &http.Client{Transport: rt},
-		DisableStandaloneSSE: true, // no notifications wanted; legacy elicitations arrive on the call's own stream
+		HTTPClient:           &http.Client{Transport: rec},
+		DisableStandaloneSSE: true, // no notifications wanted; legacy requests arrive on the call's own stream
 	}
 	var sopts *mcp.ClientSessionOptions
 	if *legacy {
@@ -128,7 +184,7 @@ func (a *app) call(ctx context.Context, args []string) error {
 	}
 	cs, err := client.Connect(ctx, transport, sopts)
 	if err != nil {
-		return callError(ctx, fmt.Errorf("connect: %w", err))
+		return callError(ctx, rec, fmt.Errorf("connect: %w", err))
 	}
 	defer func() {
 		// Interrupted or timed out: leave without the session's goodbye.
@@ -142,6 +198,49 @@ func (a *app) call(ctx context.Context, args []string) error {
 		p.close()
 	}()
 
+	r := &rounds{max: *maxRounds, answer: in.answer}
+	switch {
+	case *promptName != "":
+		params := &mcp.GetPromptParams{Name: *promptName, Arguments: promptArguments(arguments)}
+		var res *mcp.GetPromptResult
+		err = r.run(ctx, func(resp mcp.InputResponseMap, state string) (mcp.InputRequestMap, string, bool, error) {
+			params.InputResponses, params.RequestState = resp, state
+			res, err = cs.GetPrompt(ctx, params)
+			if err != nil {
+				return nil, "", false, err
+			}
+			return res.InputRequests, res.RequestState, res.NeedsInput(), nil
+		})
+		if err != nil {
+			return callError(ctx, rec, err)
+		}
+		a.printPrompt(res)
+		return nil
+	case *resourceURI != "":
+		params := &mcp.ReadResourceParams{URI: *resourceURI}
+		var res *mcp.ReadResourceResult
+		err = r.run(ctx, func(resp mcp.InputResponseMap, state string) (mcp.InputRequestMap, string, bool, error) {
+			params.InputResponses, params.RequestState = resp, state
+			res, err = cs.ReadResource(ctx, params)
+			if err != nil {
+				return nil, "", false, err
+			}
+			return res.InputRequests, res.RequestState, res.NeedsInput(), nil
+		})
+		if err != nil {
+			return callError(ctx, rec, err)
+		}
+		for _, c := range res.Contents {
+			a.printResource(c)
+		}
+		return nil
+	case tool == "":
+		if err := a.list(ctx, cs); err != nil {
+			return callError(ctx, rec, err)
+		}
+		return nil
+	}
+
 	if len(typed) > 0 {
 		for k := range stringParams(ctx, cs, tool) {
 			if s, ok := typed[k]; ok {
@@ -149,11 +248,149 @@ func (a *app) call(ctx context.Context, args []string) error {
 			}
 		}
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: arguments})
+	params := &mcp.CallToolParams{Name: tool, Arguments: arguments}
+	var res *mcp.CallToolResult
+	err = r.run(ctx, func(resp mcp.InputResponseMap, state string) (mcp.InputRequestMap, string, bool, error) {
+		params.InputResponses, params.RequestState = resp, state
+		res, err = cs.CallTool(ctx, params)
+		if err != nil {
+			return nil, "", false, err
+		}
+		return res.InputRequests, res.RequestState, res.NeedsInput(), nil
+	})
 	if err != nil {
-		return callError(ctx, err)
+		return callError(ctx, rec, err)
 	}
 	return a.printResult(tool, res)
+}
+
+// rounds drives the rounds of one request (go-sdk's automatic loop is
+// off: it stops after 10 whatever the server allows, and does not say
+// whose limit it was).
+type rounds struct {
+	max    int
+	answer func(context.Context, mcp.InputRequestMap) (mcp.InputResponseMap, error)
+}
+
+// errClientRounds reports that the client's --max-rounds was reached.
+var errClientRounds = errors.New("this client's round limit was reached")
+
+// run sends the request through step until its result needs no more
+// input: step sends the answers and the state of the previous round
+// (none on the first) and returns the result's input requests, its
+// state and whether it needs input.
+func (r *rounds) run(ctx context.Context, step func(mcp.InputResponseMap, string) (mcp.InputRequestMap, string, bool, error)) error {
+	var resp mcp.InputResponseMap
+	var state string
+	answered, busy := 0, 0
+	for {
+		reqs, next, needs, err := step(resp, state)
+		if err != nil {
+			return err
+		}
+		if !needs {
+			return nil
+		}
+		state = next
+		if len(reqs) == 0 { // load shedding: ask again with the same answers
+			if busy++; busy >= maxBusyRounds {
+				return fmt.Errorf("the server is busy: it asked to retry %d times in a row; try again later", busy)
+			}
+			continue
+		}
+		busy = 0
+		if answered == r.max {
+			return fmt.Errorf("%w: the server asked for input a %s time, and --max-rounds is %d (raise it to go on)",
+				errClientRounds, ordinal(answered+1), r.max)
+		}
+		if resp, err = r.answer(ctx, reqs); err != nil {
+			return err
+		}
+		answered++
+	}
+}
+
+func ordinal(n int) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
+}
+
+// inputs answers the server's input requests: forms and sampling at the
+// terminal, roots from the flags.
+type inputs struct {
+	p        *prompter
+	roots    []*mcp.Root
+	atPrompt func(context.Context, func(context.Context) error) error
+}
+
+func (in *inputs) elicit(ctx context.Context, params *mcp.ElicitParams) (res *mcp.ElicitResult, err error) {
+	err = in.atPrompt(ctx, func(ctx context.Context) error {
+		res, err = in.p.elicit(ctx, params)
+		return err
+	})
+	return res, err
+}
+
+func (in *inputs) sample(ctx context.Context, params *mcp.CreateMessageParams) (res *mcp.CreateMessageResult, err error) {
+	err = in.atPrompt(ctx, func(ctx context.Context) error {
+		res, err = in.p.sample(ctx, params)
+		return err
+	})
+	return res, err
+}
+
+// answer fulfils one round's input requests in key order, one at a
+// time: they share the terminal.
+func (in *inputs) answer(ctx context.Context, reqs mcp.InputRequestMap) (mcp.InputResponseMap, error) {
+	resp := make(mcp.InputResponseMap, len(reqs))
+	keys := make([]string, 0, len(reqs))
+	for k := range reqs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		var r mcp.InputResponse
+		var err error
+		switch q := reqs[k].(type) {
+		case *mcp.ElicitParams:
+			r, err = in.elicit(ctx, q)
+		case *mcp.CreateMessageParams:
+			r, err = in.sample(ctx, q)
+		case *mcp.CreateMessageWithToolsParams:
+			var msgs []*mcp.SamplingMessage
+			for _, m := range q.Messages {
+				for _, c := range m.Content {
+					msgs = append(msgs, &mcp.SamplingMessage{Role: m.Role, Content: c})
+				}
+			}
+			var res *mcp.CreateMessageResult
+			res, err = in.sample(ctx, &mcp.CreateMessageParams{Messages: msgs, SystemPrompt: q.SystemPrompt, MaxTokens: q.MaxTokens})
+			if err == nil {
+				r = &mcp.CreateMessageWithToolsResult{Content: []mcp.Content{res.Content}, Model: res.Model, Role: res.Role, StopReason: res.StopReason}
+			}
+		case *mcp.ListRootsParams:
+			if len(in.roots) == 0 {
+				err = errors.New("the server asks for roots, but this client offers none (--root URI offers one)")
+			}
+			r = &mcp.ListRootsResult{Roots: in.roots}
+		default:
+			err = fmt.Errorf("the server asks for input of a kind this client does not know (%T)", q)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("input request %q: %w", printable(k), err)
+		}
+		resp[k] = r
+	}
+	return resp, nil
 }
 
 // toolArguments merges --args-json and the --arg entries. An --arg value
@@ -251,9 +488,9 @@ func stringParams(ctx context.Context, cs *mcp.ClientSession, tool string) map[s
 }
 
 // callError explains why a call failed: the timeout or an interrupt
-// rather than the error they caused, a JSON-RPC error by its code,
-// message and data.
-func callError(ctx context.Context, err error) error {
+// rather than the error they caused, an HTTP refusal with what to do
+// about it, a JSON-RPC error by its code, message and data.
+func callError(ctx context.Context, rec *httpRecorder, err error) error {
 	if cause := context.Cause(ctx); cause != nil {
 		if errors.Is(cause, context.Canceled) {
 			return errors.New("interrupted")
@@ -261,11 +498,24 @@ func callError(ctx context.Context, err error) error {
 		return cause
 	}
 	if je := serverError(err); je != nil {
+		var data struct {
+			Reason string `json:"reason"`
+		}
+		json.Unmarshal(je.Data, &data)
 		msg := fmt.Sprintf("error %d: %s", je.Code, printable(je.Message))
+		if data.Reason == "rounds_exceeded" {
+			msg = "the server's round limit was reached: " + msg
+		}
 		if len(je.Data) > 0 {
 			msg += "\n  data: " + printable(string(je.Data))
 		}
 		return errors.New(msg)
+	}
+	if hint := rec.hint(); hint != "" {
+		// go-sdk falls back from 2026-07-28 to 2025-11-25 on any error and
+		// reports the second attempt's bare status: say what the server
+		// said instead.
+		return errors.New(hint)
 	}
 	return err
 }
@@ -291,6 +541,212 @@ func serverError(err error) *jsonrpc.Error {
 		}
 	}
 	return nil
+}
+
+// httpRecorder adds the bearer token to every request and keeps the last
+// refusal of the server, to explain it.
+type httpRecorder struct {
+	token string
+	base  http.RoundTripper
+
+	mu   sync.Mutex
+	last *http.Response // status, header and request of the last 4xx; body closed
+}
+
+func (t *httpRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.token != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+t.token)
+	}
+	resp, err := t.base.RoundTrip(r)
+	if err == nil && resp.StatusCode >= 400 && resp.StatusCode < 500 {
+		t.mu.Lock()
+		t.last = &http.Response{StatusCode: resp.StatusCode, Status: resp.Status, Header: resp.Header.Clone(), Request: r}
+		t.mu.Unlock()
+	}
+	return resp, err
+}
+
+// hint explains the last refusal: a missing or refused bearer token, with
+// the error the server gave in WWW-Authenticate (RFC 6750 §3), or a path
+// that is not an MCP endpoint. It returns "" for anything else.
+func (t *httpRecorder) hint() string {
+	t.mu.Lock()
+	last := t.last
+	t.mu.Unlock()
+	if last == nil {
+		return ""
+	}
+	challenge := authParams(last.Header.Get("WWW-Authenticate"))
+	said := ""
+	if code := challenge["error"]; code != "" {
+		said = " (" + code
+		if d := challenge["error_description"]; d != "" {
+			said += ": " + d
+		}
+		said += ")"
+	}
+	status := last.Status
+	if status == "" {
+		status = fmt.Sprint(last.StatusCode)
+	}
+	switch {
+	case last.StatusCode == http.StatusUnauthorized && t.token == "":
+		return printable(fmt.Sprintf("the server wants a bearer token (%s%s) and none was sent: pass --bearer TOKEN or set $MRTR_BEARER", status, said))
+	case last.StatusCode == http.StatusUnauthorized:
+		return printable(fmt.Sprintf("the server refused the bearer token (%s%s): it may be expired, for another server (audience) or malformed; get a new one and pass it with --bearer or $MRTR_BEARER", status, said))
+	case last.StatusCode == http.StatusForbidden && challenge["error"] == "insufficient_scope":
+		need := ""
+		if s := challenge["scope"]; s != "" {
+			need = "; it needs scope " + s
+		}
+		return printable(fmt.Sprintf("the server refused the bearer token's scope (%s%s)%s", status, said, need))
+	case last.StatusCode == http.StatusNotFound:
+		u := last.Request.URL
+		q := fmt.Sprintf("is %s the MCP endpoint? mrtr serve and mrtr proxy serve it at /mcp", u.Path)
+		if u.Path != "/mcp" && !strings.HasSuffix(u.Path, "/mcp") {
+			q = fmt.Sprintf("is the path right? MCP servers usually answer at /mcp (%s://%s/mcp), as mrtr serve and mrtr proxy do", u.Scheme, u.Host)
+		}
+		return printable(fmt.Sprintf("the server answered %s for %s: %s", status, u.Redacted(), q))
+	}
+	return ""
+}
+
+// authParams reads the auth-params of a Bearer challenge (RFC 7235
+// §2.1): key=value or key="quoted value", comma-separated.
+func authParams(h string) map[string]string {
+	out := map[string]string{}
+	scheme, rest, _ := strings.Cut(strings.TrimSpace(h), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return out
+	}
+	for rest = strings.TrimSpace(rest); rest != ""; {
+		k, v, ok := strings.Cut(rest, "=")
+		if !ok {
+			break
+		}
+		k, rest = strings.ToLower(strings.TrimSpace(k)), strings.TrimLeft(v, " ")
+		if strings.HasPrefix(rest, `"`) {
+			var b strings.Builder
+			i := 1
+			for ; i < len(rest) && rest[i] != '"'; i++ {
+				if rest[i] == '\\' && i+1 < len(rest) {
+					i++
+				}
+				b.WriteByte(rest[i])
+			}
+			v, rest = b.String(), rest[min(i+1, len(rest)):]
+		} else {
+			v, rest, _ = strings.Cut(rest, ",")
+			v = strings.TrimSpace(v)
+		}
+		out[k] = v
+		rest = strings.TrimLeft(strings.TrimSpace(rest), ",")
+		rest = strings.TrimSpace(rest)
+	}
+	return out
+}
+
+// promptArguments turns the parsed --arg and --args-json values into a
+// prompt's string arguments: strings as themselves, anything else as
+// JSON.
+func promptArguments(args map[string]any) map[string]string {
+	out := make(map[string]string, len(args))
+	for k, v := range args {
+		out[k] = valueString(v)
+	}
+	return out
+}
+
+// list prints the server's tools, prompts, resources and resource
+// templates, each with its inputs.
+func (a *app) list(ctx context.Context, cs *mcp.ClientSession) error {
+	caps := &mcp.ServerCapabilities{}
+	if ir := cs.InitializeResult(); ir != nil && ir.Capabilities != nil {
+		caps = ir.Capabilities
+	}
+	w := a.stdout
+	if caps.Tools != nil {
+		fmt.Fprintln(w, "Tools (mrtr call URL TOOL --arg k=v):")
+		for t, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				return fmt.Errorf("list tools: %w", err)
+			}
+			fmt.Fprintf(w, "  %s%s\n", printable(t.Name), summary(t.Description))
+			fields := parseElicitSchema(t.InputSchema)
+			for _, f := range fields {
+				fmt.Fprintf(w, "    %s (%s)%s\n", f.name, strings.Join(f.facts(), ", "), summary(f.title+" "+f.desc))
+			}
+		}
+	}
+	if caps.Prompts != nil {
+		fmt.Fprintln(w, "Prompts (mrtr call URL --prompt NAME --arg k=v):")
+		for p, err := range cs.Prompts(ctx, nil) {
+			if err != nil {
+				return fmt.Errorf("list prompts: %w", err)
+			}
+			fmt.Fprintf(w, "  %s%s\n", printable(p.Name), summary(p.Description))
+			for _, arg := range p.Arguments {
+				req := "optional"
+				if arg.Required {
+					req = "required"
+				}
+				fmt.Fprintf(w, "    %s (%s)%s\n", printable(arg.Name), req, summary(arg.Description))
+			}
+		}
+	}
+	if caps.Resources != nil {
+		fmt.Fprintln(w, "Resources (mrtr call URL --resource URI):")
+		for r, err := range cs.Resources(ctx, nil) {
+			if err != nil {
+				return fmt.Errorf("list resources: %w", err)
+			}
+			fmt.Fprintf(w, "  %s (%s)%s\n", printable(r.URI), strings.Join(nonEmpty(printable(r.Name), printable(r.MIMEType)), ", "), summary(r.Description))
+		}
+		for r, err := range cs.ResourceTemplates(ctx, nil) {
+			if err != nil {
+				return fmt.Errorf("list resource templates: %w", err)
+			}
+			fmt.Fprintf(w, "  %s (template: %s)%s\n", printable(r.URITemplate), strings.Join(nonEmpty(printable(r.Name), printable(r.MIMEType)), ", "), summary(r.Description))
+		}
+	}
+	return nil
+}
+
+// summary is ": " and a description on one line, or "".
+func summary(s string) string {
+	if s = oneLine(printable(s)); s == "" {
+		return ""
+	}
+	return ": " + s
+}
+
+func nonEmpty(ss ...string) []string {
+	return slices.DeleteFunc(ss, func(s string) bool { return s == "" })
+}
+
+// printPrompt prints a prompt's description and its messages.
+func (a *app) printPrompt(res *mcp.GetPromptResult) {
+	if res.Description != "" {
+		fmt.Fprintf(a.stdout, "%s\n", printable(res.Description))
+	}
+	for _, m := range res.Messages {
+		s := printable(contentString(m.Content))
+		fmt.Fprintf(a.stdout, "%s: %s\n", m.Role, strings.TrimSuffix(s, "\n"))
+	}
+}
+
+// printResource prints a resource's text as itself, a blob as a summary.
+func (a *app) printResource(c *mcp.ResourceContents) {
+	if c.Blob != nil || c.Text == "" {
+		fmt.Fprintln(a.stdout, contentString(&mcp.EmbeddedResource{Resource: c}))
+		return
+	}
+	s := c.Text
+	if !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	io.WriteString(a.stdout, s)
 }
 
 // printResult prints a tool result: to stdout, or to stderr with an
@@ -384,18 +840,6 @@ func loopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// bearerTransport adds an Authorization header to every request.
-type bearerTransport struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (t *bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+t.token)
-	return t.base.RoundTrip(r)
-}
-
 // idleTimer calls expire once d has passed without a pause; pause and
 // resume bracket the time spent at a prompt, which does not count, and
 // each resume starts a fresh d. A zero d never expires. It is safe for
@@ -454,5 +898,41 @@ func (w *idleTimer) stop() {
 	w.stopped = true
 	if w.t != nil {
 		w.t.Stop()
+	}
+}
+
+// sample shows a sampling request's messages and takes the person's
+// reply as the model's. Refusing it (:decline, :cancel, the end of
+// input) is an error: sampling has no decline.
+func (p *prompter) sample(ctx context.Context, params *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(p.out, "\nThe server asks for a model's reply (sampling, up to %d tokens); you are the model.\n", params.MaxTokens)
+	if s := printable(params.SystemPrompt); s != "" {
+		fmt.Fprintf(p.out, "system: %s\n", s)
+	}
+	for _, m := range params.Messages {
+		fmt.Fprintf(p.out, "%s: %s\n", printable(string(m.Role)), strings.TrimSuffix(printable(contentString(m.Content)), "\n"))
+	}
+	for {
+		fmt.Fprint(p.out, "reply (:decline to refuse): ")
+		line, err := p.readLine(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("you refused the sampling request (end of input)")
+		}
+		if err != nil {
+			return nil, err
+		}
+		if k := keyword(line); k != "" {
+			return nil, fmt.Errorf("you refused the sampling request (%s)", k)
+		}
+		if s := strings.TrimSpace(line); s != "" {
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "a person at mrtr call",
+				Content: &mcp.TextContent{Text: s}, StopReason: "endTurn"}, nil
+		}
+		fmt.Fprintln(p.out, "  type the reply, or :decline")
 	}
 }

@@ -111,6 +111,8 @@ func startCallServer(t *testing.T) string {
 			return text(fmt.Sprintf("correct: %d after %d guesses", st.Secret, st.Guesses)), nil
 		})
 
+	addVaultResource(ad)
+
 	object := map[string]any{"type": "object"}
 	s.AddTool(&mcp.Tool{Name: "kinds", InputSchema: object}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{
@@ -203,22 +205,22 @@ func TestCallMultiRound(t *testing.T) {
 				args        []string
 				want        []string
 			}{
-				{"approve", "y\ny\n", []string{"approve", "--arg", "service=api"},
-					[]string{"Deploy api?\nAnswer? [Y]es / [n]o (decline) / [c]ancel: ",
+				{"approve", "y\n", []string{"approve", "--arg", "service=api"},
+					[]string{"Deploy api?\n(answer :decline to refuse, :cancel or Ctrl-D to dismiss)\n",
 						"approve (boolean, required): Approve?\napprove [y/n]: ", "deployed api\n"}},
 				{"approve, not approved", "\nno\n", []string{"approve", "--arg", "service=api"},
-					[]string{"approve [y/n]: ", "not deployed: not approved\n"}},
-				{"decline", "n\n", []string{"approve", "--arg", "service=api"},
-					[]string{"[c]ancel: ", "not deployed: decline\n"}},
-				{"cancel", "c\n", []string{"approve", "--arg", "service=api"},
-					[]string{"[c]ancel: ", "not deployed: cancel\n"}},
+					[]string{"approve [y/n]: ", "a value is required", "approve [y/n]: ", "not deployed: not approved\n"}},
+				{"decline", ":decline\n", []string{"approve", "--arg", "service=api"},
+					[]string{"approve [y/n]: ", "not deployed: decline\n"}},
+				{"cancel", ":cancel\n", []string{"approve", "--arg", "service=api"},
+					[]string{"approve [y/n]: ", "not deployed: cancel\n"}},
 				{"end of input cancels", "", []string{"approve", "--arg", "service=api"},
 					[]string{"(end of input: cancel)", "not deployed: cancel\n"}},
-				{"guess", "y\n50\ny\n0\n25\n\n42\n", []string{"guess", "--args-json", `{"secret":42}`},
+				{"guess", "50\n0\n25\n\n42\n", []string{"guess", "--args-json", `{"secret":42}`},
 					[]string{"Guess a number between 1 and 100.\n", "guess (integer, required, >= 1, <= 100): Your guess\nguess: ",
-						"Lower than 50. Guess again.\n", "guess: ", "  must be at least 1\nguess: ",
+						"Lower than 50. Guess again.\nguess (integer", "guess: ", "  must be at least 1\nguess: ",
 						"Higher than 25. Guess again.\n", "guess: ", "correct: 42 after 3 guesses\n"}},
-				{"guess, give up", "y\n50\nc\n", []string{"guess", "--arg", "secret=42"},
+				{"guess, give up", "50\n:cancel\n", []string{"guess", "--arg", "secret=42"},
 					[]string{"Lower than 50", "gave up after 1 guesses\n"}},
 			}
 			for _, tt := range tests {
@@ -472,14 +474,14 @@ func TestCallTimeout(t *testing.T) {
 			defer w.Close()
 			done := startCall(t.Context(), r, out, after, url, "approve", "--arg", "service=api", "--timeout", "1m", legacy)
 			timer := <-timers
-			out.expect(t, "[c]ancel: ")
-			if timer.fire() {
-				t.Fatal("the --timeout timer was running at the first prompt")
-			}
-			io.WriteString(w, "y\n")
 			out.expect(t, "approve [y/n]: ")
 			if timer.fire() {
-				t.Fatal("the --timeout timer was running at the second prompt")
+				t.Fatal("the --timeout timer was running at the prompt")
+			}
+			io.WriteString(w, "maybe\n")
+			out.expect(t, "approve [y/n]: ")
+			if timer.fire() {
+				t.Fatal("the --timeout timer was running at the prompt asked again")
 			}
 			io.WriteString(w, "y\n")
 			if err := <-done; err != nil || !strings.HasSuffix(out.String(), "deployed api\n") {
@@ -496,7 +498,7 @@ func TestCallTimeout(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			done := startCall(ctx, r, out, nil, url, "approve", "--arg", "service=api", legacy)
-			out.expect(t, "[c]ancel: ")
+			out.expect(t, "approve [y/n]: ")
 			cancel()
 			if err := <-done; err == nil || err.Error() != "interrupted" {
 				t.Fatalf("%v\n%s", err, out)
@@ -556,9 +558,15 @@ func TestCallUsage(t *testing.T) {
 		want error
 		msg  string
 	}{
-		{[]string{"--help"}, flag.ErrHelp, "Usage: mrtr call URL TOOL"},
-		{nil, errUsage, "Usage: mrtr call URL TOOL"},
-		{[]string{"http://127.0.0.1:1/mcp"}, errUsage, "Usage:"},
+		{[]string{"--help"}, flag.ErrHelp, "Usage: mrtr call URL [TOOL | --prompt NAME | --resource URI]"},
+		{[]string{"--help"}, flag.ErrHelp, "Type :decline to refuse the form, :cancel to dismiss it; Ctrl-D (end\n    of input) cancels it too. Ctrl-C leaves the call"},
+		{[]string{"--help"}, flag.ErrHelp, "-max-rounds int"},
+		{nil, errUsage, "Usage: mrtr call URL"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "extra"}, errUsage, "Usage:"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "--prompt", "p"}, errUsage, "Usage:"},
+		{[]string{"http://127.0.0.1:1/mcp", "--prompt", "p", "--resource", "r"}, errUsage, "Usage:"},
+		{[]string{"http://127.0.0.1:1/mcp", "--max-rounds", "0"}, errUsage, "--max-rounds must be at least 1"},
+		{[]string{"http://127.0.0.1:1/mcp", "--root", "/home/me"}, errUsage, "want a file:// URI"},
 		{[]string{"ftp://x/mcp", "t"}, errUsage, "URL must be an http:// or https:// URL"},
 		{[]string{"http://127.0.0.1:1/mcp", "t", "--arg", "novalue"}, errUsage, "want k=v"},
 		{[]string{"http://127.0.0.1:1/mcp", "t", "--args-json", "[1]"}, errUsage, "--args-json: want a JSON object"},
@@ -761,21 +769,17 @@ func TestCallInTerminal(t *testing.T) {
 
 	t.Run("guess", func(t *testing.T) {
 		tm, cmd := startTerminal(t, os.Args[0], "call", url, "guess", "--arg", "secret=42")
-		tm.expect("Guess a number between 1 and 100.\nAnswer? [Y]es / [n]o (decline) / [c]ancel: ")
-		tm.answer("") // Enter: yes
+		tm.expect("Guess a number between 1 and 100.\n(answer :decline to refuse, :cancel or Ctrl-D to dismiss)\n")
 		tm.expect("guess (integer, required, >= 1, <= 100): Your guess\nguess: ")
 		tm.answer("fifty")
 		tm.expect("fifty\n") // echoed by the terminal
 		tm.expect(`"fifty" is not an integer` + "\nguess: ")
 		tm.answer("50")
-		tm.expect("Lower than 50. Guess again.\nAnswer? [Y]es / [n]o (decline) / [c]ancel: ")
-		tm.answer("y")
-		tm.expect("guess: ")
+		tm.expect("Lower than 50. Guess again.\nguess (integer, required, >= 1, <= 100): Your guess\nguess: ")
 		tm.answer("150")
 		tm.expect("must be at most 100\nguess: ")
 		tm.answer("25")
-		tm.expect("Higher than 25. Guess again.\nAnswer? [Y]es / [n]o (decline) / [c]ancel: ")
-		tm.answer("yes")
+		tm.expect("Higher than 25. Guess again.\nguess (integer")
 		tm.expect("guess: ")
 		tm.answer("42")
 		tm.expect("\ncorrect: 42 after 3 guesses\n")
@@ -786,12 +790,10 @@ func TestCallInTerminal(t *testing.T) {
 
 	t.Run("Ctrl-D cancels", func(t *testing.T) {
 		tm, cmd := startTerminal(t, os.Args[0], "call", url, "guess", "--arg", "secret=42")
-		tm.expect("[c]ancel: ")
-		tm.answer("y")
 		tm.expect("guess: ")
 		tm.answer("10")
 		tm.expect("Higher than 10")
-		tm.expect("[c]ancel: ")
+		tm.expect("guess: ")
 		tm.pty.Write([]byte{4}) // VEOF at the start of a line: end of input
 		tm.expect("(end of input: cancel)\n")
 		tm.expect("gave up after 1 guesses\n")
@@ -800,9 +802,19 @@ func TestCallInTerminal(t *testing.T) {
 		}
 	})
 
+	t.Run(":decline", func(t *testing.T) {
+		tm, cmd := startTerminal(t, os.Args[0], "call", url, "approve", "--arg", "service=api")
+		tm.expect("approve [y/n]: ")
+		tm.answer(":decline")
+		tm.expect("not deployed: decline\n")
+		if code := wait(t, cmd, tm); code != 0 {
+			t.Fatalf("exit code %d", code)
+		}
+	})
+
 	t.Run("Ctrl-C interrupts", func(t *testing.T) {
 		tm, cmd := startTerminal(t, os.Args[0], "call", url, "guess", "--arg", "secret=42")
-		tm.expect("[c]ancel: ")
+		tm.expect("guess: ")
 		tm.pty.Write([]byte{3}) // VINTR: SIGINT to the foreground process group
 		tm.expect("mrtr call: interrupted\n")
 		if code := wait(t, cmd, tm); code != 1 {

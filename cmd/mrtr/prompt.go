@@ -2,33 +2,32 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net/mail"
-	"net/url"
+	"math/big"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
 
-// prompter answers a server's elicitations with a person at a terminal.
+// prompter answers a server's questions with a person at a terminal.
 // Every answer is read through one bufio.Reader, so input typed or piped
 // ahead of a prompt is never lost between prompts.
 //
-// A prompter is safe for concurrent use: go-sdk fulfils the input
-// requests of one round concurrently, and each elicitation holds the
+// A prompter is safe for concurrent use: each question holds the
 // terminal until it is answered.
 type prompter struct {
 	in   *bufio.Reader
@@ -38,6 +37,7 @@ type prompter struct {
 	mu      sync.Mutex
 	pending chan readResult // a read left in flight by a prompt whose ctx ended
 	closed  bool
+	hinted  bool // the :decline / :cancel hint was shown
 }
 
 type readResult struct {
@@ -67,16 +67,34 @@ const (
 	actionCancel  = "cancel"
 )
 
-// elicit asks the person for params and returns their answer. The end
-// of input means cancel. It returns an error only when ctx ends, stdin
-// fails, or the schema is not an elicitation schema at all.
+// keyword reads the :decline and :cancel answers that refuse a question.
+func keyword(line string) string {
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case ":decline", ":d":
+		return actionDecline
+	case ":cancel", ":c":
+		return actionCancel
+	}
+	return ""
+}
+
+func (p *prompter) start() error {
+	if p.closed {
+		return errors.New("no more questions: the call is over")
+	}
+	return nil
+}
+
+// elicit asks the person for params and returns their answer: the
+// fields one after the other, :decline or :cancel at any of them, the
+// end of input cancels. It returns an error only when ctx ends or stdin
+// fails.
 func (p *prompter) elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return nil, errors.New("no more questions: the call is over")
+	if err := p.start(); err != nil {
+		return nil, err
 	}
-
 	msg := printable(params.Message)
 	if params.Mode == "url" || (params.Mode == "" && params.URL != "") {
 		if msg != "" {
@@ -90,38 +108,39 @@ func (p *prompter) elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.E
 		return &mcp.ElicitResult{Action: action}, nil
 	}
 
-	fields, err := parseElicitSchema(params.RequestedSchema)
-	if err != nil {
-		return nil, err
-	}
+	fields := parseElicitSchema(params.RequestedSchema)
 	if msg == "" {
 		msg = "The server asks for input."
 	}
 	fmt.Fprintf(p.out, "\n%s\n", msg)
-	action, err := p.action(ctx, "Answer? [Y]es / [n]o (decline) / [c]ancel: ")
-	if err != nil {
-		return nil, err
-	}
-	if action != actionAccept {
-		return &mcp.ElicitResult{Action: action}, nil
+	if !p.hinted && len(fields) > 0 {
+		p.hinted = true
+		fmt.Fprintln(p.out, "(answer :decline to refuse, :cancel or Ctrl-D to dismiss)")
 	}
 	content := map[string]any{}
 	for _, f := range fields {
-		v, set, err := p.field(ctx, f)
-		if errors.Is(err, io.EOF) {
-			return &mcp.ElicitResult{Action: actionCancel}, nil
-		}
+		v, set, action, err := p.field(ctx, f)
 		if err != nil {
 			return nil, err
+		}
+		if action != "" {
+			return &mcp.ElicitResult{Action: action}, nil
 		}
 		if set {
 			content[f.name] = v
 		}
 	}
+	if len(fields) == 0 {
+		// Nothing to fill in: the question alone, accept or not.
+		action, err := p.action(ctx, "OK? [Y]es / [n]o (decline) / [c]ancel: ")
+		if err != nil || action != actionAccept {
+			return &mcp.ElicitResult{Action: action}, err
+		}
+	}
 	return &mcp.ElicitResult{Action: actionAccept, Content: content}, nil
 }
 
-// close waits for the elicitation in progress, if any, and refuses the
+// close waits for the question in progress, if any, and refuses the
 // ones after it: nothing is written to out once close returns.
 func (p *prompter) close() {
 	p.mu.Lock()
@@ -143,28 +162,35 @@ func (p *prompter) action(ctx context.Context, question string) (string, error) 
 		switch strings.ToLower(strings.TrimSpace(line)) {
 		case "", "y", "yes":
 			return actionAccept, nil
-		case "n", "no":
+		case "n", "no", ":decline":
 			return actionDecline, nil
-		case "c", "cancel":
+		case "c", "cancel", ":cancel":
 			return actionCancel, nil
 		}
 		fmt.Fprintln(p.out, "  please answer y (yes), n (no: decline) or c (cancel)")
 	}
 }
 
-// field prompts for one field until the input is valid. set is false
-// for an optional field left empty.
-func (p *prompter) field(ctx context.Context, f *field) (v any, set bool, err error) {
+// field prompts for one field until the input is valid, or the person
+// refuses the form (action is then decline or cancel). set is false for
+// an optional field left empty.
+func (p *prompter) field(ctx context.Context, f *field) (v any, set bool, action string, err error) {
 	fmt.Fprint(p.out, f.describe())
 	for {
 		fmt.Fprint(p.out, f.inputPrompt())
 		line, err := p.readLine(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil, false, actionCancel, nil
+		}
 		if err != nil {
-			return nil, false, err
+			return nil, false, "", err
+		}
+		if k := keyword(line); k != "" {
+			return nil, false, k, nil
 		}
 		v, set, problem := f.parse(line)
 		if problem == "" {
-			return v, set, nil
+			return v, set, "", nil
 		}
 		fmt.Fprintf(p.out, "  %s\n", problem)
 	}
@@ -215,7 +241,10 @@ const (
 	kindChoices = "choices"
 )
 
-// field is one property of a requested schema, ready to prompt for.
+// field is one property of a requested schema, ready to prompt for. The
+// conversion from typed text is this file's; the checks of the schema's
+// keywords (ranges, lengths, patterns, formats, item counts) are
+// jsonschema's.
 type field struct {
 	name, title, desc string
 	kind              string
@@ -223,12 +252,8 @@ type field struct {
 	def               any // the schema default; meaningful if hasDef
 	hasDef            bool
 	choices           []choice
-
-	min, max, exclMin, exclMax *float64
-	minLen, maxLen             *int
-	minItems, maxItems         *int
-	pattern                    *regexp.Regexp
-	format                     string
+	limits            []string           // the keywords a person should know, described
+	schema            *jsonschema.Schema // nil: left to the server to check
 }
 
 type choice struct {
@@ -236,105 +261,86 @@ type choice struct {
 	label string // a title, or "" for a bare enum value
 }
 
-// schemaJSON is the part of JSON Schema an elicitation may use: a flat
-// object of primitive properties (MCP 2025-06-18 and later).
-type schemaJSON struct {
-	Type        any                    `json:"type"`
-	Title       string                 `json:"title"`
-	Description string                 `json:"description"`
-	Default     json.RawMessage        `json:"default"`
-	Enum        []any                  `json:"enum"`
-	EnumNames   []any                  `json:"enumNames"`
-	Const       json.RawMessage        `json:"const"`
-	OneOf       []*schemaJSON          `json:"oneOf"`
-	AnyOf       []*schemaJSON          `json:"anyOf"`
-	Items       *schemaJSON            `json:"items"`
-	Properties  map[string]*schemaJSON `json:"properties"`
-	Required    []string               `json:"required"`
-
-	Minimum          *float64        `json:"minimum"`
-	Maximum          *float64        `json:"maximum"`
-	ExclusiveMinimum json.RawMessage `json:"exclusiveMinimum"` // a number since draft 6, a boolean before
-	ExclusiveMaximum json.RawMessage `json:"exclusiveMaximum"`
-	MinLength        *int            `json:"minLength"`
-	MaxLength        *int            `json:"maxLength"`
-	MinItems         *int            `json:"minItems"`
-	MaxItems         *int            `json:"maxItems"`
-	Pattern          string          `json:"pattern"`
-	Format           string          `json:"format"`
-}
-
-// parseElicitSchema returns the fields of a requested schema in prompt
+// parseElicitSchema returns the fields of a requested schema (a flat
+// object of primitive properties, MCP 2025-06-18 and later) in prompt
 // order: required ones in the order the schema lists them, then the
-// optional ones by name. (The schema arrives as a Go map, so its own
-// property order is gone.)
-func parseElicitSchema(schema any) ([]*field, error) {
-	if schema == nil {
-		return nil, nil
-	}
-	data, err := json.Marshal(schema)
-	if err != nil {
-		return nil, fmt.Errorf("requested schema: %w", err)
-	}
-	var s schemaJSON
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("requested schema: %w", err)
-	}
+// optional ones by name (the schema arrives as a Go map, so its own
+// property order is gone).
+func parseElicitSchema(schema any) []*field {
+	s := asObject(normalize(schema))
+	props := asObject(s["properties"])
 	var fields []*field
-	seen := map[string]bool{}
-	for _, name := range s.Required {
-		if ps, ok := s.Properties[name]; ok && !seen[name] {
-			seen[name] = true
-			fields = append(fields, newField(name, ps, true))
+	for _, r := range asArray(s["required"]) {
+		name, ok := r.(string)
+		if _, has := props[name]; ok && has && !slices.ContainsFunc(fields, func(f *field) bool { return f.name == name }) {
+			fields = append(fields, newField(name, asObject(props[name]), true))
 		}
 	}
 	var rest []string
-	for name := range s.Properties {
-		if !seen[name] {
+	for name := range props {
+		if !slices.ContainsFunc(fields, func(f *field) bool { return f.name == name }) {
 			rest = append(rest, name)
 		}
 	}
 	slices.Sort(rest)
 	for _, name := range rest {
-		fields = append(fields, newField(name, s.Properties[name], false))
+		fields = append(fields, newField(name, asObject(props[name]), false))
 	}
-	return fields, nil
+	return fields
 }
 
-func newField(name string, s *schemaJSON, required bool) *field {
-	if s == nil {
-		s = &schemaJSON{}
+func asObject(v any) map[string]any { m, _ := v.(map[string]any); return m }
+
+func asArray(v any) []any { a, _ := v.([]any); return a }
+
+// normalize decodes v's JSON as jsonschema does (numbers as json.Number),
+// whatever Go values the schema was built from.
+func normalize(v any) any {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil
 	}
-	f := &field{
-		name: name, title: printable(s.Title), desc: printable(s.Description), required: required,
-		min: s.Minimum, max: s.Maximum, exclMin: number(s.ExclusiveMinimum), exclMax: number(s.ExclusiveMaximum),
-		minLen: s.MinLength, maxLen: s.MaxLength, minItems: s.MinItems, maxItems: s.MaxItems,
-		format: s.Format,
+	n, _ := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	return n
+}
+
+// limitWords describes the keywords a person should know before typing.
+var limitWords = []struct{ keyword, format string }{
+	{"minimum", ">= %v"}, {"exclusiveMinimum", "> %v"}, {"maximum", "<= %v"}, {"exclusiveMaximum", "< %v"},
+	{"minLength", "at least %v characters"}, {"maxLength", "at most %v characters"},
+	{"minItems", "at least %v chosen"}, {"maxItems", "at most %v chosen"},
+	{"format", "format %v"}, {"pattern", "pattern %v"},
+}
+
+func newField(name string, s map[string]any, required bool) *field {
+	str := func(k string) string { v, _ := s[k].(string); return printable(v) }
+	f := &field{name: printable(name), title: str("title"), desc: str("description"), required: required}
+	if d, ok := s["default"]; ok && d != nil {
+		data, _ := json.Marshal(d) // a plain decoding: a number is a float64
+		f.hasDef = json.Unmarshal(data, &f.def) == nil
 	}
-	if len(s.Default) > 0 && json.Unmarshal(s.Default, &f.def) == nil && f.def != nil {
-		f.hasDef = true
+	for _, l := range limitWords {
+		switch v := s[l.keyword].(type) {
+		case json.Number, string:
+			f.limits = append(f.limits, printable(fmt.Sprintf(l.format, v)))
+		}
 	}
-	if s.Pattern != "" {
-		// JSON Schema patterns are ECMA-262; one RE2 cannot compile is left
-		// to the server to check.
-		f.pattern, _ = regexp.Compile(s.Pattern)
-	}
-	typ := typeName(s.Type)
-	switch {
+	switch typ := typeName(s["type"]); {
 	case typ == "array":
-		f.kind = kindChoices
-		if s.Items != nil {
-			f.choices = choicesOf(s.Items)
-		}
+		f.kind, f.choices = kindChoices, choicesOf(asObject(s["items"]))
+	case len(choicesOf(s)) > 0:
+		f.kind, f.choices = kindChoice, choicesOf(s)
+	case typ == kindNumber || typ == kindInteger || typ == kindBoolean:
+		f.kind = typ
 	default:
-		f.choices = choicesOf(s)
-		if len(f.choices) > 0 {
-			f.kind = kindChoice
-		} else if typ == kindNumber || typ == kindInteger || typ == kindBoolean {
-			f.kind = typ
-		} else {
-			f.kind = kindString
-		}
+		f.kind = kindString
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	if c.AddResource("field.json", s) == nil {
+		// A schema jsonschema cannot compile (an ECMA-262 pattern RE2
+		// lacks, a draft-4 boolean exclusiveMinimum) is the server's to check.
+		f.schema, _ = c.Compile("field.json")
 	}
 	return f
 }
@@ -354,39 +360,27 @@ func typeName(t any) string {
 	return ""
 }
 
-// number decodes a numeric keyword, nil for anything else (such as the
-// boolean exclusiveMinimum of draft 4).
-func number(raw json.RawMessage) *float64 {
-	var x float64
-	if len(raw) == 0 || json.Unmarshal(raw, &x) != nil {
-		return nil
-	}
-	return &x
-}
-
 // choicesOf reads the three enum shapes: enum (with the legacy
 // enumNames), and oneOf or anyOf of {const, title}.
-func choicesOf(s *schemaJSON) []choice {
+func choicesOf(s map[string]any) []choice {
 	var cs []choice
-	if len(s.Enum) > 0 {
-		for i, v := range s.Enum {
+	if enum := asArray(s["enum"]); len(enum) > 0 {
+		names := asArray(s["enumNames"])
+		for i, v := range enum {
 			c := choice{value: v}
-			if i < len(s.EnumNames) {
-				c.label = printable(fmt.Sprint(s.EnumNames[i]))
+			if i < len(names) {
+				c.label = printable(fmt.Sprint(names[i]))
 			}
 			cs = append(cs, c)
 		}
 		return cs
 	}
-	for _, alt := range append(slices.Clone(s.OneOf), s.AnyOf...) {
-		if alt == nil || len(alt.Const) == 0 {
-			continue
+	for _, alt := range append(asArray(s["oneOf"]), asArray(s["anyOf"])...) {
+		alt := asObject(alt)
+		if v, ok := alt["const"]; ok {
+			title, _ := alt["title"].(string)
+			cs = append(cs, choice{value: v, label: printable(title)})
 		}
-		var v any
-		if json.Unmarshal(alt.Const, &v) != nil {
-			continue
-		}
-		cs = append(cs, choice{value: v, label: printable(alt.Title)})
 	}
 	return cs
 }
@@ -421,62 +415,34 @@ func (f *field) describe() string {
 
 // facts lists the field's type, whether it is required, and its limits.
 func (f *field) facts() []string {
-	var facts []string
-	switch f.kind {
-	case kindChoice:
-		facts = append(facts, "choose one: number or value")
-	case kindChoices:
-		if len(f.choices) > 0 {
-			facts = append(facts, "choose any: numbers or values, comma-separated")
-		} else {
-			facts = append(facts, "list, comma-separated")
-		}
-	default:
-		facts = append(facts, f.kind)
+	facts := []string{f.kind}
+	switch {
+	case f.kind == kindChoice:
+		facts[0] = "choose one: number or value"
+	case f.kind == kindChoices && len(f.choices) > 0:
+		facts[0] = "choose any: numbers or values, comma-separated"
+	case f.kind == kindChoices:
+		facts[0] = "list, comma-separated"
 	}
 	if f.required {
 		facts = append(facts, "required")
 	} else {
 		facts = append(facts, "optional")
 	}
-	num := func(op string, x *float64) {
-		if x != nil {
-			facts = append(facts, op+" "+strconv.FormatFloat(*x, 'g', -1, 64))
-		}
-	}
-	num(">=", f.min)
-	num(">", f.exclMin)
-	num("<=", f.max)
-	num("<", f.exclMax)
-	count := func(what string, x *int) {
-		if x != nil {
-			facts = append(facts, fmt.Sprintf(what, *x))
-		}
-	}
-	count("at least %d characters", f.minLen)
-	count("at most %d characters", f.maxLen)
-	count("at least %d chosen", f.minItems)
-	count("at most %d chosen", f.maxItems)
-	if f.format != "" {
-		facts = append(facts, "format "+printable(f.format))
-	}
-	if f.pattern != nil {
-		facts = append(facts, "pattern "+printable(f.pattern.String()))
-	}
-	return facts
+	return append(facts, f.limits...)
 }
 
 // inputPrompt is the line the answer is typed on.
 func (f *field) inputPrompt() string {
 	if f.kind == kindBoolean {
 		hint := "y/n"
-		if d, ok := f.def.(bool); ok && f.hasDef {
+		if d, ok := f.def.(bool); ok {
 			hint = map[bool]string{true: "Y/n", false: "y/N"}[d]
 		}
 		return f.name + " [" + hint + "]: "
 	}
 	if f.hasDef {
-		return f.name + " [" + oneLine(printable(valueString(f.def))) + "]: "
+		return f.name + " [" + oneLine(printable(listString(f.def))) + "]: "
 	}
 	return f.name + ": "
 }
@@ -485,58 +451,47 @@ func (f *field) inputPrompt() string {
 // an optional field left empty; a non-empty problem says why the input
 // was refused.
 func (f *field) parse(line string) (v any, set bool, problem string) {
-	s := strings.TrimSpace(line)
+	s := strings.TrimSpace(line) // a string keeps its inner spaces
 	if s == "" || (f.kind == kindChoices && strings.Trim(s, ", \t") == "") {
 		switch {
 		case f.hasDef:
 			return f.def, true, ""
 		case f.required:
-			return nil, false, "a value is required"
+			return nil, false, "a value is required (or :decline, :cancel)"
 		}
 		return nil, false, ""
 	}
-	switch f.kind {
+	switch v = s; f.kind {
 	case kindBoolean:
 		switch strings.ToLower(s) {
 		case "y", "yes", "true":
-			return true, true, ""
+			v = true
 		case "n", "no", "false":
-			return false, true, ""
+			v = false
+		default:
+			return nil, false, "please answer y or n"
 		}
-		return nil, false, "please answer y or n"
 	case kindInteger:
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			x, ferr := strconv.ParseFloat(s, 64)
-			if ferr != nil || x != math.Trunc(x) || math.Abs(x) > 1<<53 {
-				return nil, false, fmt.Sprintf("%q is not an integer", s)
-			}
-			n = int64(x)
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil || x != math.Trunc(x) || math.Abs(x) > 1<<53 {
+			return nil, false, fmt.Sprintf("%q is not an integer", s)
 		}
-		if p := f.checkRange(float64(n)); p != "" {
-			return nil, false, p
-		}
-		return n, true, ""
+		v = int64(x)
 	case kindNumber:
 		x, err := strconv.ParseFloat(s, 64)
 		if err != nil || math.IsInf(x, 0) || math.IsNaN(x) {
 			return nil, false, fmt.Sprintf("%q is not a number", s)
 		}
-		if p := f.checkRange(x); p != "" {
-			return nil, false, p
-		}
-		return x, true, ""
+		v = x
 	case kindChoice:
-		v, ok := f.pick(s)
-		if !ok {
+		var ok bool
+		if v, ok = f.pick(s); !ok {
 			return nil, false, f.choiceProblem(s)
 		}
-		return v, true, ""
 	case kindChoices:
 		var vs []any
 		for tok := range strings.SplitSeq(s, ",") {
-			tok = strings.TrimSpace(tok)
-			if tok == "" {
+			if tok = strings.TrimSpace(tok); tok == "" {
 				continue
 			}
 			v, ok := any(tok), true
@@ -550,43 +505,63 @@ func (f *field) parse(line string) (v any, set bool, problem string) {
 				vs = append(vs, v)
 			}
 		}
-		if f.minItems != nil && len(vs) < *f.minItems {
-			return nil, false, fmt.Sprintf("choose at least %d", *f.minItems)
+		v = vs
+	}
+	if f.schema != nil {
+		if err := f.schema.Validate(v); err != nil {
+			return nil, false, invalid(err)
 		}
-		if f.maxItems != nil && len(vs) > *f.maxItems {
-			return nil, false, fmt.Sprintf("choose at most %d", *f.maxItems)
-		}
-		return vs, true, ""
 	}
-	// A string keeps its inner spaces; only the ends are trimmed.
-	n := utf8.RuneCountInString(s)
-	switch {
-	case f.minLen != nil && n < *f.minLen:
-		return nil, false, fmt.Sprintf("must be at least %d characters", *f.minLen)
-	case f.maxLen != nil && n > *f.maxLen:
-		return nil, false, fmt.Sprintf("must be at most %d characters", *f.maxLen)
-	case f.pattern != nil && !f.pattern.MatchString(s):
-		return nil, false, fmt.Sprintf("must match the pattern %s", printable(f.pattern.String()))
-	}
-	if p := checkFormat(f.format, s); p != "" {
-		return nil, false, p
-	}
-	return s, true, ""
+	return v, true, ""
 }
 
-func (f *field) checkRange(x float64) string {
-	g := func(p *float64) string { return strconv.FormatFloat(*p, 'g', -1, 64) }
-	switch {
-	case f.min != nil && x < *f.min:
-		return "must be at least " + g(f.min)
-	case f.max != nil && x > *f.max:
-		return "must be at most " + g(f.max)
-	case f.exclMin != nil && x <= *f.exclMin:
-		return "must be greater than " + g(f.exclMin)
-	case f.exclMax != nil && x >= *f.exclMax:
-		return "must be less than " + g(f.exclMax)
+// invalid says in a person's words why jsonschema refused a value.
+func invalid(err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return "not a valid value"
 	}
-	return ""
+	for len(ve.Causes) > 0 {
+		ve = ve.Causes[0]
+	}
+	r := func(x *big.Rat) string {
+		f, _ := x.Float64()
+		return strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	switch k := ve.ErrorKind.(type) {
+	case *kind.Minimum:
+		return "must be at least " + r(k.Want)
+	case *kind.Maximum:
+		return "must be at most " + r(k.Want)
+	case *kind.ExclusiveMinimum:
+		return "must be greater than " + r(k.Want)
+	case *kind.ExclusiveMaximum:
+		return "must be less than " + r(k.Want)
+	case *kind.MinLength:
+		return fmt.Sprintf("must be at least %d characters", k.Want)
+	case *kind.MaxLength:
+		return fmt.Sprintf("must be at most %d characters", k.Want)
+	case *kind.MinItems:
+		return fmt.Sprintf("choose at least %d", k.Want)
+	case *kind.MaxItems:
+		return fmt.Sprintf("choose at most %d", k.Want)
+	case *kind.Pattern:
+		return "must match the pattern " + printable(k.Want)
+	case *kind.Format:
+		if like, ok := formatExamples[k.Want]; ok {
+			return "must be " + like
+		}
+		return "must be in the format " + printable(k.Want)
+	}
+	return "does not satisfy the schema's " + strings.Join(ve.ErrorKind.KeywordPath(), "/")
+}
+
+// formatExamples describes the formats MCP allows.
+var formatExamples = map[string]string{
+	"email":     "an email address, like name@example.com",
+	"uri":       "an absolute URI, like https://example.com/",
+	"date":      "a date, like 2026-07-28",
+	"date-time": "a date and time, like 2026-07-28T09:30:00Z",
 }
 
 // pick resolves a choice by its number, its exact value, or (if only one
@@ -616,28 +591,17 @@ func (f *field) choiceProblem(s string) string {
 	return fmt.Sprintf("%q is not one of the choices: answer 1 to %d or a value", printable(s), len(f.choices))
 }
 
-// checkFormat checks the formats MCP allows, lightly: the server has the
-// last word.
-func checkFormat(format, s string) string {
-	switch format {
-	case "email":
-		if a, err := mail.ParseAddress(s); err != nil || a.Address != s {
-			return "must be an email address, like name@example.com"
-		}
-	case "uri":
-		if u, err := url.Parse(s); err != nil || u.Scheme == "" {
-			return "must be an absolute URI, like https://example.com/"
-		}
-	case "date":
-		if _, err := time.Parse(time.DateOnly, s); err != nil {
-			return "must be a date, like 2026-07-28"
-		}
-	case "date-time":
-		if _, err := time.Parse(time.RFC3339, s); err != nil {
-			return "must be a date and time, like 2026-07-28T09:30:00Z"
-		}
+// listString shows a default: a list as its items, comma-separated.
+func listString(v any) string {
+	a, ok := v.([]any)
+	if !ok {
+		return valueString(v)
 	}
-	return ""
+	items := make([]string, len(a))
+	for i, x := range a {
+		items[i] = valueString(x)
+	}
+	return strings.Join(items, ", ")
 }
 
 // valueString shows a JSON value: a string as itself, anything else as

@@ -53,8 +53,8 @@ func TestElicitForm(t *testing.T) {
 			input:   "\nhello world  \n7\ny\n2.5\n",
 			action:  "accept",
 			content: map[string]any{"zeta": "hello world", "alpha": int64(7), "bee": true, "mid": 2.5},
-			out: []string{"Pick things\n", "Answer? [Y]es / [n]o (decline) / [c]ancel: ",
-				"zeta (string, required)\n", "zeta: ",
+			out: []string{"Pick things\n(answer :decline to refuse, :cancel or Ctrl-D to dismiss)\n",
+				"zeta (string, required)\n", "zeta: ", "a value is required (or :decline, :cancel)\nzeta: ",
 				"alpha (integer, required): Alpha\n  An integer.\n", "alpha: ",
 				"bee (boolean, optional)\n", "bee [y/n]: ",
 				"mid (number, optional)\n", "mid: "},
@@ -62,7 +62,7 @@ func TestElicitForm(t *testing.T) {
 		{
 			name:    "optional fields left empty are omitted",
 			schema:  `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"},"c":{"type":"boolean"}}}`,
-			input:   "y\n\n\n\n",
+			input:   "\n\n\n",
 			action:  "accept",
 			content: map[string]any{},
 		},
@@ -74,7 +74,7 @@ func TestElicitForm(t *testing.T) {
 				"b":{"type":"boolean","default":true},
 				"e":{"type":"string","enum":["red","green"],"default":"green"},
 				"f":{"type":"boolean","default":false}}}`,
-			input:   "\n\n\n\n\n\n",
+			input:   "\n\n\n\n\n",
 			action:  "accept",
 			content: map[string]any{"s": "bob", "n": float64(3), "b": true, "e": "green", "f": false},
 			out:     []string{"s [bob]: ", "n [3]: ", "b [Y/n]: ", "e [green]: ", "f [y/N]: "},
@@ -87,7 +87,7 @@ func TestElicitForm(t *testing.T) {
 				"c":{"type":"string","oneOf":[{"const":"fr","title":"French"},{"const":"de","title":"German"}]},
 				"d":{"type":"string","anyOf":[{"const":"x","title":"Ex"},{"const":"y","title":"Why"}]},
 				"e":{"type":"string","enum":["red","green"]}}}`,
-			input:   "y\n2\nlarge\nGerman\ny\nRED\n",
+			input:   "2\nlarge\nGerman\ny\nRED\n",
 			action:  "accept",
 			content: map[string]any{"a": "green", "b": "l", "c": "de", "d": "y", "e": "red"},
 			out: []string{"a (choose one: number or value, required)\n  1) red\n  2) green\n  3) blue\n",
@@ -120,7 +120,7 @@ func TestElicitForm(t *testing.T) {
 				"n":{"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1},
 				"b":{"type":"boolean"},
 				"x":{"type":"integer"}}}`,
-			input:   "y\n\nabc\n5.5\n0\n101\n1e1\nnope\ninf\n0\n1\n0.25\nmaybe\nNO\n2.0\n",
+			input:   "\nabc\n5.5\n0\n101\n1e1\nnope\ninf\n0\n1\n0.25\nmaybe\nNO\n2.0\n",
 			action:  "accept",
 			content: map[string]any{"i": int64(10), "n": 0.25, "b": false, "x": int64(2)},
 			out: []string{"i (integer, required, >= 1, <= 100)", "a value is required", `"abc" is not an integer`,
@@ -137,7 +137,7 @@ func TestElicitForm(t *testing.T) {
 				"u":{"type":"string","format":"uri"},
 				"d":{"type":"string","format":"date"},
 				"t":{"type":"string","format":"date-time"}}}`,
-			input: "y\nx\nwxyz\nxyz\nAB\nab\nnot-an-email\nBob <bob@example.com>\nbob@example.com\n" +
+			input: "x\nwxyz\nxyz\nAB\nab\nnot-an-email\nBob <bob@example.com>\nbob@example.com\n" +
 				"example.com\nhttps://example.com/x\n28/07/2026\n2026-07-28\n2026-07-28 09:30\n2026-07-28T09:30:00Z\n",
 			action: "accept",
 			content: map[string]any{"s": "xyz", "p": "ab", "e": "bob@example.com", "u": "https://example.com/x",
@@ -148,20 +148,29 @@ func TestElicitForm(t *testing.T) {
 				"must be a date, like", "must be a date and time"},
 		},
 		{
+			name: "a multi-select default shows its items",
+			schema: `{"type":"object","properties":{"pets":{"type":"array","items":{"enum":["fish-1","cat-2"]},"default":["fish-1"]},
+				"tags":{"type":"array","items":{"type":"string"},"default":["a","b"]}}}`,
+			input:   "\n\n",
+			action:  "accept",
+			content: map[string]any{"pets": []any{"fish-1"}, "tags": []any{"a", "b"}},
+			out:     []string{"pets [fish-1]: ", "tags [a, b]: "},
+		},
+		{
 			name:   "decline",
 			schema: `{"type":"object","properties":{"a":{"type":"string"}}}`,
-			input:  "n\n",
+			input:  ":decline\n",
 			action: "decline",
 		},
 		{
-			name:   "cancel after a bad answer",
-			schema: `{"type":"object","properties":{"a":{"type":"string"}}}`,
-			input:  "maybe\nc\n",
+			name:   "cancel at the second field, after a bad answer",
+			schema: `{"type":"object","required":["a","b"],"properties":{"a":{"type":"string"},"b":{"type":"integer"}}}`,
+			input:  "x\nmaybe\n :CANCEL \n",
 			action: "cancel",
-			out:    []string{"please answer y (yes), n (no: decline) or c (cancel)"},
+			out:    []string{`"maybe" is not an integer`},
 		},
 		{
-			name:   "end of input at the question cancels",
+			name:   "end of input at the first field cancels",
 			schema: `{"type":"object","properties":{"a":{"type":"string"}}}`,
 			input:  "",
 			action: "cancel",
@@ -170,18 +179,18 @@ func TestElicitForm(t *testing.T) {
 		{
 			name:   "end of input in the middle of the fields cancels",
 			schema: `{"type":"object","required":["a","b"],"properties":{"a":{"type":"string"},"b":{"type":"string"}}}`,
-			input:  "y\nfirst\n",
+			input:  "first\n",
 			action: "cancel",
 		},
 		{
 			name:    "a last line without a newline still counts",
 			schema:  `{"type":"object","required":["a"],"properties":{"a":{"type":"string"}}}`,
-			input:   "yes\r\nlast",
+			input:   "\r\nlast",
 			action:  "accept",
 			content: map[string]any{"a": "last"},
 		},
 		{
-			name:    "no schema: just the question",
+			name:    "no schema: just the question, once",
 			schema:  `{}`,
 			input:   "\n",
 			action:  "accept",
@@ -227,7 +236,7 @@ func TestElicitURL(t *testing.T) {
 // One reader serves every prompt: answers piped ahead are not lost.
 func TestElicitSharesTheReader(t *testing.T) {
 	var out strings.Builder
-	p := newPrompter(strings.NewReader("y\n5\n\n6\nn\n"), &out)
+	p := newPrompter(strings.NewReader("5\n6\n:decline\n"), &out)
 	schema := form(t, "guess", `{"type":"object","required":["g"],"properties":{"g":{"type":"integer"}}}`)
 	var got []any
 	for range 3 {
@@ -259,7 +268,7 @@ func TestElicitContextEnds(t *testing.T) {
 	if _, err := p.elicit(ctx, params); !errors.Is(err, stop) {
 		t.Fatalf("err %v, want %v", err, stop)
 	}
-	go w.Write([]byte("n\n"))
+	go w.Write([]byte(":decline\n"))
 	res, err := p.elicit(t.Context(), params)
 	if err != nil || res.Action != "decline" {
 		t.Fatalf("%+v %v, want decline", res, err)
@@ -271,7 +280,7 @@ func TestElicitContextEnds(t *testing.T) {
 func TestElicitStripsControlCharacters(t *testing.T) {
 	params := form(t, "be \x1b[31mred\x1b[0m\u202e", `{"type":"object","required":["a"],"properties":{
 		"a":{"type":"string","title":"ti\u0007tle","enum":["v\u009b1"]}}}`)
-	_, out := elicitWith(t, params, "y\n1\n")
+	_, out := elicitWith(t, params, "1\n")
 	if strings.ContainsAny(out, "\x1b\x07\u009b\u202e") || !strings.Contains(out, "be [31mred[0m\n") ||
 		!strings.Contains(out, "a (choose one: number or value, required): title\n  1) v1\n") {
 		t.Fatalf("output %q", out)
@@ -281,7 +290,7 @@ func TestElicitStripsControlCharacters(t *testing.T) {
 // Concurrent elicitations of one round take turns at the terminal.
 func TestElicitConcurrent(t *testing.T) {
 	var out strings.Builder
-	p := newPrompter(strings.NewReader("y\none\ny\ntwo\n"), &out)
+	p := newPrompter(strings.NewReader("one\ntwo\n"), &out)
 	params := form(t, "name?", `{"type":"object","required":["a"],"properties":{"a":{"type":"string"}}}`)
 	got := make(chan any, 2)
 	for range 2 {
@@ -297,5 +306,23 @@ func TestElicitConcurrent(t *testing.T) {
 	seen := map[any]bool{<-got: true, <-got: true}
 	if !seen["one"] || !seen["two"] {
 		t.Fatalf("answers %v", seen)
+	}
+}
+
+// The :decline / :cancel hint shows once, on the first form, and a form
+// is asked field by field with no question before it.
+func TestElicitHintOnce(t *testing.T) {
+	var out strings.Builder
+	p := newPrompter(strings.NewReader("1\n2\n"), &out)
+	params := form(t, "guess", `{"type":"object","required":["g"],"properties":{"g":{"type":"integer"}}}`)
+	for range 2 {
+		if res, err := p.elicit(t.Context(), params); err != nil || res.Action != "accept" {
+			t.Fatalf("%+v %v", res, err)
+		}
+	}
+	want := "\nguess\n(answer :decline to refuse, :cancel or Ctrl-D to dismiss)\ng (integer, required)\ng: 1\n" +
+		"\nguess\ng (integer, required)\ng: 2\n"
+	if out.String() != want {
+		t.Fatalf("output %q\nwant   %q", out.String(), want)
 	}
 }

@@ -271,12 +271,20 @@ func addGuessNumber(a *gosdk.Adapter, rnd io.Reader) {
 		g.Guesses++
 		switch {
 		case n < g.Secret:
-			return flow.Ask(g, guessRequest(fmt.Sprintf("higher than %d: guess again (1-%d, guess %d so far).", n, g.Max, g.Guesses)))
+			return flow.Ask(g, guessRequest(fmt.Sprintf("higher than %d: guess again (1-%d, %s so far).", n, g.Max, guessCount(g.Guesses))))
 		case n > g.Secret:
-			return flow.Ask(g, guessRequest(fmt.Sprintf("lower than %d: guess again (1-%d, guess %d so far).", n, g.Max, g.Guesses)))
+			return flow.Ask(g, guessRequest(fmt.Sprintf("lower than %d: guess again (1-%d, %s so far).", n, g.Max, guessCount(g.Guesses))))
 		}
 		return text(fmt.Sprintf("correct: %d", g.Secret)), nil
 	})
+}
+
+// guessCount says "1 guess" or "n guesses".
+func guessCount(n int) string {
+	if n == 1 {
+		return "1 guess"
+	}
+	return fmt.Sprintf("%d guesses", n)
 }
 
 // bitsFor is the number of guesses a binary search over [1, n] may need.
