@@ -21,7 +21,9 @@ const usage = `mrtr: sealed Multi Round-Trip Requests for MCP servers
 Usage:
   mrtr serve [flags]                     run the reference MCP server (Streamable HTTP at /mcp, or --stdio)
   mrtr proxy --upstream URL [flags]      seal the requestState of any MCP server (Streamable HTTP at /mcp)
+  mrtr call URL                          list a server's tools, prompts and resources
   mrtr call URL TOOL [--arg k=v ...]     call a tool, answering its questions in the terminal
+  mrtr call URL --prompt NAME | --resource URI   get a prompt or read a resource the same way
   mrtr keygen [--id ID] [--out FILE]     print (or write) a new key ring
   mrtr keys check FILE                   validate a key ring and list its key ids
   mrtr keys status FILE [--max-age 90d]  each key's role, window and age; warns when the primary is old
