@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -503,7 +504,7 @@ func (c *Child) readStderr(r *os.File, log *slog.Logger) {
 		if cut {
 			text = validPrefix(text) + TruncatedMarker
 		}
-		if len(bytes.TrimSpace([]byte(text))) > 0 {
+		if strings.TrimSpace(text) != "" {
 			if cut {
 				log.LogAttrs(ctx, slog.LevelInfo, text, slog.Int("line_bytes", total))
 			} else {
