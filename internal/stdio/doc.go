@@ -44,7 +44,9 @@
 // while the proxy lives, and see stdin EOF when the proxy is gone.
 //
 // Other Unix systems get the process group but no Pdeathsig; on them the
-// leftover group members are not killed after the child exits on its own.
+// leftover group members are not killed after the child exits on its own,
+// and a Stop racing with the child's own exit may signal its group id just
+// after the reap (a window of microseconds in which the id could be reused).
 // Start returns an error wrapping errors.ErrUnsupported elsewhere.
 //
 // # Concurrency

@@ -24,6 +24,10 @@ const helperVar = "STDIO_TEST_HELPER"
 // sizesVar lists the line sizes the "big" helper writes.
 const sizesVar = "STDIO_TEST_SIZES"
 
+// manyLines is how many numbered lines the "stderr" helper writes before
+// its last words.
+const manyLines = 2000
+
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperVar); mode != "" {
 		os.Exit(helper(mode))
@@ -45,6 +49,9 @@ func helper(mode string) int {
 		fmt.Fprint(os.Stderr, "first line\n\n\r\n   \n")
 		fmt.Fprint(os.Stderr, strings.Repeat("é", 3000)+"\n") // 6000 bytes, cut inside a rune
 		fmt.Fprint(os.Stderr, strings.Repeat("a", StderrLineBytes)+"\r\n")
+		for i := range manyLines {
+			fmt.Fprintf(os.Stderr, "line %d\n", i)
+		}
 		fmt.Fprint(os.Stderr, "last words")
 		return 0
 	case "exit":

@@ -119,15 +119,26 @@ func TestStartThreadExitDoesNotKillChild(t *testing.T) {
 		err error
 	}
 	ch := make(chan result)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
-		tid := syscall.Gettid()
-		c, err := Start(Config{Path: self(t), Env: []string{helperVar + "=echo"}})
-		ch <- result{c, tid, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
+	never := make(chan struct{})
+	var r result
+	for r.c == nil {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
+			tid := syscall.Gettid()
+			if tid == os.Getpid() {
+				// Go never ends the main thread: keep it, try again on another.
+				ch <- result{}
+				<-never
+			}
+			c, err := Start(Config{Path: self(t), Env: []string{helperVar + "=echo", "GORACE=atexit_sleep_ms=0"}})
+			if err != nil {
+				t.Error(err)
+			}
+			ch <- result{c, tid, err}
+		}()
+		if r = <-ch; r.err != nil {
+			t.FailNow()
+		}
 	}
 	c := r.c
 	t.Cleanup(func() {

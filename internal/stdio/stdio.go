@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -70,6 +71,9 @@ type Config struct {
 	// StopGrace is how long Stop waits after closing stdin before SIGTERM,
 	// and after SIGTERM before SIGKILL. Zero or less means DefaultStopGrace.
 	StopGrace time.Duration
+
+	// after, when set, replaces the StopGrace timers of Stop (a test seam).
+	after func(time.Duration) <-chan time.Time
 }
 
 // Child is one running (or ended) child process. Its methods are safe for
@@ -79,6 +83,7 @@ type Child struct {
 	pid   int
 	max   int
 	grace time.Duration
+	after func(time.Duration) <-chan time.Time
 
 	stdin     *os.File
 	stdinMu   sync.Mutex // serializes Send
@@ -132,6 +137,7 @@ func Start(cfg Config) (*Child, error) {
 		name:       cfg.Path,
 		max:        cfg.MaxMessageBytes,
 		grace:      cfg.StopGrace,
+		after:      cfg.after,
 		msgs:       make(chan []byte),
 		stdoutDone: make(chan struct{}),
 		abandon:    make(chan struct{}),
@@ -370,15 +376,25 @@ func (c *Child) stopSequence() {
 		}
 	}
 	<-c.done
-	t := time.NewTimer(c.grace)
-	defer t.Stop()
+	elapsed, stop := c.graceTimer()
+	defer stop()
 	select {
 	case <-c.stdoutDone:
 	case <-c.hurry:
 		c.giveUpStdout()
-	case <-t.C:
+	case <-elapsed:
 		c.giveUpStdout()
 	}
+}
+
+// graceTimer returns a channel that receives when a grace period elapses,
+// and a function releasing it.
+func (c *Child) graceTimer() (<-chan time.Time, func()) {
+	if c.after != nil {
+		return c.after(c.grace), func() {}
+	}
+	t := time.NewTimer(c.grace)
+	return t.C, func() { t.Stop() }
 }
 
 func (c *Child) giveUpStdout() {
@@ -389,8 +405,8 @@ func (c *Child) giveUpStdout() {
 // waitExit waits up to the grace period for the child to exit, and reports
 // whether it did.
 func (c *Child) waitExit() bool {
-	t := time.NewTimer(c.grace)
-	defer t.Stop()
+	elapsed, stop := c.graceTimer()
+	defer stop()
 	select {
 	case <-c.exited:
 		return true
@@ -401,7 +417,7 @@ func (c *Child) waitExit() bool {
 		default:
 			return false
 		}
-	case <-t.C:
+	case <-elapsed:
 		return false
 	}
 }
@@ -488,7 +504,7 @@ func (c *Child) readStderr(r *os.File, log *slog.Logger) {
 		if cut {
 			text = validPrefix(text) + TruncatedMarker
 		}
-		if len(bytes.TrimSpace([]byte(text))) > 0 {
+		if strings.TrimSpace(text) != "" {
 			if cut {
 				log.LogAttrs(ctx, slog.LevelInfo, text, slog.Int("line_bytes", total))
 			} else {

@@ -137,6 +137,10 @@ func TestConcurrentSendsDoNotInterleave(t *testing.T) {
 		Pad  string
 	}
 	var wg sync.WaitGroup
+	defer func() {
+		c.Stop(context.Background()) // unblocks the senders if the test fails
+		wg.Wait()
+	}()
 	for g := range senders {
 		wg.Go(func() {
 			for i := range each {
@@ -164,7 +168,6 @@ func TestConcurrentSendsDoNotInterleave(t *testing.T) {
 		}
 		next[m.G]++
 	}
-	wg.Wait()
 }
 
 func TestSendFraming(t *testing.T) {
@@ -283,6 +286,23 @@ func (s *syncBuffer) records(t *testing.T) []map[string]any {
 	return recs
 }
 
+// waitFor waits until a record with the message msg has been logged.
+func (s *syncBuffer) waitFor(t *testing.T, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		for _, r := range s.records(t) {
+			if r["msg"] == msg {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q never logged", msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestStderrLogged(t *testing.T) {
 	var buf syncBuffer
 	c := start(t, "stderr", Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
@@ -299,10 +319,19 @@ func TestStderrLogged(t *testing.T) {
 		{"first line", 0},
 		{validPrefix(long[:StderrLineBytes]) + TruncatedMarker, 6000},
 		{strings.Repeat("a", StderrLineBytes), 0},
-		{"last words", 0},
 	}
+	for i := range manyLines {
+		want = append(want, struct {
+			msg   string
+			bytes float64
+		}{fmt.Sprintf("line %d", i), 0})
+	}
+	want = append(want, struct {
+		msg   string
+		bytes float64
+	}{"last words", 0})
 	if len(recs) != len(want) {
-		t.Fatalf("%d log records, want %d: %v", len(recs), len(want), recs)
+		t.Fatalf("%d log records, want %d", len(recs), len(want))
 	}
 	for i, r := range recs {
 		if r["level"] != "INFO" || r["stream"] != "stderr" || r["pid"] != float64(c.Pid()) {
@@ -419,18 +448,27 @@ func TestStopIdempotent(t *testing.T) {
 }
 
 // A stubborn child (SIGTERM and stdin EOF ignored) with a grandchild that
-// ignores SIGTERM too: Stop escalates to SIGKILL of the whole group.
+// ignores SIGTERM too: Stop escalates to SIGKILL of the whole group. The
+// test ends each grace period itself, once the child has said on stderr
+// that it saw the previous step.
 func TestStopKillsStubbornGroup(t *testing.T) {
 	var buf syncBuffer
+	graceOver := make(chan time.Time)
 	c := start(t, "stubborn", Config{
-		Logger:    slog.New(slog.NewJSONHandler(&buf, nil)),
-		StopGrace: 50 * time.Millisecond, // shortens the test; the outcome is SIGKILL either way
+		Logger: slog.New(slog.NewJSONHandler(&buf, nil)),
+		after:  func(time.Duration) <-chan time.Time { return graceOver },
 	})
 	var m struct{ Grandchild int }
 	if err := json.Unmarshal(recv(t, c), &m); err != nil || m.Grandchild == 0 {
 		t.Fatalf("no grandchild pid: %v", err)
 	}
-	if err := c.Stop(context.Background()); err != nil {
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop(context.Background()) }()
+	buf.waitFor(t, "stdin EOF")
+	graceOver <- time.Now()
+	buf.waitFor(t, "got SIGTERM")
+	graceOver <- time.Now()
+	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
 	var exit *exec.ExitError
