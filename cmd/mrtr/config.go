@@ -145,6 +145,23 @@ func (f *flags) Int64(p *int64, name string, def, min int64, usage string) {
 	})
 }
 
+// List registers a repeatable string flag; its environment variable holds
+// the values separated by sep.
+func (f *flags) List(p *[]string, name, sep, usage string) {
+	f.fs.Func(name, usage+f.env(name), func(v string) error {
+		*p = append(*p, v)
+		return nil
+	})
+	e := &f.envs[len(f.envs)-1]
+	e.apply = func(v string) {
+		for _, x := range strings.Split(v, sep) {
+			if x = strings.TrimSpace(x); x != "" {
+				*p = append(*p, x)
+			}
+		}
+	}
+}
+
 // Choice registers a string flag limited to choices.
 func (f *flags) Choice(p *string, name, def string, choices []string, usage string) {
 	f.String(p, name, def, usage)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -23,16 +24,22 @@ type proxyConfig struct {
 	maxHeld         int64
 	maxState        int
 	forwardAuth     bool
+	upstreamConfig
 }
 
 // proxyFlags registers the flags of `mrtr proxy`.
 func proxyFlags(f *flags, c *proxyConfig) {
 	commonFlags(f, &c.commonConfig)
-	f.String(&c.upstream, "upstream", "", "`URL` of the upstream MCP server's Streamable HTTP endpoint, e.g. http://127.0.0.1:3000/mcp (required)")
+	f.String(&c.upstream, "upstream", "", "`URL` of the upstream MCP server's Streamable HTTP endpoint, e.g. http://127.0.0.1:3000/mcp (required unless a command follows --)")
 	f.check("upstream", func() error {
 		u, err := url.Parse(c.upstream)
-		if c.upstream == "" {
-			return flagErr("upstream", "is required (the URL of the MCP server to put mrtr in front of)")
+		switch {
+		case len(c.command) > 0 && c.upstream != "":
+			return flagErr("upstream", "and a command after -- both name an upstream: give one")
+		case len(c.command) > 0:
+			return nil
+		case c.upstream == "":
+			return flagErr("upstream", "is required (the URL of the MCP server to put mrtr in front of), or a command after --: mrtr proxy [flags] -- npx -y PACKAGE")
 		}
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return flagErr("upstream", "%q is not an http:// or https:// URL", c.upstream)
@@ -48,13 +55,20 @@ func proxyFlags(f *flags, c *proxyConfig) {
 		"largest upstream requestState carried in a sealed token, in bytes of its JSON string; larger is an error, never truncated")
 	f.Bool(&c.forwardAuth, "forward-authorization", false,
 		"pass the client's Authorization header to the upstream (off: tokens issued to the proxy are not passed through)")
+	upstreamFlags(f, &c.upstreamConfig)
 }
 
 // parseProxy reads flags over environment variables over defaults.
 func (a *app) parseProxy(args []string) (*proxyConfig, error) {
 	c := new(proxyConfig)
-	f := a.newFlags("proxy", "mrtr proxy --upstream URL [flags]")
+	f := a.newFlags("proxy", "mrtr proxy --upstream URL [flags]\n       mrtr proxy [flags] -- COMMAND [ARG...]")
 	proxyFlags(f, c)
+	if i := slices.Index(args, "--"); i >= 0 { // the upstream command, run as is: never parsed as flags
+		c.command, args = args[i+1:], args[:i]
+		if len(c.command) == 0 {
+			return nil, flagErr("upstream", "-- must be followed by the command that runs the upstream")
+		}
+	}
 	if err := f.parse(a.getenv, args); err != nil {
 		return nil, err
 	}
@@ -81,8 +95,26 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	}
 	defer stopMetrics()
 	hosts := c.allowedHostList()
+	tr, stopUpstream, err := c.upstreamTransport(ctx, log, guard)
+	if err != nil {
+		return err
+	}
+	if stopUpstream != nil {
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			_ = stopUpstream(sctx)
+		}()
+	}
+	upstream, upstreamName := c.upstream, c.upstream
+	if len(c.command) > 0 {
+		upstream, upstreamName = stdioUpstreamURL, "command "+commandName(c.command)
+	} else if u, err := url.Parse(c.upstream); err == nil {
+		upstreamName = u.Redacted()
+	}
 	h, err := proxy.New(proxy.Options{
-		Upstream:             c.upstream,
+		Upstream:             upstream,
+		Transport:            tr,
 		Guard:                guard,
 		DialTimeout:          c.dialTimeout,
 		UpstreamTimeout:      c.upstreamTimeout,
@@ -97,8 +129,7 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	u, _ := url.Parse(c.upstream)
-	log.Info("mrtr proxy", "upstream", u.Redacted(), "upstream_timeout", c.upstreamTimeout, "max_held", c.maxHeld,
+	log.Info("mrtr proxy", "upstream", upstreamName, "upstream_timeout", c.upstreamTimeout, "max_held", c.maxHeld,
 		"max_upstream_state", c.maxState, "forward_authorization", c.forwardAuth, "max_body", c.maxBodyBytes,
 		"read_timeout", c.readTimeout, "max_conns", c.maxConns)
 	return c.serveMCP(ctx, log, h, true) // the proxy checks Host on loopback itself

@@ -301,7 +301,7 @@ func TestBridgedRounds(t *testing.T) {
 // TestBridgedSamplingAndRoots: sampling and roots requests are input
 // requests too; a client that did not declare sampling gets -32021.
 func TestBridgedSamplingAndRoots(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newEnv(t, &bridge.Options{Roots: []string{"file:///srv"}})
 	r := call(t, e, "", "tools/call", tool("sample", nil, "", nil), nil)
 	k, ir := onlyKey(t, r)
 	if !strings.Contains(string(ir), "sampling/createMessage") {
@@ -320,6 +320,12 @@ func TestBridgedSamplingAndRoots(t *testing.T) {
 	r = call(t, e, "", "tools/call", tool("sample", nil, "", nil), map[string]any{"elicitation": map[string]any{}})
 	if r.Error == nil || r.Error.Code != -32021 || r.status != http.StatusBadRequest || !strings.Contains(string(r.Error.Data), "sampling") {
 		t.Fatalf("undeclared sampling: %d %s", r.status, r.raw)
+	}
+	// A client without roots: the bridge answers roots/list itself with
+	// the operator's roots, and the call goes on.
+	r = call(t, e, "", "tools/call", tool("roots", nil, "", nil), map[string]any{"elicitation": map[string]any{}})
+	if r.text() != "roots file:///srv" {
+		t.Fatalf("roots without the client's capability: %s", r.raw)
 	}
 	// The session is usable again afterwards.
 	r = call(t, e, "", "tools/call", tool("delete", map[string]any{"item": "z"}, "", nil), nil)
