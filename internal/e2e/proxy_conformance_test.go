@@ -264,7 +264,14 @@ func TestProxyRefusesWhatUpstreamAccepts(t *testing.T) {
 // fails the test if it did not exit cleanly or reported a data race.
 func startProxied(t *testing.T, upstream string, args ...string) string {
 	t.Helper()
-	full := append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--upstream", upstream}, args...)
+	return startProxy(t, append([]string{"--upstream", upstream}, args...)...)
+}
+
+// startProxy runs `mrtr proxy` with args (after its listening and log
+// flags) and returns its /mcp URL; it is stopped by its pid at cleanup.
+func startProxy(t *testing.T, args ...string) string {
+	t.Helper()
+	full := append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...)
 	logs := &serverLog{url: make(chan string, 1)}
 	cmd := exec.Command(mrtrBin, full...)
 	cmd.Env = serverEnv()
