@@ -326,8 +326,10 @@ func (b *Bridge) pause(out *responder, h *hold, reqs []*rpc.Message, caps mcpwir
 	h.timer = time.AfterFunc(ttl, func() { b.expire(h) })
 	irs := make(map[string]json.RawMessage, len(h.pending))
 	for k, m := range h.pending {
-		ir := mcpwire.Object{"method": mustString(m.Method)}
-		if len(m.Params) > 0 {
+		// params always: a roots/list carries none upstream, and clients
+		// (go-sdk v1.8.0) fail to decode an input request without them.
+		ir := mcpwire.Object{"method": mustString(m.Method), "params": json.RawMessage("{}")}
+		if len(m.Params) > 0 && string(m.Params) != "null" {
 			ir["params"] = m.Params
 		}
 		irs[k], _ = ir.Encode()
