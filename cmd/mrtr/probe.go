@@ -191,4 +191,3 @@ func printProbe(a *app, target string, rep *attack.Report) {
 	}
 	tw.Flush()
 }
-

@@ -23,7 +23,7 @@ const TamperSuffix = "-TAMPERED"
 var Variants = []Variant{
 	{"start flip", func(s string) (string, bool) { return flipNear(s, 0, +1) }},
 	{"middle flip", func(s string) (string, bool) { return FlipMiddle(s), len(s) > 0 }},
-	{"end flip", func(s string) (string, bool) { return flipNear(s, len(s)-1, -1) }},
+	{"end flip", flipEnd},
 	{"suffix " + TamperSuffix, func(s string) (string, bool) { return s + TamperSuffix, true }},
 	{"truncated", func(s string) (string, bool) { return s[:len(s)/2], len(s) >= 2 }},
 	{"base64 character", func(s string) (string, bool) { return b64Change(s, len(s)*3/4) }},
@@ -38,6 +38,19 @@ func FlipMiddle(s string) string {
 		t, _ = flipNear(s, len(s)/2, -1)
 	}
 	return t
+}
+
+// flipEnd changes the last letter or digit of s. When that is the last
+// character of s and a base64url one, it changes the character's high
+// bits: the low bits of a base64 tail may be padding that a lenient
+// decoder ignores, which would change the string but not the bytes.
+func flipEnd(s string) (string, bool) {
+	if n := len(s); n > 0 {
+		if k := strings.IndexByte(b64url, s[n-1]); k >= 0 {
+			return s[:n-1] + string(b64url[k^0x20]), true
+		}
+	}
+	return flipNear(s, len(s)-1, -1)
 }
 
 // flipNear changes the first letter or digit of s found from i in
