@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/mrtr-go/mrtr"
 )
 
 // needEverything returns the upstream mrtr did not write: go-sdk's
@@ -207,55 +205,6 @@ func rawCall(t *testing.T, url, tool, state string, responses map[string]any) ma
 		t.Fatalf("reply is not JSON (%v): %s", err, b)
 	}
 	return out
-}
-
-// flipMiddle changes the byte in the middle of s.
-func flipMiddle(s string) string {
-	b := []byte(s)
-	i := len(b) / 2
-	if b[i] == 'A' {
-		b[i] = 'B'
-	} else {
-		b[i] = 'A'
-	}
-	return string(b)
-}
-
-// TestProxyRefusesWhatUpstreamAccepts: the everything-server's tampered
-// state check only looks for the harness's suffix, so a state with one
-// byte flipped in the middle completes the call when sent to it directly;
-// the same flip of the proxy's token is refused as invalid.
-func TestProxyRefusesWhatUpstreamAccepts(t *testing.T) {
-	const tool = "test_input_required_result_tampered_state"
-	confirm := map[string]any{"confirm": map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}
-	up := startEverything(t, true)
-
-	direct := rawCall(t, up, tool, "", nil)
-	st, _ := direct["result"].(map[string]any)["requestState"].(string)
-	if st == "" {
-		t.Fatalf("the everything-server issued no requestState: %v", direct)
-	}
-	got := rawCall(t, up, tool, flipMiddle(st), confirm)
-	res, _ := got["result"].(map[string]any)
-	if res == nil || res["resultType"] != "complete" {
-		t.Fatalf("direct: the bare everything-server refused a flipped state (%v); the test premise is gone", got)
-	}
-
-	px := startProxied(t, up)
-	first := rawCall(t, px, tool, "", nil)
-	tok, _ := first["result"].(map[string]any)["requestState"].(string)
-	if tok == "" || tok == st {
-		t.Fatalf("through the proxy: want a sealed requestState, got %v", first)
-	}
-	refused := rawCall(t, px, tool, flipMiddle(tok), confirm)
-	e, _ := refused["error"].(map[string]any)
-	if e == nil || e["code"] != float64(-32602) || e["message"] != mrtr.RejectMessage || e["data"].(map[string]any)["reason"] != "invalid" {
-		t.Fatalf("through the proxy: a flipped token was not refused as invalid: %v", refused)
-	}
-	ok := rawCall(t, px, tool, tok, confirm)
-	if r, _ := ok["result"].(map[string]any); r == nil || r["resultType"] != "complete" {
-		t.Fatalf("through the proxy: the intact token did not complete: %v", ok)
-	}
 }
 
 // startProxied runs `mrtr proxy --upstream upstream` (the binary TestMain
