@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"regexp"
 	"testing"
 
 	"github.com/mrtr-go/mrtr"
@@ -68,5 +69,20 @@ func TestProxyRefusesWhatUpstreamAcceptsStdio(t *testing.T) {
 	}
 	if r, _ := rawCall(t, px, tool, tok, confirm)["result"].(map[string]any); r == nil || r["resultType"] != "complete" {
 		t.Fatal("through the proxy: the intact token did not complete")
+	}
+}
+
+// TestProxyConformanceDraftStdio: every scenario introduced in
+// 2026-07-28 through the proxy with the everything-server as its stdio
+// child; the script's MRTR gate allows only proxyIgnoredAnswers.
+func TestProxyConformanceDraftStdio(t *testing.T) {
+	needHarness(t)
+	t.Parallel()
+	url := startProxiedStdio(t)
+	r := runHarness(t, url, []string{"CONFORMANCE_MRTR_ALLOW=" + proxyIgnoredAnswersID}, "draft")
+	r.mustPass(t)
+	m := regexp.MustCompile(`MRTR gate ok: (\d+) input-required-result-`).FindStringSubmatch(r.output)
+	if m == nil || m[1] != "14" {
+		t.Fatalf("want \"MRTR gate ok: 14\", got %q. Output tail:\n%s", m, tail(r.output, 40))
 	}
 }
