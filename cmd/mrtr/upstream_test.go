@@ -73,7 +73,8 @@ type jsonrpcError struct {
 
 func (e *jsonrpcError) Error() string { return e.Message }
 
-// rpcPost sends one 2026-07-28 request and returns its result or error.
+// rpcPost sends one 2026-07-28 request, with its _meta and standard
+// headers, and returns its result or error.
 func rpcPost(t *testing.T, url, method string, params map[string]any) (result map[string]json.RawMessage, rpcErr map[string]json.RawMessage) {
 	t.Helper()
 	params["_meta"] = map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -82,6 +83,13 @@ func rpcPost(t *testing.T, url, method string, params map[string]any) (result ma
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	// The headers a 2026-07-28 client sends; a server over HTTP (and the
+	// proxy in front of a stdio child) refuses a request without them.
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	if name, ok := params["name"].(string); ok {
+		req.Header.Set("Mcp-Name", name)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

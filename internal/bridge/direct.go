@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -39,7 +40,10 @@ type directConn struct {
 
 	mu       sync.Mutex
 	next     int64
-	progress map[string]*progressRoute // the connection's token -> the request's
+	progress map[string]*progressRoute  // the connection's token -> the request's
+	hub      *hub                       // the listen Direct holds on the child; nil when none
+	tools    map[string]json.RawMessage // name -> inputSchema; nil when not known
+	toolGen  uint64                     // bumped whenever tools goes stale
 }
 
 type progressRoute struct {
@@ -113,6 +117,7 @@ func (d *Direct) conn(ctx context.Context) (*directConn, error) {
 	c := &directConn{up: up, progress: map[string]*progressRoute{}}
 	c.conn = rpc.NewConn(up, c.handle)
 	d.cur = c
+	c.startHub()
 	return c, nil
 }
 
@@ -121,6 +126,23 @@ func (d *Direct) conn(ctx context.Context) (*directConn, error) {
 func (c *directConn) handle(m *rpc.Message) {
 	if m.IsRequest() {
 		_ = c.conn.RespondError(m.ID, -32601, "method not found: "+m.Method)
+		return
+	}
+	if m.Method == methodAcknowledge || listChanged[m.Method] != "" {
+		c.mu.Lock()
+		h := c.hub
+		if m.Method == "notifications/tools/list_changed" {
+			c.tools, c.toolGen = nil, c.toolGen+1
+		}
+		c.mu.Unlock()
+		if h == nil {
+			return
+		}
+		if m.Method == methodAcknowledge {
+			h.acknowledge(m.Params)
+		} else {
+			h.fanOut(m)
+		}
 		return
 	}
 	if m.Method != "notifications/progress" || len(m.Params) == 0 || m.Params[0] != '{' {
@@ -176,6 +198,20 @@ func (d *Direct) serve(ctx context.Context, w *pipeWriter, r *http.Request, body
 		writeMsg(w, http.StatusBadRequest, errorMessage(nil, -32600, "invalid request: one JSON-RPC request expected", nil))
 		return
 	}
+	req := mcpwire.Object{}
+	if len(m.Params) > 0 && m.Params[0] == '{' {
+		req = mcpwire.SplitObject(mcpwire.TrimSpace(m.Params))
+	}
+	if no := transportRules(r.Header, m, req, func(name string) (json.RawMessage, bool) {
+		c, err := d.conn(ctx)
+		if err != nil {
+			return nil, false
+		}
+		return c.toolSchema(ctx, name)
+	}); no != nil {
+		writeMsg(w, no.status, errorMessage(m.ID, no.code, no.message, no.data))
+		return
+	}
 	c, err := d.conn(ctx)
 	if err != nil {
 		d.log.Error("bridge: start the upstream", "error", err)
@@ -190,6 +226,10 @@ func (d *Direct) serve(ctx context.Context, w *pipeWriter, r *http.Request, body
 		return
 	}
 	out := &responder{w: w, id: m.ID, sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
+	if m.Method == methodListen {
+		c.listen(ctx, out, m, req)
+		return
+	}
 	var mu sync.Mutex
 	params := m.Params
 	var token string
@@ -242,10 +282,77 @@ func (d *Direct) serve(ctx context.Context, w *pipeWriter, r *http.Request, body
 func statusOf(e json.RawMessage) int {
 	code, _ := mcpwire.Member(e, "code")
 	switch string(code) {
-	case "-32020", "-32021", "-32022", "-32600", "-32700":
+	case "-32020", "-32021", "-32022", "-32600", "-32602", "-32700":
 		return http.StatusBadRequest
 	case "-32601":
 		return http.StatusNotFound
 	}
 	return http.StatusOK
+}
+
+// toolSchema returns the inputSchema of the child's tool name, from its
+// tools/list. The list is kept while the hub receives the child's
+// tools/list_changed (so a change empties it), and fetched again for
+// every call otherwise. ok is false when the child lists no such tool or
+// cannot be asked.
+func (c *directConn) toolSchema(ctx context.Context, name string) (json.RawMessage, bool) {
+	c.mu.Lock()
+	tools, gen, h := c.tools, c.toolGen, c.hub
+	c.mu.Unlock()
+	if tools == nil {
+		var err error
+		if tools, err = c.listTools(ctx); err != nil {
+			return nil, false // the call itself meets the same child
+		}
+		if h != nil && h.granted("toolsListChanged") {
+			c.mu.Lock()
+			if c.toolGen == gen && c.hub == h {
+				c.tools = tools
+			}
+			c.mu.Unlock()
+		}
+	}
+	s, ok := tools[name]
+	return s, ok
+}
+
+// maxToolPages bounds the pages of one tools/list.
+const maxToolPages = 100
+
+// listTools reads every page of the child's tools/list.
+func (c *directConn) listTools(ctx context.Context) (map[string]json.RawMessage, error) {
+	tools := map[string]json.RawMessage{}
+	var cursor string
+	for range maxToolPages {
+		p := map[string]any{"_meta": ownMeta()}
+		if cursor != "" {
+			p["cursor"] = cursor
+		}
+		params, _ := json.Marshal(p)
+		resp, err := c.conn.Call(ctx, "tools/list", params)
+		if err != nil {
+			return nil, err
+		}
+		if resp.Error != nil {
+			return nil, fmt.Errorf("tools/list: %s", mcpwire.Shown(string(resp.Error)))
+		}
+		var page struct {
+			Tools []struct {
+				Name        string          `json:"name"`
+				InputSchema json.RawMessage `json:"inputSchema"`
+			} `json:"tools"`
+			NextCursor string `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(resp.Result, &page); err != nil {
+			return nil, fmt.Errorf("decode tools/list: %w", err)
+		}
+		for _, t := range page.Tools {
+			tools[t.Name] = t.InputSchema
+		}
+		if page.NextCursor == "" {
+			return tools, nil
+		}
+		cursor = page.NextCursor
+	}
+	return nil, fmt.Errorf("tools/list: more than %d pages", maxToolPages)
 }

@@ -58,16 +58,16 @@ func TestDirectSharedChild(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			args := map[string]any{"n": i}
-			r := call(t, e, "", "tools/call", tool("confirm", args, "", nil), nil)
+			r := directCall(t, e, "tools/call", tool("confirm", args, "", nil))
 			if r.Result.ResultType != "input_required" || strings.Contains(r.Result.RequestState, "plain") {
 				t.Errorf("first call %d: %s", i, r.raw)
 				return
 			}
-			done := call(t, e, "", "tools/call", tool("confirm", args, r.Result.RequestState, map[string]any{"ok": map[string]any{"action": "accept", "content": map[string]any{"yes": true}}}), nil)
+			done := directCall(t, e, "tools/call", tool("confirm", args, r.Result.RequestState, map[string]any{"ok": map[string]any{"action": "accept", "content": map[string]any{"yes": true}}}))
 			if want := fmt.Sprintf("done plain-%d", i); done.text() != want {
 				t.Errorf("resume %d: got %s, want %q", i, done.raw, want)
 			}
-			again := call(t, e, "", "tools/call", tool("confirm", args, r.Result.RequestState, map[string]any{"ok": map[string]any{"action": "accept", "content": map[string]any{"yes": true}}}), nil)
+			again := directCall(t, e, "tools/call", tool("confirm", args, r.Result.RequestState, map[string]any{"ok": map[string]any{"action": "accept", "content": map[string]any{"yes": true}}}))
 			if again.Error == nil || !strings.Contains(string(again.Error.Data), "replayed") {
 				t.Errorf("replay %d: %s", i, again.raw)
 			}
@@ -80,7 +80,7 @@ func TestDirectSharedChild(t *testing.T) {
 	if n := dials.Load(); n != 1 {
 		t.Fatalf("%d children started, want 1 shared", n)
 	}
-	r := call(t, e, "", "tools/list", map[string]any{}, nil)
+	r := directCall(t, e, "tools/list", map[string]any{})
 	var names []string
 	for _, tl := range r.Result.Tools {
 		names = append(names, tl.Name)
