@@ -35,7 +35,7 @@ const TruncatedMarker = " …[truncated]"
 
 // readBufBytes is the stdout read buffer: lines longer than that are
 // assembled from pieces, up to MaxMessageBytes.
-const readBufBytes = 64 << 10
+const readBufBytes = 4 << 10
 
 var (
 	// ErrMessageTooLong is reported by Err when the child wrote a stdout line
