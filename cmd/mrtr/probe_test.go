@@ -210,6 +210,18 @@ func TestProbeCommandStdio(t *testing.T) {
 	}
 }
 
+// TestProbeCommandStdioServerError: on stdio, with no HTTP status, a
+// state answered with -32603 Internal error is a server error, as a 5xx
+// is over HTTP: oversized and error_shape fail.
+func TestProbeCommandStdioServerError(t *testing.T) {
+	_, rep := runProbeJSON(t, "--env", stdioServerEnv+"=fragile", "--", os.Args[0])
+	for _, c := range []string{attack.CheckOversized, attack.CheckErrorShape} {
+		if got := rep.Get(c); got.Verdict != attack.Fail || !strings.Contains(got.Detail, "-32603 Internal error: a server error, not a refusal") {
+			t.Errorf("%s: %s (%s)", c, got.Verdict, got.Detail)
+		}
+	}
+}
+
 // TestProbeCommandStdioLegacy: a stdio server whose server/discover fails
 // speaks 2025-11-25: every check is skipped, exit 0.
 func TestProbeCommandStdioLegacy(t *testing.T) {
