@@ -9,23 +9,33 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/mrtr-go/mrtr/internal/attack"
+	"github.com/mrtr-go/mrtr/internal/stdio"
 )
 
-const probeSynopsis = "mrtr probe URL [--tool NAME [--other-tool NAME]] [--arg k=v ...] [--answers FILE] [--bearer T --bearer-other T2] [--wait DURATION] [--max-requests 200] [--rate DURATION] [--json]"
+const probeSynopsis = "mrtr probe URL [--tool NAME [--other-tool NAME]] [--arg k=v ...] [--answers FILE] [--bearer T --bearer-other T2] [--wait DURATION] [--max-requests 200] [--rate DURATION] [--json]\n       mrtr probe [flags] [--env K=V ...] -- COMMAND [ARG...]"
 
 const probeHelp = `
 Check, from the outside, how the MCP server at URL (Streamable HTTP, e.g.
-http://localhost:8080/mcp) protects the requestState of its paused calls
-(MCP 2026-07-28 Multi Round-Trip Requests): whether a client can read it,
-and whether the server refuses it tampered with, moved to another tool,
-with other arguments, replayed, sent by another caller, after its
-lifetime (--wait), oversized or not a string, and in which shape.
+http://localhost:8080/mcp), or the one COMMAND runs (stdio), protects the
+requestState of its paused calls (MCP 2026-07-28 Multi Round-Trip
+Requests): whether a client can read it, and whether the server refuses
+it tampered with, moved to another tool or method, with other arguments,
+replayed, sent by another caller, after its lifetime (--wait), oversized
+or not a string, and in which shape.
+
+-- COMMAND [ARG...] starts the server as a child process (directly, never
+through a shell; its environment this one's minus every MRTR_* variable,
+plus --env) and stops it at the end. Its era is found with
+server/discover; stdio has one caller, so another_caller is skipped.
 
 THIS CALLS THE SERVER'S TOOLS. Without --tool it calls every listed tool,
 in order, until one pauses with a requestState and a second one does; each
-check then pauses that tool again. Every input request is answered with a
+check then pauses that tool again. For moved it also gets listed prompts
+and reads listed resources (at most 5 of each) to find one that pauses.
+Every input request is answered with a
 refusal (decline; sampling gets a fixed text, roots an empty list), so a
 server that accepts a forged state runs its decline path, which shows the
 acceptance without the side effect. --answers FILE, a JSON object of input
@@ -69,6 +79,14 @@ func (a *app) probe(ctx context.Context, args []string) error {
 	rate := fs.Duration("rate", 0, "wait at least this long between two requests")
 	timeout := fs.Duration("timeout", attack.DefaultTimeout, "give up on an answer after this long")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
+	var env []string
+	fs.Func("env", "with -- COMMAND: `K=V` added to the server's environment (repeatable)", func(s string) error {
+		if k, _, ok := strings.Cut(s, "="); !ok || k == "" {
+			return errors.New("want K=V")
+		}
+		env = append(env, s)
+		return nil
+	})
 	var command []string
 	for i, s := range args {
 		if s == "--" {
@@ -80,20 +98,30 @@ func (a *app) probe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(command) > 0 {
-		// The seam is attack.Target: a stdio implementation over the
-		// bridge's child handling plugs in here.
-		fmt.Fprintf(a.stderr, "mrtr probe: -- COMMAND (stdio) is not supported yet; probe the server over Streamable HTTP\n")
+	stdioMode := len(command) > 0
+	switch {
+	case stdioMode && len(pos) != 0:
+		fmt.Fprintf(a.stderr, "mrtr probe: a URL or -- COMMAND, not both\n")
 		return errUsage
-	}
-	if len(pos) != 1 {
+	case stdioMode && command[0] == "":
+		fmt.Fprintf(a.stderr, "mrtr probe: -- needs a COMMAND\n")
+		return errUsage
+	case !stdioMode && len(pos) != 1:
 		fs.Usage()
 		return errUsage
-	}
-	u, err := url.Parse(pos[0])
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		fmt.Fprintf(a.stderr, "mrtr probe: URL must be an http:// or https:// URL\n")
+	case stdioMode && (*bearer != "" || *bearerOther != ""):
+		fmt.Fprintf(a.stderr, "mrtr probe: --bearer and --bearer-other are for a URL: stdio has one caller\n")
 		return errUsage
+	case !stdioMode && len(env) > 0:
+		fmt.Fprintf(a.stderr, "mrtr probe: --env is for -- COMMAND\n")
+		return errUsage
+	}
+	if !stdioMode {
+		u, err := url.Parse(pos[0])
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			fmt.Fprintf(a.stderr, "mrtr probe: URL must be an http:// or https:// URL\n")
+			return errUsage
+		}
 	}
 	if *maxReq < 1 || *rate < 0 || *wait < 0 || *timeout <= 0 {
 		fmt.Fprintf(a.stderr, "mrtr probe: --max-requests must be at least 1, --rate and --wait not negative, --timeout positive\n")
@@ -118,19 +146,38 @@ func (a *app) probe(ctx context.Context, args []string) error {
 			return fmt.Errorf("--answers %s: want a JSON object of input responses by key: %w", *answersFile, err)
 		}
 	}
-	tok, tokOther := *bearer, *bearerOther
-	if tok == "" {
-		tok = a.getenv("MRTR_BEARER")
-	}
-	if tokOther == "" {
-		tokOther = a.getenv("MRTR_BEARER_OTHER")
-	}
-	for _, t := range []string{tok, tokOther} {
-		if strings.ContainsFunc(t, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-			return errors.New("a bearer token has control characters an HTTP header cannot carry")
+	var target attack.Target
+	var where string // the report's "url", or its "command": the program, never its arguments
+	if stdioMode {
+		if _, err := stdio.Environ(nil, env); err != nil {
+			fmt.Fprintf(a.stderr, "mrtr probe: --env: %v\n", err)
+			return errUsage
 		}
+		st, err := attack.StartStdio(stdio.Config{Path: command[0], Args: command[1:], Env: env})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeStopTimeout)
+			defer cancel()
+			_ = st.Stop(sctx)
+		}()
+		target, where = st, commandName(command)
+	} else {
+		tok, tokOther := *bearer, *bearerOther
+		if tok == "" {
+			tok = a.getenv("MRTR_BEARER")
+		}
+		if tokOther == "" {
+			tokOther = a.getenv("MRTR_BEARER_OTHER")
+		}
+		for _, t := range []string{tok, tokOther} {
+			if strings.ContainsFunc(t, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+				return errors.New("a bearer token has control characters an HTTP header cannot carry")
+			}
+		}
+		target, where = &attack.HTTPTarget{URL: pos[0], Bearer: tok, BearerOther: tokOther}, pos[0]
 	}
-	target := &attack.HTTPTarget{URL: pos[0], Bearer: tok, BearerOther: tokOther}
 	rep, err := attack.Run(ctx, target, &attack.Options{
 		Tool: *tool, OtherTool: *other, Args: targs, Answers: answers,
 		MaxRequests: *maxReq, Rate: *rate, Wait: *wait, Timeout: *timeout,
@@ -140,22 +187,35 @@ func (a *app) probe(ctx context.Context, args []string) error {
 	}
 	if *asJSON {
 		out := struct {
-			URL string `json:"url"`
+			URL     string `json:"url,omitempty"`
+			Command string `json:"command,omitempty"`
 			*attack.Report
-		}{pos[0], rep}
+		}{Report: rep}
+		if stdioMode {
+			out.Command = where
+		} else {
+			out.URL = where
+		}
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
 			return err
 		}
 	} else {
-		printProbe(a, pos[0], rep)
+		if stdioMode {
+			where = "-- " + where
+		}
+		printProbe(a, where, rep)
 	}
 	if rep.Failed() {
 		return errProbeFailed
 	}
 	return nil
 }
+
+// probeStopTimeout bounds stopping a probed command: past it, what is
+// left of the grace periods is skipped (SIGKILL).
+const probeStopTimeout = 10 * time.Second
 
 // errProbeFailed is the exit status 1 of a probe with a failed check; the
 // report has said why.

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -129,18 +131,171 @@ func TestProbeCommandBounded(t *testing.T) {
 	}
 }
 
-// TestProbeCommandUsage: --help says it calls tools; -- COMMAND is not
-// there yet and says so.
+// TestProbeCommandUsage: --help says it calls tools; a URL and -- COMMAND
+// together, or a bearer token for stdio, are usage errors.
 func TestProbeCommandUsage(t *testing.T) {
 	code, _, errs := runProbeCmd(t, "--help")
 	if code != 0 || !strings.Contains(errs, "THIS CALLS THE SERVER'S TOOLS") || !strings.Contains(errs, "-max-requests") {
 		t.Errorf("--help: exit %d\n%s", code, errs)
 	}
-	code, _, errs = runProbeCmd(t, "--", "some-server")
-	if code != 2 || !strings.Contains(errs, "-- COMMAND (stdio) is not supported yet") {
-		t.Errorf("-- COMMAND: exit %d: %s", code, errs)
+	for _, args := range [][]string{
+		{"http://127.0.0.1:1/mcp", "--", "some-server"},
+		{"--bearer", "x", "--", "some-server"},
+		{"--env", "K=V", "http://127.0.0.1:1/mcp"},
+	} {
+		if code, _, errs := runProbeCmd(t, args...); code != 2 {
+			t.Errorf("%q: exit %d, want 2: %s", args, code, errs)
+		}
 	}
 	if code, _, _ := runProbeCmd(t, "ftp://x"); code != 2 {
 		t.Errorf("ftp URL: exit %d, want 2", code)
+	}
+}
+
+// probeJSON is what `mrtr probe --json` writes.
+type probeJSON struct {
+	URL     string `json:"url"`
+	Command string `json:"command"`
+	attack.Report
+}
+
+// runProbeJSON runs `mrtr probe --json args...` in process and decodes
+// its report.
+func runProbeJSON(t *testing.T, args ...string) (int, *probeJSON) {
+	t.Helper()
+	code, out, errs := runProbeCmd(t, append([]string{"--json"}, args...)...)
+	var rep probeJSON
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("exit %d, not JSON (%v): %s%s", code, err, out, errs)
+	}
+	return code, &rep
+}
+
+// wantProbeVerdicts checks every check's verdict ("name=verdict" pairs).
+func wantProbeVerdicts(t *testing.T, rep *probeJSON, pairs ...string) {
+	t.Helper()
+	want := map[string]attack.Verdict{}
+	for _, p := range pairs {
+		k, v, _ := strings.Cut(p, "=")
+		want[k] = attack.Verdict(v)
+	}
+	got := rep.Verdicts()
+	for _, n := range attack.Names {
+		if got[n] != want[n] {
+			t.Errorf("%s: %s, want %s (%s)", n, got[n], want[n], rep.Get(n).Detail)
+		}
+	}
+}
+
+// TestProbeCommandStdio: -- COMMAND runs the server as a child and probes
+// it over stdio. go-sdk's server as is (server/discover lists 2026-07-28)
+// keeps its state in plain text and ignores it: readable, and every
+// alteration is accepted; another_caller is skipped, stdio having one
+// caller. The report names the program, not its arguments.
+func TestProbeCommandStdio(t *testing.T) {
+	code, rep := runProbeJSON(t, "--env", stdioServerEnv+"=modern", "--", os.Args[0], "-test.run=^$", "secret-arg")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if rep.Era != attack.ModernVersion || rep.Tool != "delete" || rep.URL != "" || rep.Command != filepath.Base(os.Args[0]) {
+		t.Errorf("era %s, tool %s, url %q, command %q", rep.Era, rep.Tool, rep.URL, rep.Command)
+	}
+	wantProbeVerdicts(t, rep, "readable=warn", "tampered=fail", "moved=skip", "arguments_changed=fail", "replayed=warn",
+		"another_caller=skip", "expired=skip", "oversized=fail", "not_a_string=pass", "error_shape=skip")
+	if d := rep.Get(attack.CheckAnotherCaller).Detail; !strings.Contains(d, "stdio has one caller") {
+		t.Errorf("another_caller: %s", d)
+	}
+	if d := rep.Get(attack.CheckTampered).Detail; !strings.Contains(d, `middle flip: ACCEPTED (complete "kept mrtr-probe")`) {
+		t.Errorf("tampered: %s", d)
+	}
+}
+
+// TestProbeCommandStdioServerError: on stdio, with no HTTP status, a
+// state answered with -32603 Internal error is a server error, as a 5xx
+// is over HTTP: oversized and error_shape fail.
+func TestProbeCommandStdioServerError(t *testing.T) {
+	_, rep := runProbeJSON(t, "--env", stdioServerEnv+"=fragile", "--", os.Args[0])
+	for _, c := range []string{attack.CheckOversized, attack.CheckErrorShape} {
+		if got := rep.Get(c); got.Verdict != attack.Fail || !strings.Contains(got.Detail, "-32603 Internal error: a server error, not a refusal") {
+			t.Errorf("%s: %s (%s)", c, got.Verdict, got.Detail)
+		}
+	}
+}
+
+// TestProbeCommandStdioLegacy: a stdio server whose server/discover fails
+// speaks 2025-11-25: every check is skipped, exit 0.
+func TestProbeCommandStdioLegacy(t *testing.T) {
+	code, rep := runProbeJSON(t, "--env", stdioServerEnv+"=legacy", "--", os.Args[0])
+	if code != 0 || rep.Era != attack.LegacyVersion {
+		t.Errorf("exit %d, era %s", code, rep.Era)
+	}
+	for _, c := range rep.Checks {
+		if c.Verdict != attack.Skip {
+			t.Errorf("%s: %s (%s)", c.Name, c.Verdict, c.Detail)
+		}
+	}
+}
+
+// TestProbeCommandStdioExited: a command that exits without answering
+// is an error, not a legacy server.
+func TestProbeCommandStdioExited(t *testing.T) {
+	code, _, errs := runProbeCmd(t, "--", "true")
+	if code != 1 || !strings.Contains(errs, "server/discover") || !strings.Contains(errs, "exited") {
+		t.Errorf("exit %d: %s", code, errs)
+	}
+}
+
+// startPromptServer serves a go-sdk server (stateless, 2026-07-28) with
+// the plain-state tool deploy and one prompt, summary: with pausable, it
+// pauses with a plain state of its own (and completes on any state);
+// without, it never pauses.
+func startPromptServer(t *testing.T, pausable bool) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "prompts", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "deploy"}, func(_ context.Context, req *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
+		if req.Params.RequestState != "" {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "resumed " + req.Params.RequestState}}}, nil, nil
+		}
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{Message: "Deploy?",
+			RequestedSchema: &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{"ok": {Type: "boolean"}}}}},
+			RequestState: "deploy"}, nil, nil
+	})
+	s.AddPrompt(&mcp.Prompt{Name: "summary", Arguments: []*mcp.PromptArgument{{Name: "topic", Required: true}}}, func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		if !pausable || req.Params.RequestState != "" {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "summary of " + req.Params.Arguments["topic"]}}}}, nil
+		}
+		return &mcp.GetPromptResult{InputRequests: mcp.InputRequestMap{"detail": &mcp.ElicitParams{Message: "How detailed?",
+			RequestedSchema: &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{"level": {Type: "string"}}}}},
+			RequestState: "summary"}, nil
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestProbeMovedMethod: with one pausable tool, moved moves states
+// across methods. A pausable prompt that takes the tool's state, and a
+// tool that takes the prompt's, fail; a prompt that never pauses is no
+// verdict, only a note. Behind mrtr proxy, whose seal binds the method,
+// every move is refused: pass, for either prompt.
+func TestProbeMovedMethod(t *testing.T) {
+	for _, pausable := range []bool{true, false} {
+		up := startPromptServer(t, pausable)
+		_, rep := runProbeJSON(t, up)
+		m := rep.Get(attack.CheckMoved)
+		if pausable {
+			if m.Verdict != attack.Fail || !strings.Contains(m.Detail, "state of deploy sent to prompts/get summary: ACCEPTED") ||
+				!strings.Contains(m.Detail, "state of prompts/get summary sent to deploy: ACCEPTED") {
+				t.Errorf("pausable prompt: moved %s: %s", m.Verdict, m.Detail)
+			}
+		} else if m.Verdict != attack.Skip || !strings.Contains(m.Detail, "state of deploy sent to prompts/get summary: not refused") {
+			t.Errorf("prompt that never pauses: moved %s: %s", m.Verdict, m.Detail)
+		}
+		px, _ := startProxyCmd(t, "--upstream", up)
+		_, rep = runProbeJSON(t, px)
+		m = rep.Get(attack.CheckMoved)
+		if m.Verdict != attack.Pass || !strings.Contains(m.Detail, "state of deploy sent to prompts/get summary: refused (error -32602") {
+			t.Errorf("pausable=%v, proxied: moved %s: %s", pausable, m.Verdict, m.Detail)
+		}
 	}
 }

@@ -11,12 +11,14 @@ import (
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // stdioServerEnv makes this test binary an MCP server over stdio:
 // "modern" is go-sdk's dual-era server as is; "legacy" refuses
-// server/discover, as a 2025-11-25 server does, so the proxy bridges it.
+// server/discover, as a 2025-11-25 server does, so the proxy bridges it;
+// "fragile" answers a state not starting "delete:" with -32603.
 // The proxy passes the variable with --upstream-env: it is no MRTR_*
 // variable, which never reach the child.
 const stdioServerEnv = "STDIO_TEST_SERVER"
@@ -55,6 +57,18 @@ func runStdioServer(kind string) {
 			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 				if method == "server/discover" {
 					return nil, &jsonrpcError{Code: -32601, Message: "Method not found"}
+				}
+				return next(ctx, method, req)
+			}
+		})
+	}
+	if kind == "fragile" {
+		// Fails on a state it did not issue, with JSON-RPC's Internal
+		// error: the stdio probe reads that as a server error.
+		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if r, ok := req.(*mcp.CallToolRequest); ok && r.Params.RequestState != "" && !strings.HasPrefix(r.Params.RequestState, "delete:") {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
 				}
 				return next(ctx, method, req)
 			}

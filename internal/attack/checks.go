@@ -2,6 +2,7 @@ package attack
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -154,33 +155,143 @@ func (p *prober) tampered(ctx context.Context) {
 	p.add(CheckTampered, v, d)
 }
 
+// maxMethodProbes bounds the prompts, and the resources, the moved check
+// calls to find one that pauses with a state.
+const maxMethodProbes = 5
+
+// moved sends a state where it was not issued: between two pausable
+// tools, both ways; between the checked tool and a prompt or resource that
+// pauses with a state of its own, both ways; and, when no prompt does, the
+// tool's state as prompts/get of a listed prompt.
 func (p *prober) moved(ctx context.Context) {
-	if len(p.tools) < 2 {
+	var as []attempt
+	var notes []string
+	if len(p.tools) >= 2 {
+		as, notes = p.moveBoth(ctx, p.tools[0], p.tools[1])
+	}
+	mas, mnotes := p.movedMethods(ctx)
+	as, notes = append(as, mas...), append(notes, mnotes...)
+	if len(as) == 0 {
 		why := "only one tool paused with a requestState"
 		if p.o.Tool != "" {
 			why = "--tool without --other-tool: no second pausable tool to move the state to"
 		}
-		p.add(CheckMoved, Skip, why)
+		p.add(CheckMoved, Skip, strings.Join(append([]string{why}, notes...), "; "))
 		return
 	}
-	a, b := p.tools[0], p.tools[1]
-	var as []attempt
-	for _, dir := range [][2]*tool{{a, b}, {b, a}} {
-		from, to := dir[0], dir[1]
-		src := p.pause(ctx, from, Primary)
-		if src.Kind != KindPause || !src.HasState {
-			p.add(CheckMoved, Skip, fmt.Sprintf("%s did not pause again: %s", from.name, src.String()))
-			return
-		}
-		out, id := p.resumeAs(ctx, Primary, to, to.args, src.State, src, to.first)
-		as = append(as, p.judged(CheckMoved, fmt.Sprintf("state of %s sent to %s", from.name, to.name), out, id, to.honest, to.first.Keys()))
-	}
 	d := joinAttempts(as)
+	if len(notes) > 0 {
+		d += "; " + strings.Join(notes, "; ")
+	}
 	v := verdictOf(as)
 	if v == Warn {
 		d += inconclusiveHint
 	}
 	p.add(CheckMoved, v, d)
+}
+
+// moveBoth sends a fresh state of a to b and one of b to a, each judged
+// against the honest retry of where it went.
+func (p *prober) moveBoth(ctx context.Context, a, b *tool) ([]attempt, []string) {
+	var as []attempt
+	var notes []string
+	for _, dir := range [][2]*tool{{a, b}, {b, a}} {
+		from, to := dir[0], dir[1]
+		src := p.pause(ctx, from, Primary)
+		if src.Kind != KindPause || !src.HasState {
+			notes = append(notes, fmt.Sprintf("%s did not pause again: %s", from.label(), src.String()))
+			continue
+		}
+		out, id := p.resumeAs(ctx, Primary, to, to.args, src.State, src, to.first)
+		as = append(as, p.judged(CheckMoved, fmt.Sprintf("state of %s sent to %s", from.label(), to.label()), out, id, to.honest, to.first.Keys()))
+	}
+	return as, notes
+}
+
+// movedMethods moves states across methods. With a listed prompt (or
+// resource) that pauses with a state of its own, the checked tool's state
+// goes to it and its state to the tool, judged as between tools. When no
+// prompt pauses with a state, the tool's state goes as prompts/get of the
+// first listed prompt: only a refusal tells anything there (a prompt that
+// issues no state has nothing a state could drive), so anything else is
+// a note, not a verdict.
+func (p *prober) movedMethods(ctx context.Context) ([]attempt, []string) {
+	tl := p.tools[0]
+	prompts := p.listed(ctx, methodPrompt)
+	var as []attempt
+	var notes []string
+	promptPauses := false
+	for _, cands := range [][]*tool{prompts, p.listed(ctx, methodResource)} {
+		for _, c := range cands[:min(len(cands), maxMethodProbes)] {
+			if _, ok := p.pausable(ctx, c); !ok {
+				continue
+			}
+			promptPauses = promptPauses || c.method == methodPrompt
+			a, n := p.moveBoth(ctx, tl, c)
+			as, notes = append(as, a...), append(notes, n...)
+			break
+		}
+	}
+	if promptPauses || len(prompts) == 0 {
+		return as, notes
+	}
+	to := prompts[0]
+	src := p.pause(ctx, tl, Primary)
+	if src.Kind != KindPause || !src.HasState {
+		return as, append(notes, fmt.Sprintf("%s did not pause again: %s", tl.label(), src.String()))
+	}
+	out, id := p.resumeAs(ctx, Primary, to, to.args, src.State, src)
+	what := fmt.Sprintf("state of %s sent to %s", tl.label(), to.label())
+	if out.Kind == KindError || out.Kind == KindHTTP {
+		return append(as, p.judged(CheckMoved, what, out, id, Outcome{}, nil)), notes
+	}
+	return as, append(notes, fmt.Sprintf("%s: not refused (%s), but no listed prompt pauses with a state of its own, so a state has nothing to drive there", what, out.String()))
+}
+
+// listed returns the prompts (method methodPrompt) or resources
+// (methodResource) of the server's first list page, each with
+// placeholders for a prompt's required arguments; none when the server
+// does not list them.
+func (p *prober) listed(ctx context.Context, method string) []*tool {
+	list := "prompts/list"
+	if method == methodResource {
+		list = "resources/list"
+	}
+	out, _ := p.send(ctx, Primary, ModernVersion, list, "", map[string]any{"_meta": meta()})
+	if out.Kind != KindComplete {
+		return nil
+	}
+	var m struct {
+		Result struct {
+			Prompts []struct {
+				Name      string `json:"name"`
+				Arguments []struct {
+					Name     string `json:"name"`
+					Required bool   `json:"required"`
+				} `json:"arguments"`
+			} `json:"prompts"`
+			Resources []struct {
+				URI string `json:"uri"`
+			} `json:"resources"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(p.lastMessage, &m) != nil {
+		return nil
+	}
+	var ts []*tool
+	for _, pr := range m.Result.Prompts {
+		args := map[string]any{}
+		for _, a := range pr.Arguments {
+			if a.Required {
+				args[a.Name] = PlaceholderString
+			}
+		}
+		ts = append(ts, &tool{method: methodPrompt, name: pr.Name, args: args})
+	}
+	for _, r := range m.Result.Resources {
+		ts = append(ts, &tool{method: methodResource, name: r.URI})
+	}
+	return ts
 }
 
 func (p *prober) argumentsChanged(ctx context.Context) {
@@ -225,7 +336,11 @@ func (p *prober) replayed(ctx context.Context) {
 }
 
 func (p *prober) anotherCaller(ctx context.Context) {
-	if !p.t.HasOther() {
+	switch {
+	case p.stdio:
+		p.add(CheckAnotherCaller, Skip, "stdio has one caller: the server is the probe's own process, with no principal (no bearer token) to tell two callers apart")
+		return
+	case !p.t.HasOther():
 		p.add(CheckAnotherCaller, Skip, "needs two callers: --bearer T --bearer-other T2")
 		return
 	}
@@ -260,8 +375,8 @@ func (p *prober) malformed(ctx context.Context, check, what string, state any) {
 	case out.Kind == KindNone:
 		p.add(check, Fail, d+out.String())
 		return
-	case out.Kind == KindHTTP && out.Status >= 500, out.Kind == KindError && out.Status >= 500:
-		p.add(check, Fail, d+out.String()+fmt.Sprintf(" (HTTP %d: a server error, not a refusal)", out.Status))
+	case p.serverError(out):
+		p.add(check, Fail, d+out.String()+" ("+p.serverErrorWhy(out)+")")
 		return
 	}
 	if alive, _ := p.send(ctx, Primary, ModernVersion, "tools/list", "", map[string]any{"_meta": meta()}); alive.Kind == KindNone && alive.Err != errBudget {
@@ -297,8 +412,8 @@ func (p *prober) errorShape() {
 		switch o := r.out; {
 		case o.Kind == KindError && !o.IDOK:
 			fails = append(fails, fmt.Sprintf("%serror with id %s, not %d", where, orNone(o.ID), r.id))
-		case o.Kind == KindError && o.Status >= 500:
-			fails = append(fails, fmt.Sprintf("%serror with HTTP %d", where, o.Status))
+		case o.Kind == KindError && p.serverError(o):
+			fails = append(fails, fmt.Sprintf("%serror %d (%s)", where, o.Code, p.serverErrorWhy(o)))
 		case o.Kind == KindError:
 			codes[o.Code] = true
 			if o.Code != -32602 {
@@ -320,6 +435,24 @@ func (p *prober) errorShape() {
 	default:
 		p.add(CheckErrorShape, Pass, fmt.Sprintf("%d refusals, every one a JSON-RPC error -32602 with the request's id", len(p.refs)))
 	}
+}
+
+// serverError reports whether o says the server failed rather than
+// refused: over HTTP a 5xx status, on stdio (no status) JSON-RPC's -32603
+// Internal error, the same meaning in the only words stdio has.
+func (p *prober) serverError(o Outcome) bool {
+	if p.stdio {
+		return o.Kind == KindError && o.Code == -32603
+	}
+	return (o.Kind == KindHTTP || o.Kind == KindError) && o.Status >= 500
+}
+
+// serverErrorWhy says why serverError(o) holds, for a report.
+func (p *prober) serverErrorWhy(o Outcome) string {
+	if p.stdio {
+		return "-32603 Internal error: a server error, not a refusal"
+	}
+	return fmt.Sprintf("HTTP %d: a server error, not a refusal", o.Status)
 }
 
 func orNone(s string) string {

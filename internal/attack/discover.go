@@ -71,23 +71,32 @@ func conclusive(tl *tool) bool {
 func (p *prober) try(ctx context.Context, name string, schema json.RawMessage, args map[string]any) (*tool, Outcome) {
 	tl := &tool{name: name, schema: schema, args: Placeholders(schema)}
 	maps.Copy(tl.args, args)
+	if out, ok := p.pausable(ctx, tl); !ok {
+		return nil, out
+	}
+	return tl, tl.first
+}
+
+// pausable calls tl once; when it pauses with a state, it retries that
+// state honestly, records both in tl and reports true. Otherwise it
+// returns the answer that ended the attempt.
+func (p *prober) pausable(ctx context.Context, tl *tool) (Outcome, bool) {
 	first := p.pause(ctx, tl, Primary)
 	if first.Kind != KindPause || !first.HasState {
-		return nil, first
+		return first, false
 	}
 	tl.first = first
 	tl.honest, _ = p.resume(ctx, tl, first.State, first)
 	if tl.honest.Kind == KindNone {
-		return nil, tl.honest
+		return tl.honest, false
 	}
-	return tl, first
+	return first, true
 }
 
 // pause calls tl without a state.
 func (p *prober) pause(ctx context.Context, tl *tool, caller Caller) Outcome {
-	out, _ := p.send(ctx, caller, ModernVersion, "tools/call", tl.name, map[string]any{
-		"name": tl.name, "arguments": tl.args, "_meta": meta(),
-	})
+	method, params := tl.request(tl.args, false, nil, nil)
+	out, _ := p.send(ctx, caller, ModernVersion, method, tl.name, params)
 	return out
 }
 
@@ -102,10 +111,8 @@ func (p *prober) resumeAs(ctx context.Context, caller Caller, tl *tool, args map
 	for _, o := range paused {
 		maps.Copy(answers, p.answers(o.Requests))
 	}
-	return p.send(ctx, caller, ModernVersion, "tools/call", tl.name, map[string]any{
-		"name": tl.name, "arguments": args, "_meta": meta(),
-		"requestState": state, "inputResponses": answers,
-	})
+	method, params := tl.request(args, true, state, answers)
+	return p.send(ctx, caller, ModernVersion, method, tl.name, params)
 }
 
 // answers returns the response to each input request: Options.Answers

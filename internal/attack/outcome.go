@@ -102,12 +102,16 @@ func outcomeOf(rep *Reply, err error, id int64) Outcome {
 		return Outcome{Kind: KindNone, Err: err}
 	}
 	o := Outcome{Status: rep.Status}
+	what := "a reply"
+	if rep.Status != 0 {
+		what = "HTTP " + strconv.Itoa(rep.Status)
+	}
 	if rep.Message == nil {
 		if rep.Status >= 400 {
 			o.Kind = KindHTTP
 		} else {
 			o.Kind = KindNone
-			o.Err = fmt.Errorf("HTTP %d without a JSON-RPC response", rep.Status)
+			o.Err = fmt.Errorf("%s without a JSON-RPC response", what)
 		}
 		return o
 	}
@@ -131,7 +135,7 @@ func outcomeOf(rep *Reply, err error, id int64) Outcome {
 	}
 	if json.Unmarshal(rep.Message, &m) != nil {
 		o.Kind = KindNone
-		o.Err = fmt.Errorf("HTTP %d with an unreadable JSON-RPC response", rep.Status)
+		o.Err = fmt.Errorf("%s with an unreadable JSON-RPC response", what)
 		return o
 	}
 	o.ID = string(m.ID)
@@ -173,7 +177,7 @@ func outcomeOf(rep *Reply, err error, id int64) Outcome {
 		}
 	default:
 		o.Kind = KindNone
-		o.Err = fmt.Errorf("HTTP %d with neither result nor error", rep.Status)
+		o.Err = fmt.Errorf("%s with neither result nor error", what)
 	}
 	return o
 }

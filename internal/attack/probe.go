@@ -145,18 +145,65 @@ type Options struct {
 // errBudget marks a request the budget did not allow.
 var errBudget = errors.New("the request budget ran out")
 
-// tool is a tool the checks can pause.
+// errTimedOut marks a request whose answer did not come within
+// Options.Timeout.
+var errTimedOut = errors.New("no answer")
+
+// The pausable methods besides tools/call.
+const (
+	methodPrompt   = "prompts/get"
+	methodResource = "resources/read"
+)
+
+// tool is a tool (or, for the moved check, a prompt or resource) the
+// checks can pause.
 type tool struct {
-	name   string
+	method string // "" for tools/call, else methodPrompt or methodResource
+	name   string // the tool or prompt name, or the resource URI
 	args   map[string]any
 	schema json.RawMessage
 	first  Outcome // its first pause
 	honest Outcome // the honest retry of that pause
 }
 
+// label names tl in a report: a tool by its name, a prompt or resource
+// with its method.
+func (tl *tool) label() string {
+	if tl.method == "" {
+		return tl.name
+	}
+	return tl.method + " " + tl.name
+}
+
+// request returns tl's method and params with args, and with state and
+// answers when resume is set.
+func (tl *tool) request(args map[string]any, resume bool, state any, answers map[string]json.RawMessage) (string, map[string]any) {
+	m := map[string]any{"_meta": meta()}
+	method := tl.method
+	switch method {
+	case methodResource:
+		m["uri"] = tl.name
+	case methodPrompt:
+		m["name"] = tl.name
+		if len(args) > 0 {
+			m["arguments"] = args
+		}
+	default:
+		method = "tools/call"
+		m["name"] = tl.name
+		m["arguments"] = args
+	}
+	if resume {
+		m["requestState"] = state
+		m["inputResponses"] = answers
+	}
+	return method, m
+}
+
 type prober struct {
 	t      Target
 	o      Options
+	stdio  bool // t.Stdio()
 	id     int64
 	sent   int
 	last   time.Time
@@ -178,7 +225,7 @@ type refusal struct {
 // the probe could not start (the server did not answer tools/list, or Tool
 // did not pause); a check that cannot run is skipped with a reason.
 func Run(ctx context.Context, t Target, opts *Options) (*Report, error) {
-	p := &prober{t: t, report: &Report{}}
+	p := &prober{t: t, stdio: t.Stdio(), report: &Report{}}
 	if opts != nil {
 		p.o = *opts
 	}
@@ -271,7 +318,7 @@ func (p *prober) send(ctx context.Context, caller Caller, version, method, name 
 		p.lastMessage = rep.Message
 	}
 	if err != nil && rctx.Err() != nil && ctx.Err() == nil {
-		err = fmt.Errorf("no answer within %v", p.o.Timeout)
+		err = fmt.Errorf("%w within %v", errTimedOut, p.o.Timeout)
 	}
 	return outcomeOf(rep, err, id), id
 }
@@ -287,10 +334,16 @@ func meta() map[string]any {
 	}
 }
 
-// era finds whether the server speaks 2026-07-28 (a modern tools/list
-// first, as the spec's client era detection does over HTTP) and returns
-// the listed tools.
+// era finds whether the server speaks 2026-07-28 as the spec's client
+// era detection does (over HTTP a modern tools/list first, on stdio
+// server/discover) and returns the listed tools.
 func (p *prober) era(ctx context.Context) (listed []listedTool, legacy bool, err error) {
+	if p.stdio {
+		modern, err := p.discoverEra(ctx)
+		if err != nil || !modern {
+			return nil, !modern, err
+		}
+	}
 	var cursor string
 	for page := 0; page < 20; page++ {
 		params := map[string]any{"_meta": meta()}
@@ -302,7 +355,7 @@ func (p *prober) era(ctx context.Context) (listed []listedTool, legacy bool, err
 			return nil, false, fmt.Errorf("tools/list: %w", out.Err)
 		}
 		if out.Kind == KindError || out.Kind == KindHTTP {
-			if page == 0 && p.isLegacy(ctx, out) {
+			if page == 0 && !p.stdio && p.isLegacy(ctx, out) {
 				return nil, true, nil
 			}
 			return nil, false, fmt.Errorf("tools/list (%s): %s", ModernVersion, out.String())
@@ -362,4 +415,29 @@ func (p *prober) isLegacy(ctx context.Context, out Outcome) bool {
 		} `json:"result"`
 	}
 	return json.Unmarshal(p.lastMessage, &m) == nil && m.Result.ProtocolVersion != "" && m.Result.ProtocolVersion != ModernVersion
+}
+
+// discoverEra asks a stdio server server/discover with the 2026-07-28
+// _meta: a DiscoverResult listing 2026-07-28 means modern; anything else
+// (an error, another result, no answer within Options.Timeout) legacy. A
+// server whose output ends first has not answered at all: an error.
+func (p *prober) discoverEra(ctx context.Context) (modern bool, err error) {
+	out, _ := p.send(ctx, Primary, ModernVersion, "server/discover", "", map[string]any{"_meta": meta()})
+	switch {
+	case out.Kind == KindNone && errors.Is(out.Err, errTimedOut):
+		return false, nil
+	case out.Kind == KindNone && out.Err != nil:
+		return false, fmt.Errorf("server/discover: %w", out.Err)
+	case out.Kind != KindComplete:
+		return false, nil
+	}
+	var m struct {
+		Result struct {
+			SupportedVersions []string `json:"supportedVersions"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(p.lastMessage, &m) != nil {
+		return false, nil
+	}
+	return slices.Contains(m.Result.SupportedVersions, ModernVersion), nil
 }

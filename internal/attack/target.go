@@ -47,9 +47,9 @@ type Reply struct {
 	Session string
 }
 
-// Target is the MCP server the checks talk to. The HTTP implementation is
-// HTTPTarget; a stdio one runs a command and speaks over its pipes.
-// Implementations must be safe for use by one goroutine at a time.
+// Target is the MCP server the checks talk to: HTTPTarget over Streamable
+// HTTP, StdioTarget over a child process's pipes. Implementations must be
+// safe for use by one goroutine at a time.
 type Target interface {
 	// Send delivers req as caller and returns the server's answer to it.
 	// An error means no answer at all (connection refused or reset, a
@@ -57,6 +57,12 @@ type Target interface {
 	Send(ctx context.Context, caller Caller, req *Request) (*Reply, error)
 	// HasOther reports whether the target can send as Other.
 	HasOther() bool
+	// Stdio reports whether the target speaks the stdio transport. It
+	// decides what the checks can ask and how they read an answer: the
+	// era is found with server/discover (over HTTP: a modern tools/list),
+	// there is one caller and no HTTP status, and a server error is
+	// JSON-RPC's -32603 Internal error (over HTTP: a 5xx status).
+	Stdio() bool
 }
 
 // HTTPTarget is an MCP server reached over Streamable HTTP.
@@ -76,6 +82,9 @@ const maxReply = 8 << 20
 
 // HasOther implements Target.
 func (t *HTTPTarget) HasOther() bool { return t.BearerOther != "" }
+
+// Stdio implements Target: false.
+func (t *HTTPTarget) Stdio() bool { return false }
 
 // Send implements Target.
 func (t *HTTPTarget) Send(ctx context.Context, caller Caller, req *Request) (*Reply, error) {

@@ -17,7 +17,8 @@ import (
 
 // probeReport is what `mrtr probe --json` writes.
 type probeReport struct {
-	URL string `json:"url"`
+	URL     string `json:"url"`
+	Command string `json:"command"`
 	attack.Report
 }
 
@@ -25,7 +26,18 @@ type probeReport struct {
 // built) and returns its report and exit status.
 func runProbe(t *testing.T, url string, args ...string) (*probeReport, int) {
 	t.Helper()
-	cmd := exec.Command(mrtrBin, append([]string{"probe", url, "--json"}, args...)...)
+	return runProbeArgs(t, append([]string{url, "--json"}, args...)...)
+}
+
+// runStdioProbe runs `mrtr probe --json args... -- command...`.
+func runStdioProbe(t *testing.T, command []string, args ...string) (*probeReport, int) {
+	t.Helper()
+	return runProbeArgs(t, append(append(append([]string{"--json"}, args...), "--"), command...)...)
+}
+
+func runProbeArgs(t *testing.T, args ...string) (*probeReport, int) {
+	t.Helper()
+	cmd := exec.Command(mrtrBin, append([]string{"probe"}, args...)...)
 	cmd.Env = serverEnv()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -39,7 +51,7 @@ func runProbe(t *testing.T, url string, args ...string) (*probeReport, int) {
 	}
 	var rep probeReport
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("mrtr probe %s (exit %d) wrote no JSON report (%v): %s\nstderr: %s", url, code, err, stdout.String(), stderr.String())
+		t.Fatalf("mrtr probe %q (exit %d) wrote no JSON report (%v): %s\nstderr: %s", args, code, err, stdout.String(), stderr.String())
 	}
 	return &rep, code
 }
@@ -197,6 +209,56 @@ func TestProbeEverything(t *testing.T) {
 		if rep.Era != attack.LegacyVersion {
 			t.Errorf("era %s, want %s", rep.Era, attack.LegacyVersion)
 		}
+	})
+}
+
+// TestProbeEverythingStdio: the same everything-server over stdio (mrtr
+// probe -- COMMAND) gets the verdicts TestProbeEverything pins over HTTP,
+// another_caller skipped for stdio's one caller. Run by mrtr proxy -- COMMAND
+// and probed over HTTP, every check passes, expired included (--wait
+// past a 1 s lifetime).
+func TestProbeEverythingStdio(t *testing.T) {
+	t.Parallel()
+	bin := needEverything(t)
+	everything := []string{bin}
+
+	t.Run("stdio", func(t *testing.T) {
+		t.Parallel()
+		rep, code := runStdioProbe(t, everything)
+		wantProbe(t, rep, code, verdicts("readable=warn", "tampered=fail", "moved=fail", "arguments_changed=fail",
+			"replayed=warn", "another_caller=skip", "expired=skip", "oversized=fail", "not_a_string=pass", "error_shape=skip"))
+		if rep.Era != attack.ModernVersion || rep.Tool != "test_input_required_result_multi_round" || rep.Command != "everything-server" {
+			t.Errorf("era %s, tool %s, command %s", rep.Era, rep.Tool, rep.Command)
+		}
+		wantDetail(t, rep, attack.CheckReadable, `key=value text "round=1"`)
+		wantDetail(t, rep, attack.CheckAnotherCaller, "stdio has one caller")
+		wantDetail(t, rep, attack.CheckMoved, "sent to prompts/get test_input_required_result_prompt: not refused")
+	})
+	t.Run("stdio/tampered_state", func(t *testing.T) {
+		t.Parallel()
+		rep, code := runStdioProbe(t, everything, "--tool", evTampered, "--answers", acceptConfirm(t))
+		wantProbe(t, rep, code, verdicts("readable=warn", "tampered=fail", "moved=skip", "arguments_changed=fail",
+			"replayed=warn", "another_caller=skip", "expired=skip", "oversized=fail", "not_a_string=pass", "error_shape=pass"))
+		wantDetail(t, rep, attack.CheckTampered,
+			`suffix -TAMPERED: refused (error -32602 "invalid requestState: tampered")`,
+			`middle flip: ACCEPTED (complete "state-ok: requestState received`)
+	})
+	t.Run("stdio/declined", func(t *testing.T) {
+		t.Parallel()
+		rep, code := runStdioProbe(t, everything, "--tool", evTampered)
+		wantProbe(t, rep, code, verdicts("readable=warn", "tampered=warn", "moved=skip", "arguments_changed=warn",
+			"replayed=warn", "another_caller=skip", "expired=skip", "oversized=warn", "not_a_string=pass", "error_shape=pass"))
+		wantDetail(t, rep, attack.CheckTampered, "suffix -TAMPERED: refused", "middle flip: inconclusive")
+	})
+	t.Run("proxied", func(t *testing.T) {
+		t.Parallel()
+		auth := newProbeAuth(t)
+		px := startProxy(t, append(auth.sealing(), append([]string{"--"}, everything...)...)...)
+		rep, code := runProbe(t, px, append(auth.callers(), "--tool", evTampered, "--other-tool", evState, "--answers", acceptConfirm(t))...)
+		wantProbe(t, rep, code, allPass)
+		wantDetail(t, rep, attack.CheckTampered, `middle flip: refused (error -32602 "invalid requestState" (invalid))`)
+		wantDetail(t, rep, attack.CheckMoved, "sent to prompts/get test_input_required_result_prompt: refused (error -32602")
+		wantDetail(t, rep, attack.CheckExpired, "retried after 7s: refused")
 	})
 }
 
