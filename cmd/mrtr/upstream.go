@@ -101,7 +101,7 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 	if era == eraModern {
 		log.Info("mrtr proxy: the upstream speaks 2026-07-28: its pauses are sealed; all clients share one process, their ids and progress tokens remapped",
 			"upstream", name, "era", era)
-		d := bridge.NewDirect(dial, childLog)
+		d := bridge.NewDirectWith(bridge.DirectOptions{Dial: dial, Logger: childLog, MaxProcs: c.maxProcs})
 		return d, d.Close, nil
 	}
 	p := guard.Policy()

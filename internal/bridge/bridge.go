@@ -114,6 +114,9 @@ type Bridge struct {
 	starting int // sessions being opened, counted against MaxSessions
 	closed   bool
 	info     *initResult // of the first initialized session: what discover tells
+
+	legacy      *sessions // 2025-11-25 clients' sessions (sessions.go)
+	legacyProcs int       // their children, counted against MaxSessions
 }
 
 // New returns a Bridge. A nil Dial panics.
@@ -157,6 +160,7 @@ func New(o Options) *Bridge {
 		roots = append(roots, map[string]string{"uri": u})
 	}
 	b.roots, _ = json.Marshal(map[string]any{"roots": roots})
+	b.legacy = newSessions(sessionsConfig{dial: o.Dial, reserve: b.legacySlot, free: b.legacyFree, idle: o.IdleTimeout, start: o.StartTimeout, log: b.log})
 	return b
 }
 
@@ -213,7 +217,7 @@ func (b *Bridge) Close(ctx context.Context) error {
 	}
 	b.holds = map[string]*hold{}
 	b.mu.Unlock()
-	var errs []error
+	errs := []error{b.legacy.close(ctx)}
 	for _, s := range all {
 		errs = append(errs, s.stop(ctx))
 	}
@@ -276,7 +280,7 @@ func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
 			return s, nil
 		}
 	}
-	if len(b.sessions)+b.starting >= b.o.MaxSessions && !b.evictIdle() {
+	if len(b.sessions)+b.starting+b.legacyProcs >= b.o.MaxSessions && !b.evictIdle() {
 		b.mu.Unlock()
 		return nil, errTooMany
 	}
