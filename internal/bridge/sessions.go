@@ -148,17 +148,21 @@ func (ss *sessions) free() {
 	ss.mu.Unlock()
 }
 
-// lruIdle returns the session that has served nothing for the longest
-// time, among those serving nothing now.
+// lruIdle returns the session to stop for room: of those with no request
+// in flight, one that serves nothing at all before one with only its GET
+// stream open, and then the one least recently used.
 func (ss *sessions) lruIdle() *lsession {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	var v *lsession
+	var vStreams bool
 	var at time.Time
 	for _, s := range ss.byID {
 		s.mu.Lock()
-		if s.busy == 0 && (v == nil || s.usedAt.Before(at)) {
-			v, at = s, s.usedAt
+		streams := s.get != nil
+		ok := s.busy == 0 || (s.busy == 1 && streams)
+		if ok && (v == nil || (vStreams && !streams) || (vStreams == streams && s.usedAt.Before(at))) {
+			v, vStreams, at = s, streams, s.usedAt
 		}
 		s.mu.Unlock()
 	}
