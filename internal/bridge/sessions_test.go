@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -377,6 +379,74 @@ func TestOldClientBound(t *testing.T) {
 			if n := len(e.kids.list()); n != 2 {
 				t.Fatalf("%d children started, want 2", n)
 			}
+		})
+	}
+}
+
+// TestOldClientIdle: a session nobody used for IdleTimeout is stopped
+// (its child too) and its id is 404 afterwards; using it restarts the
+// wait. On a fake clock (testing/synctest).
+func TestOldClientIdle(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				kids := &children{srv: oldServer(make(chan struct{}, 1))}
+				var tr http.RoundTripper
+				if kind == "bridge" {
+					b := bridge.New(bridge.Options{Dial: kids.dial, IdleTimeout: time.Minute})
+					defer b.Close(context.Background())
+					tr = b
+				} else {
+					d := bridge.NewDirectWith(bridge.DirectOptions{Dial: kids.dial, IdleTimeout: time.Minute})
+					defer d.Close(context.Background())
+					tr = d
+				}
+				post := func(session string, msg map[string]any) (int, string) {
+					body, _ := json.Marshal(msg)
+					req, _ := http.NewRequest(http.MethodPost, "http://stdio.upstream/mcp", bytes.NewReader(body))
+					req.Header.Set("Accept", "application/json, text/event-stream")
+					if session != "" {
+						req.Header.Set("Mcp-Session-Id", session)
+					}
+					resp, err := tr.RoundTrip(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer resp.Body.Close()
+					_, _ = io.Copy(io.Discard, resp.Body)
+					return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+				}
+				status, id := post("", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+					"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "c", "version": "1"},
+				}})
+				if status != http.StatusOK || id == "" {
+					t.Fatalf("initialize: %d, session %q", status, id)
+				}
+				if status, _ := post(id, map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"}); status != http.StatusAccepted {
+					t.Fatalf("initialized: %d", status)
+				}
+				list := map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+				time.Sleep(time.Minute - time.Second)
+				synctest.Wait()
+				if status, _ := post(id, list); status != http.StatusOK {
+					t.Fatalf("before the idle timeout: %d", status)
+				}
+				time.Sleep(time.Minute - time.Second) // counted from the last use
+				synctest.Wait()
+				if status, _ := post(id, list); status != http.StatusOK {
+					t.Fatalf("used again before the idle timeout: %d", status)
+				}
+				time.Sleep(time.Minute + time.Second)
+				synctest.Wait()
+				select {
+				case <-kids.list()[0].closed:
+				default:
+					t.Fatal("the idle session's child still runs")
+				}
+				if status, _ := post(id, list); status != http.StatusNotFound {
+					t.Fatalf("after the idle timeout: %d, want 404", status)
+				}
+			})
 		})
 	}
 }
