@@ -450,3 +450,36 @@ func TestOldClientIdle(t *testing.T) {
 		})
 	}
 }
+
+// TestOldClientGetStream: what the child sends outside any request (here
+// notifications/tools/list_changed) reaches the client on its GET stream.
+func TestOldClientGetStream(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			e := newOldEnv(t, kind, 0)
+			changed := make(chan struct{}, 1)
+			client := mcp.NewClient(&mcp.Implementation{Name: "old-client", Version: "1"}, &mcp.ClientOptions{
+				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+					select {
+					case changed <- struct{}{}:
+					default:
+					}
+				},
+			})
+			cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.px}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			toolText(t, cs, "count") // the session is live, its GET stream open
+			mcp.AddTool(e.kids.srv, &mcp.Tool{Name: "late", InputSchema: &jsonschema.Schema{Type: "object"}},
+				func(context.Context, *mcp.CallToolRequest, map[string]any) (*mcp.CallToolResult, any, error) {
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "late"}}}, nil, nil
+				})
+			<-changed
+			if got := toolText(t, cs, "late"); got != "late" {
+				t.Fatalf("late: %q", got)
+			}
+		})
+	}
+}
