@@ -95,6 +95,7 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	}
 	defer stopMetrics()
 	hosts := c.allowedHostList()
+	c.upstreamConfig.obs = c.commonConfig.tel
 	tr, stopUpstream, err := c.upstreamTransport(ctx, log, guard)
 	if err != nil {
 		return err

@@ -11,8 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/bridge"
+	"github.com/mrtr-go/mrtr/internal/observe"
 	"github.com/mrtr-go/mrtr/internal/rpc"
 	"github.com/mrtr-go/mrtr/internal/stdio"
 )
@@ -32,7 +35,8 @@ const stdioUpstreamURL = "http://stdio.upstream/mcp"
 // upstreamConfig is what `mrtr proxy` knows of an upstream that is a
 // command, or that may speak 2025-11-25 only.
 type upstreamConfig struct {
-	command  []string // after --; empty for --upstream URL
+	obs      *telemetry // set by the proxy: where /readyz and /metrics learn of the upstream
+	command  []string   // after --; empty for --upstream URL
 	era      string
 	env      []string // --upstream-env K=V
 	roots    []string // --roots URI
@@ -50,6 +54,29 @@ func upstreamFlags(f *flags, c *upstreamConfig) {
 		"most upstream processes (legacy sessions on HTTP) open at once; a call needing one more gets an error")
 	f.Int(&c.maxHolds, "max-holds", bridge.DefaultMaxHolds, 1,
 		"most legacy calls held waiting for a client's answers; a call that would pause beyond it gets an error")
+}
+
+// instrument adds the command upstream to /readyz (unready while it
+// cannot be started) and to /metrics: the processes running, the idle
+// ones among them and the calls held for an answer.
+func (c *upstreamConfig) instrument(ready func(context.Context) error, stats func() (procs, idle, holds int)) {
+	if c.obs == nil {
+		return
+	}
+	c.obs.health.Checks = append(c.obs.health.Checks, observe.Check{Name: "upstream", Fn: ready})
+	if c.obs.registry == nil {
+		return
+	}
+	for _, g := range []struct {
+		name, help string
+		v          func() int
+	}{
+		{"mrtr_upstream_processes", "Upstream processes running (a command upstream's children).", func() int { p, _, _ := stats(); return p }},
+		{"mrtr_upstream_processes_idle", "Upstream processes idle, kept for their caller's next call.", func() int { _, i, _ := stats(); return i }},
+		{"mrtr_bridge_held_calls", "Calls of a 2025-11-25 upstream held for a client's answers.", func() int { _, _, h := stats(); return h }},
+	} {
+		_ = c.obs.registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help}, func() float64 { return float64(g.v()) }))
+	}
 }
 
 // childUpstream is a stdio child as the bridge's Upstream.
@@ -102,6 +129,12 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 		log.Info("mrtr proxy: the upstream speaks 2026-07-28: its pauses are sealed; all clients share one process, their ids and progress tokens remapped",
 			"upstream", name, "era", era)
 		d := bridge.NewDirectWith(bridge.DirectOptions{Dial: dial, Logger: childLog, MaxProcs: c.maxProcs})
+		c.instrument(d.Ready, func() (procs, idle, holds int) {
+			if d.Running() {
+				procs = 1
+			}
+			return procs, 0, 0
+		})
 		return d, d.Close, nil
 	}
 	p := guard.Policy()
@@ -116,6 +149,10 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 		ClientName:       "mrtr-proxy",
 		ClientVersion:    version,
 		Logger:           childLog,
+	})
+	c.instrument(b.Ready, func() (procs, idle, holds int) {
+		st := b.Stats()
+		return st.Sessions, st.Idle, st.Holds
 	})
 	log.Info("mrtr proxy: the upstream speaks 2025-11-25: 2026-07-28 calls are bridged, its mid-call elicitation, sampling and roots requests become sealed input_required rounds; one process per caller and call",
 		"upstream", name, "era", era, "max_procs", c.maxProcs, "max_holds", c.maxHolds, "roots", len(c.roots))

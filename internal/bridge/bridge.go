@@ -114,6 +114,7 @@ type Bridge struct {
 	starting int // sessions being opened, counted against MaxSessions
 	closed   bool
 	info     *initResult // of the first initialized session: what discover tells
+	dialErr  error       // why the last session could not be opened; nil once one could
 
 	legacy      *sessions // 2025-11-25 clients' sessions (sessions.go)
 	legacyProcs int       // their children, counted against MaxSessions
@@ -203,6 +204,15 @@ func (b *Bridge) Stats() Stats {
 	return s
 }
 
+// Ready reports why the upstream cannot be used: the last session that
+// should have opened did not (its start or initialize failed). It is nil
+// before the first attempt and once one succeeded.
+func (b *Bridge) Ready(context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.dialErr
+}
+
 // Close stops every session; held calls are lost. The Bridge refuses
 // calls afterwards.
 func (b *Bridge) Close(ctx context.Context) error {
@@ -289,6 +299,7 @@ func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
 	s, err := b.open(ctx, caller)
 	b.mu.Lock()
 	b.starting--
+	b.dialErr = err
 	if err == nil {
 		if b.closed {
 			b.mu.Unlock()

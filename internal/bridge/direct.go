@@ -30,8 +30,9 @@ type Direct struct {
 	dial func(ctx context.Context) (Upstream, error)
 	log  *slog.Logger
 
-	mu  sync.Mutex
-	cur *directConn
+	mu      sync.Mutex
+	cur     *directConn
+	dialErr error // why the upstream last failed to start
 
 	legacy *sessions // 2025-11-25 clients' sessions (sessions.go)
 }
@@ -87,6 +88,29 @@ func NewDirectWith(o DirectOptions) *Direct {
 	})}
 }
 
+// Ready reports why the upstream cannot be used: it failed to start the
+// last time it had to. Nil before the first start and once it started.
+func (d *Direct) Ready(context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.dialErr
+}
+
+// Running reports whether the upstream process is up.
+func (d *Direct) Running() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cur == nil {
+		return false
+	}
+	select {
+	case <-d.cur.conn.Done():
+		return false
+	default:
+		return true
+	}
+}
+
 // Close stops the upstream, if it runs, and the children of 2025-11-25
 // client sessions.
 func (d *Direct) Close(ctx context.Context) error {
@@ -116,6 +140,7 @@ func (d *Direct) conn(ctx context.Context) (*directConn, error) {
 		}
 	}
 	up, err := d.dial(ctx)
+	d.dialErr = err
 	if err != nil {
 		return nil, err
 	}
