@@ -126,9 +126,9 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 		}
 	}
 	if era == eraModern {
-		log.Info("mrtr proxy: the upstream speaks 2026-07-28: its pauses are sealed; all clients share one process, their ids and progress tokens remapped",
+		log.Info("mrtr proxy: the upstream speaks 2026-07-28: its pauses are sealed; 2026-07-28 clients share one process, their ids and progress tokens remapped; each 2025-11-25 client session gets a process of its own",
 			"upstream", name, "era", era)
-		d := bridge.NewDirect(dial, childLog)
+		d := bridge.NewDirectWith(bridge.DirectOptions{Dial: dial, Logger: childLog, MaxProcs: c.maxProcs})
 		c.instrument(d.Ready, func() (procs, idle, holds int) {
 			if d.Running() {
 				procs = 1

@@ -115,6 +115,9 @@ type Bridge struct {
 	closed   bool
 	info     *initResult // of the first initialized session: what discover tells
 	dialErr  error       // why the last session could not be opened; nil once one could
+
+	legacy      *sessions // 2025-11-25 clients' sessions (sessions.go)
+	legacyProcs int       // their children, counted against MaxSessions
 }
 
 // New returns a Bridge. A nil Dial panics.
@@ -158,6 +161,7 @@ func New(o Options) *Bridge {
 		roots = append(roots, map[string]string{"uri": u})
 	}
 	b.roots, _ = json.Marshal(map[string]any{"roots": roots})
+	b.legacy = newSessions(sessionsConfig{dial: o.Dial, reserve: b.legacySlot, free: b.legacyFree, idle: o.IdleTimeout, start: o.StartTimeout, log: b.log})
 	return b
 }
 
@@ -223,7 +227,7 @@ func (b *Bridge) Close(ctx context.Context) error {
 	}
 	b.holds = map[string]*hold{}
 	b.mu.Unlock()
-	var errs []error
+	errs := []error{b.legacy.close(ctx)}
 	for _, s := range all {
 		errs = append(errs, s.stop(ctx))
 	}
@@ -286,7 +290,7 @@ func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
 			return s, nil
 		}
 	}
-	if len(b.sessions)+b.starting >= b.o.MaxSessions && !b.evictIdle() {
+	if len(b.sessions)+b.starting+b.legacyProcs >= b.o.MaxSessions && !b.evictIdle() {
 		b.mu.Unlock()
 		return nil, errTooMany
 	}

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
@@ -32,6 +34,8 @@ type Direct struct {
 	mu      sync.Mutex
 	cur     *directConn
 	dialErr error // why the upstream last failed to start
+
+	legacy *sessions // 2025-11-25 clients' sessions (sessions.go)
 }
 
 type directConn struct {
@@ -54,10 +58,38 @@ type progressRoute struct {
 
 // NewDirect returns a Direct that opens its connection with dial.
 func NewDirect(dial func(ctx context.Context) (Upstream, error), log *slog.Logger) *Direct {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	return NewDirectWith(DirectOptions{Dial: dial, Logger: log})
+}
+
+// DirectOptions configures a Direct. Dial is required.
+type DirectOptions struct {
+	// Dial starts the upstream: the shared child, and one per 2025-11-25
+	// client session.
+	Dial func(ctx context.Context) (Upstream, error)
+	// Logger receives the upstream's starts and losses; nil means none.
+	Logger *slog.Logger
+	// MaxProcs bounds the children of 2025-11-25 client sessions (the
+	// shared child aside); an initialize beyond it gets an error once no
+	// idle session can be stopped. Zero means DefaultMaxSessions.
+	MaxProcs int
+	// IdleTimeout stops a 2025-11-25 client session nobody used for that
+	// long. Zero means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// StartTimeout bounds starting a child. Zero means DefaultStartTimeout.
+	StartTimeout time.Duration
+}
+
+// NewDirectWith returns a Direct configured by o. A nil Dial panics.
+func NewDirectWith(o DirectOptions) *Direct {
+	if o.Dial == nil {
+		panic("bridge: NewDirectWith needs DirectOptions.Dial")
 	}
-	return &Direct{dial: dial, log: log}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Direct{dial: o.Dial, log: o.Logger, legacy: newSessions(sessionsConfig{
+		dial: o.Dial, max: o.MaxProcs, idle: o.IdleTimeout, start: o.StartTimeout, log: o.Logger,
+	})}
 }
 
 // Ready reports why the upstream cannot be used: it failed to start the
@@ -83,16 +115,18 @@ func (d *Direct) Running() bool {
 	}
 }
 
-// Close stops the upstream, if it runs.
+// Close stops the upstream, if it runs, and the children of 2025-11-25
+// client sessions.
 func (d *Direct) Close(ctx context.Context) error {
+	err := d.legacy.close(ctx)
 	d.mu.Lock()
 	c := d.cur
 	d.cur = nil
 	d.mu.Unlock()
 	if c == nil {
-		return nil
+		return err
 	}
-	return c.up.Close(ctx)
+	return errors.Join(err, c.up.Close(ctx))
 }
 
 // conn returns the live connection, starting the upstream if needed.
@@ -187,6 +221,10 @@ func (d *Direct) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func (d *Direct) serve(ctx context.Context, w *pipeWriter, r *http.Request, body []byte) {
+	if legacyRequest(r, body) { // a 2025-11-25 client: a session and child of its own
+		d.legacy.serve(ctx, w, r, body)
+		return
+	}
 	if r.Method != http.MethodPost {
 		// stdio has no sessions, so no GET stream and nothing to DELETE.
 		w.Header().Set("Allow", "POST")

@@ -143,10 +143,12 @@ func TestDirectTransportRules(t *testing.T) {
 			h.Del("Mcp-Method")
 			h.Set("Mcp-Protocol-Version", "2025-11-25")
 		}, 400, -32022},
+		// An initialize is a 2025-11-25 client's: it gets a session and a
+		// child of its own (sessions.go), never the shared child.
 		{"an initialize", "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "c", "version": "1"}}, func(h http.Header) {
 			h.Del("Mcp-Method")
 			h.Del("Mcp-Protocol-Version")
-		}, 400, -32022},
+		}, 200, 0},
 		{"child's -32602 is 400", "tools/list", map[string]any{"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}, func(http.Header) {}, 400, -32602},
 		{"Mcp-Param missing", "tools/call", region(map[string]any{"region": "Hello"}), func(http.Header) {}, 400, -32020},
 		{"Mcp-Param plain", "tools/call", region(map[string]any{"region": "Hello"}), func(h http.Header) { h.Set("Mcp-Param-Region", "Hello") }, 200, 0},

@@ -25,6 +25,10 @@ const ModernVersion = "2026-07-28"
 var inputMethods = []string{"elicitation/create", "sampling/createMessage", "roots/list"}
 
 func (b *Bridge) serve(ctx context.Context, w *pipeWriter, r *http.Request, body []byte) {
+	if legacyRequest(r, body) { // a 2025-11-25 client: a session and child of its own
+		b.legacy.serve(ctx, w, r, body)
+		return
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		w.WriteHeader(http.StatusMethodNotAllowed)
