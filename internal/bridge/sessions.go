@@ -40,7 +40,15 @@ func legacyRequest(r *http.Request, body []byte) bool {
 		return true
 	}
 	m, err := rpc.Parse(body)
-	return err == nil && m.Method == "initialize"
+	if err != nil || m.Method != "initialize" {
+		return false
+	}
+	// An initialize carrying the 2026-07-28 _meta is a modern client's
+	// call of a method 2026-07-28 removed: the modern path answers it
+	// (-32601, 404), as an HTTP server does.
+	v, _ := mcpwire.Member(mcpwire.TrimSpace(m.Params), "_meta")
+	pv, _ := mcpwire.Member(v, mcpwire.MetaProtocolVersion)
+	return len(pv) == 0
 }
 
 // sessionsConfig configures a sessions handler.
