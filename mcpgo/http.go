@@ -85,25 +85,23 @@ func (a *Adapter) Handler(next http.Handler) http.Handler {
 const maxPooledBody = 64 << 10
 
 // nullResponses reports whether a JSON-RPC request's
-// params.inputResponses is present but null or an empty object.
+// params.inputResponses is present but null or an empty object (mcp-go
+// decodes both as absent; the guard refuses them). It validates the body
+// (one scan, no allocation) and reads the member in place, without
+// decoding the body again.
 func nullResponses(body []byte) bool {
-	if !bytes.Contains(body, []byte(`"inputResponses"`)) {
+	if !bytes.Contains(body, []byte(`"inputResponses"`)) || !json.Valid(body) {
 		return false
 	}
-	var m struct {
-		Params struct {
-			InputResponses json.RawMessage `json:"inputResponses"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &m) != nil {
+	params, ok := mcpwire.Member(mcpwire.TrimSpace(body), "params")
+	if !ok {
 		return false
 	}
-	v := bytes.TrimSpace(m.Params.InputResponses)
-	if bytes.Equal(v, []byte("null")) {
-		return true
+	v, ok := mcpwire.Member(params, "inputResponses")
+	if !ok {
+		return false
 	}
-	var obj map[string]json.RawMessage
-	return len(v) > 0 && v[0] == '{' && json.Unmarshal(v, &obj) == nil && len(obj) == 0
+	return string(v) == "null" || (v[0] == '{' && len(mcpwire.TrimSpace(v[1:len(v)-1])) == 0)
 }
 
 // rewriter passes a response through, except that it rewrites the

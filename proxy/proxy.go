@@ -210,7 +210,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// preflights: as is, streamed, and without a body, which none of
 		// them has a use for and which the proxy would not read.
 		if r.ContentLength != 0 {
-			writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: a "+r.Method+" request has no body", nil)
+			writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: a "+r.Method+" request has no body", nil)
 			return
 		}
 		h.rp.ServeHTTP(w, r)
@@ -219,32 +219,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// PUT, PATCH and the rest are no MCP request: refused, never
 		// forwarded unread.
 		w.Header().Set("Allow", allowedMethods)
-		writeError(w, http.StatusMethodNotAllowed, nil, codeInvalidRequest, "method not allowed", nil)
+		writeError(w, http.StatusMethodNotAllowed, nil, mcpwire.CodeInvalidRequest, "method not allowed", nil)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, nil, codeInvalidRequest, "request body too large", nil)
+			writeError(w, http.StatusRequestEntityTooLarge, nil, mcpwire.CodeInvalidRequest, "request body too large", nil)
 			return
 		}
-		writeError(w, http.StatusBadRequest, nil, codeParseError, "parse error: unreadable body", nil)
+		writeError(w, http.StatusBadRequest, nil, mcpwire.CodeParseError, "parse error: unreadable body", nil)
 		return
 	}
 	req, err := parseRequest(body)
 	switch {
 	case errors.Is(err, mcpwire.ErrDuplicateName):
-		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: a member name repeats", nil)
+		writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: a member name repeats", nil)
 		return
 	case errors.Is(err, errFoldedName):
-		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: a member name differs from a protocol name only in case", nil)
+		writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: a member name differs from a protocol name only in case", nil)
 		return
 	case errors.Is(err, errBadRequest) || errors.Is(err, mcpwire.ErrNotObject):
-		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: one JSON-RPC object expected (no batches)", nil)
+		writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: one JSON-RPC object expected (no batches)", nil)
 		return
 	case err != nil:
-		writeError(w, http.StatusBadRequest, nil, codeParseError, "parse error", nil)
+		writeError(w, http.StatusBadRequest, nil, mcpwire.CodeParseError, "parse error", nil)
 		return
 	}
 	if name, mismatch := headerMismatch(r.Header, req); mismatch {
@@ -253,12 +253,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// something else would run what the proxy did not check. The
 		// spec's answer to a mismatch is -32020 (400).
 		h.log.WarnContext(r.Context(), "proxy: a request header disagrees with its body", "header", name, "method", logValue(req.method))
-		writeError(w, http.StatusBadRequest, req.id, codeHeaderMismatch, "header mismatch: "+name+" does not match the request body", nil)
+		writeError(w, http.StatusBadRequest, req.id, mcpwire.CodeHeaderMismatch, "header mismatch: "+name+" does not match the request body", nil)
 		return
 	}
-	if pausable(req.method) {
+	if mcpwire.Pausable(req.method) {
 		if req.id == nil {
-			writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: "+req.method+" must be a request with an id", nil)
+			writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: "+req.method+" must be a request with an id", nil)
 			return
 		}
 		h.pausable(w, r, req)
@@ -336,12 +336,12 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	ctx := r.Context()
 	target, ok := req.target()
 	if !ok {
-		writeError(w, http.StatusOK, req.id, mrtr.CodeInvalidParams, "invalid params: "+req.method+" needs a "+map[bool]string{true: "uri", false: "name"}[req.method == methodReadResource], nil)
+		writeError(w, http.StatusOK, req.id, mrtr.CodeInvalidParams, "invalid params: "+req.method+" needs a "+map[bool]string{true: "uri", false: "name"}[req.method == mcpwire.MethodReadResource], nil)
 		return
 	}
 	principal, err := h.principal(r)
 	if err != nil {
-		writeError(w, http.StatusUnauthorized, req.id, codeInvalidRequest, "unauthorized", nil)
+		writeError(w, http.StatusUnauthorized, req.id, mcpwire.CodeInvalidRequest, "unauthorized", nil)
 		return
 	}
 	p := req.params
@@ -356,37 +356,31 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 		Target:          target,
 		Principal:       principal,
 	}
-	if req.method != methodReadResource {
+	if req.method != mcpwire.MethodReadResource {
 		mreq.Arguments = p["arguments"]
 	}
 	if h.guard.Policy().Observer != nil { // only an Observer reads the trace context
 		mreq.Meta = traceMeta(p["_meta"])
 	}
+	// The proxy only translates what the body holds; the guard decides.
 	if p.Has("requestState") {
-		st, ok := p.String("requestState")
-		if !ok {
-			// Only strings are tokens; anything else is not one we sealed.
-			h.log.WarnContext(ctx, "mrtr: requestState rejected", "reason", string(mrtr.ReasonInvalid), "method", req.method, "target", mcpwire.Shown(target), "detail", "not a string")
-			writeGuardError(w, req.id, &mrtr.RejectError{Reason: mrtr.ReasonInvalid})
-			return
-		}
 		// An empty state is no state, as for the guard: a first call.
-		mreq.RequestState = st
+		mreq.RequestState, ok = p.String("requestState")
+		mreq.BadState = !ok
 	}
 	// Answers are read only beside a state to check. A call without one
 	// is a first call, and its answers are nobody's: every pause through
 	// the proxy carries a sealed token (even when the upstream sent no
 	// state), so a legitimate resume always has one. upstreamParams drops
 	// them, so the upstream never runs a resume the guard did not check.
-	if mreq.RequestState != "" && p.Has("inputResponses") {
-		answers, ok := p.Object("inputResponses")
-		if !ok {
-			writeError(w, http.StatusOK, req.id, mrtr.CodeInvalidParams, "invalid params: inputResponses must be an object of answers", nil)
-			return
-		}
-		mreq.InputResponses = make(map[string]any, len(answers))
-		for k, v := range answers {
-			mreq.InputResponses[k] = v
+	if _, present := p["inputResponses"]; present {
+		answers, isObj := p.Object("inputResponses")
+		mreq.BadResponses = !isObj || len(answers) == 0
+		if mreq.RequestState != "" && len(answers) > 0 {
+			mreq.InputResponses = make(map[string]any, len(answers))
+			for k, v := range answers {
+				mreq.InputResponses[k] = v
+			}
 		}
 	}
 	fl, err := h.guard.Begin(ctx, mreq)

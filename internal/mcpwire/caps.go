@@ -8,13 +8,6 @@ import (
 	"strings"
 )
 
-// CodeMissingCapability is the JSON-RPC code of a request that needs a
-// client capability the client did not declare (MCP 2026-07-28).
-const CodeMissingCapability = -32021
-
-// MissingCapabilityMessage is the message of a CodeMissingCapability error.
-const MissingCapabilityMessage = "missing required client capability"
-
 // MetaClientCapabilities is the _meta key under which a 2026-07-28 request
 // declares its client's capabilities.
 const MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
