@@ -118,10 +118,13 @@ func isResponse(msg object) bool {
 
 var errNotResponse = errors.New("not a JSON-RPC response")
 
-func parseResponse(b []byte) (*rpcResponse, error) {
-	msg, err := mcpwire.ParseObject(b)
-	if err != nil {
-		return nil, err
+// parseResponse reads b as a response; msg is b already parsed, or nil.
+func parseResponse(b []byte, msg object) (*rpcResponse, error) {
+	if msg == nil {
+		var err error
+		if msg, err = mcpwire.ParseObject(b); err != nil {
+			return nil, err
+		}
 	}
 	if !isResponse(msg) {
 		return nil, errNotResponse

@@ -121,6 +121,9 @@ type Handler struct {
 	hosts     []string
 	anyHost   bool
 	log       *slog.Logger
+	// flushDelay bounds how long a relayed stream's first bytes wait to be
+	// coalesced (flushDelay in sse.go); tests set it.
+	flushDelay time.Duration
 }
 
 // New returns a proxy to opts.Upstream. It returns an error for an
@@ -144,6 +147,8 @@ func New(opts Options) (*Handler, error) {
 		fwdAuth:   opts.ForwardAuthorization,
 		anyHost:   opts.AnyHost,
 		log:       opts.Logger,
+
+		flushDelay: flushDelay,
 	}
 	for _, a := range opts.AllowedHosts {
 		if a = strings.ToLower(strings.TrimSpace(a)); a != "" {
@@ -494,7 +499,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		}
 		return nil // it may have run the call before failing
 	}
-	if isEventStream(resp.Header.Get("Content-Type")) {
+	if mcpwire.IsEventStream(resp.Header.Get("Content-Type")) {
 		return h.relaySSE(ctx, w, resp, c)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, h.maxHeld+1))
@@ -504,7 +509,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 	case int64(len(b)) > h.maxHeld:
 		return h.fail(w, r, c, "hold the upstream response", fmt.Errorf("it exceeds the held-message limit of %d bytes", h.maxHeld), true)
 	}
-	out, status, release := h.finish(ctx, c, b)
+	out, status, release := h.finish(ctx, c, b, nil)
 	copyHeader(w.Header(), resp.Header)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
@@ -550,17 +555,8 @@ func (sr *sentReader) Close() error { return nil }
 
 // rpcError reports whether b is a JSON-RPC error response.
 func rpcError(b []byte) bool {
-	resp, err := parseResponse(b)
+	resp, err := parseResponse(b, nil)
 	return err == nil && resp.result == nil
-}
-
-// isEventStream reports whether a Content-Type is text/event-stream,
-// whatever its case and parameters.
-func isEventStream(ct string) bool {
-	const want = "text/event-stream"
-	ct = strings.TrimSpace(ct)
-	return len(ct) >= len(want) && strings.EqualFold(ct[:len(want)], want) &&
-		(len(ct) == len(want) || ct[len(want)] == ';' || ct[len(want)] == ' ')
 }
 
 // fail answers a call the upstream did not answer: -32603 with the
@@ -598,9 +594,11 @@ const (
 // for a JSON-RPC error, which releases it; nil for everything else, since
 // the upstream has run the call, whether its answer is passed on, sealed or
 // refused.
-func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, status int, release error) {
+//
+// msg is b already parsed, or nil: every message is parsed once.
+func (h *Handler) finish(ctx context.Context, c *call, b []byte, msg object) (out []byte, status int, release error) {
 	id := c.req.id
-	resp, err := parseResponse(b)
+	resp, err := parseResponse(b, msg)
 	if err != nil {
 		h.log.ErrorContext(ctx, "proxy: upstream answered garbage", "method", c.req.method, "target", mcpwire.Shown(c.target), "error", err)
 		return errorBody(id, mrtr.CodeInternalError, "upstream answered an invalid message", nil), http.StatusOK, nil
