@@ -43,3 +43,24 @@ func TestBadResponsesAndState(t *testing.T) {
 		t.Fatalf("the token after refused calls: %v", err)
 	}
 }
+
+// A *json.RawMessage receives the sealed continuation as sealed.
+func TestContinuationRaw(t *testing.T) {
+	fx := newFixture(t, nil)
+	f, err := fx.g.Begin(t.Context(), deployReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := f.Pause(json.RawMessage(`{"s":"up\u00e9 state"}`), "confirm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2, err := fx.g.Begin(t.Context(), resume(deployReq(), tok, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw json.RawMessage
+	if err := f2.Continuation(&raw); err != nil || string(raw) != `{"s":"up\u00e9 state"}` {
+		t.Fatalf("raw continuation %s, %v", raw, err)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/bridge"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
+	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -124,6 +125,9 @@ type Handler struct {
 	// flushDelay bounds how long a relayed stream's first bytes wait to be
 	// coalesced (flushDelay in sse.go); tests set it.
 	flushDelay time.Duration
+	// slowStore: the guard's single-use store waits on I/O (Redis), so a
+	// commit is made off the response's path.
+	slowStore bool
 }
 
 // New returns a proxy to opts.Upstream. It returns an error for an
@@ -185,6 +189,10 @@ func New(opts Options) (*Handler, error) {
 		tr = t
 	}
 	h.tr = tr
+	if st := opts.Guard.Policy().Store; st != nil {
+		_, fast := st.(replay.NonBlocking)
+		h.slowStore = !fast
+	}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:       h.rewrite,
 		Transport:     tr,
@@ -397,6 +405,16 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	// A transport that serves callers separately (the bridge) learns the
 	// caller through the upstream request's context.
 	release := h.forward(w, r.WithContext(bridge.WithCaller(ctx, principal)), c)
+	if release == nil && fl.Resumed() && h.slowStore {
+		// Spending the token: its reservation already holds until the
+		// token expires (replay.Store), so the commit only confirms it and
+		// need not hold the response back (net/http sends the last bytes
+		// when the handler returns). A commit that is lost is a lost
+		// commit: the token stays spent. A release, which lets the user
+		// send the same requestState again, stays on the response's path.
+		go func() { _ = fl.End(context.WithoutCancel(ctx), nil) }() // bounded by the guard's StoreTimeout
+		return
+	}
 	_ = fl.End(ctx, release) // a failed commit or release is logged by the guard
 }
 
@@ -413,9 +431,9 @@ func upstreamParams(c *call) (object, error) {
 	if !fl.Resumed() {
 		return p, nil
 	}
-	var cont map[string]json.RawMessage
+	var cont json.RawMessage // {"s": the upstream's state}, as finish sealed it
 	if err := fl.Continuation(&cont); err == nil {
-		if s, ok := cont["s"]; ok {
+		if s, ok := mcpwire.Member(mcpwire.TrimSpace(cont), "s"); ok {
 			p["requestState"] = s
 		}
 	} else if !errors.Is(err, mrtr.ErrNoContinuation) {
