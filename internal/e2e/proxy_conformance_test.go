@@ -35,6 +35,13 @@ func needEverything(t *testing.T) string {
 // returns its URL. It is stopped by its pid at cleanup.
 func startEverything(t *testing.T, stateless bool) string {
 	t.Helper()
+	u, _ := startEverythingPID(t, stateless)
+	return u
+}
+
+// startEverythingPID is startEverything that also returns the server's pid.
+func startEverythingPID(t *testing.T, stateless bool) (string, int) {
+	t.Helper()
 	bin := needEverything(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -71,7 +78,7 @@ func startEverything(t *testing.T, stateless bool) string {
 			t.Fatalf("everything-server not listening on %s after 30 s", addr)
 		}
 	}
-	return "http://" + addr + "/mcp"
+	return "http://" + addr + "/mcp", cmd.Process.Pid
 }
 
 // scenarioDir is the harness's result folder name:
@@ -251,6 +258,13 @@ func TestProxyRefusesWhatUpstreamAccepts(t *testing.T) {
 // fails the test if it did not exit cleanly or reported a data race.
 func startProxied(t *testing.T, upstream string, args ...string) string {
 	t.Helper()
+	u, _ := startProxiedPID(t, upstream, args...)
+	return u
+}
+
+// startProxiedPID is startProxied that also returns the proxy's pid.
+func startProxiedPID(t *testing.T, upstream string, args ...string) (string, int) {
+	t.Helper()
 	full := append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--upstream", upstream}, args...)
 	logs := &serverLog{url: make(chan string, 1)}
 	cmd := exec.Command(mrtrBin, full...)
@@ -285,11 +299,11 @@ func startProxied(t *testing.T, upstream string, args ...string) string {
 	})
 	select {
 	case u := <-logs.url:
-		return u
+		return u, cmd.Process.Pid
 	case <-exited:
 		t.Fatalf("mrtr proxy exited before serving (%v):\n%s", waitErr, logs.String())
 	case <-time.After(60 * time.Second):
 		t.Fatalf("mrtr proxy logged no \"mrtr serving\" line within 60 s:\n%s", logs.String())
 	}
-	return ""
+	return "", 0
 }
