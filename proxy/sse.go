@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -88,6 +89,24 @@ func (s *sseWriter) write(b []byte, now bool) error {
 	return nil
 }
 
+// asJSON answers with b as a JSON response of the given status instead
+// of the stream, if nothing of the stream has been written yet.
+func (s *sseWriter) asJSON(status int, b []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return false
+	}
+	s.started = true
+	h := s.w.Header()
+	h.Del("X-Accel-Buffering")
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	s.w.WriteHeader(status)
+	_, _ = s.w.Write(b)
+	return true
+}
+
 // close ends the writer's use of w (the handler returns next, and
 // net/http sends what waits with the stream's end).
 func (s *sseWriter) close() {
@@ -129,8 +148,14 @@ func (h *Handler) relaySSE(ctx context.Context, w http.ResponseWriter, resp *htt
 		}
 		if !final && len(ev.Data) > 0 {
 			if msg, err := mcpwire.ParseObject(ev.Data); err == nil && isResponse(msg) {
-				out, _, r := h.finish(ctx, c, ev.Data, msg)
+				out, status, r := h.finish(ctx, c, ev.Data, msg)
 				release, final = r, true
+				if status != 0 && status != http.StatusOK && sw.asJSON(status, out) {
+					// An answer with its own HTTP status (-32021 is 400 on the
+					// 2026-07-28 wire) before anything of the stream left: sent
+					// as a JSON response, as the upstream would have.
+					return release
+				}
 				_ = sw.write(mcpwire.AppendEvent(nil, ev.Other, out), false)
 				continue
 			}
