@@ -638,7 +638,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte, msg object) (ou
 			return garbage("inputRequests is not an object")
 		}
 	}
-	caps := mcpwire.CapsFromMeta(c.req.params["_meta"])
+	caps := mcpwire.CapsFromParsedMeta(c.req.params["_meta"]) // params were validated with the request
 	if missing := mcpwire.Missing(caps, reqs); len(missing) > 0 {
 		if slices.Contains(missing, mcpwire.Unvettable) {
 			return garbage("an input request is not a known {method, params} object")

@@ -97,6 +97,19 @@ func CapsFromMeta(meta json.RawMessage) Caps {
 	if len(meta) == 0 || meta[0] != '{' || !json.Valid(meta) {
 		return Caps{}
 	}
+	return capsFromValidMeta(meta)
+}
+
+// CapsFromParsedMeta is CapsFromMeta for a member of a parsed Object
+// (valid JSON already): it does not validate it again.
+func CapsFromParsedMeta(meta json.RawMessage) Caps {
+	if len(meta) == 0 || meta[0] != '{' {
+		return Caps{}
+	}
+	return capsFromValidMeta(meta)
+}
+
+func capsFromValidMeta(meta []byte) Caps {
 	caps, ok := member(meta, MetaClientCapabilities)
 	if !ok || caps[0] != '{' {
 		return Caps{}
