@@ -667,18 +667,18 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte, msg object) (ou
 			return guardErrorBody(id, err), http.StatusOK, nil
 		}
 		h.log.ErrorContext(ctx, "proxy: seal the upstream's pause", "method", c.req.method, "target", mcpwire.Shown(c.target), "error", err)
-		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, nil
+		return errorBody(id, mcpwire.CodeInternalError, mcpwire.InternalMessage, nil), http.StatusOK, nil
 	}
 	var sealed bytes.Buffer
 	if err := mcpwire.WriteString(&sealed, tok); err != nil {
-		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, nil
+		return errorBody(id, mcpwire.CodeInternalError, mcpwire.InternalMessage, nil), http.StatusOK, nil
 	}
 	resp.result["requestState"] = sealed.Bytes()
 	if resp.msg["result"], err = resp.result.Encode(); err == nil {
 		out, err = resp.msg.Encode()
 	}
 	if err != nil {
-		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, nil
+		return errorBody(id, mcpwire.CodeInternalError, mcpwire.InternalMessage, nil), http.StatusOK, nil
 	}
 	return out, 0, nil
 }
