@@ -113,7 +113,11 @@ func TestProxyCPU(t *testing.T) {
 	type sample struct{ proxyPerFlow, upPerFlow time.Duration }
 	per := make([][]sample, len(setups))
 	var rpMem, redMem []float64
-	t.Logf("%d clients, %v per setup, 3-round flows of the everything-server, GOMAXPROCS %d", *loadClients, *loadDuration, runtime.GOMAXPROCS(0))
+	race := ""
+	if raceEnabled() {
+		race = ", -race (numbers not comparable; the test checks that no flow is lost)"
+	}
+	t.Logf("%d clients, %v per setup, 3-round flows of the everything-server, GOMAXPROCS %d%s", *loadClients, *loadDuration, runtime.GOMAXPROCS(0), race)
 	t.Logf("| round | setup | flows | failed | proxy CPU per flow | upstream CPU per flow |")
 	t.Logf("| ---: | --- | ---: | ---: | ---: | ---: |")
 	for r := range *proxyCPURounds {
