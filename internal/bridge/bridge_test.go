@@ -284,7 +284,7 @@ func TestBridgedRounds(t *testing.T) {
 	e := newEnv(t, nil)
 	r := call(t, e, "", "tools/call", tool("survey", nil, "", nil), nil)
 	k1, _ := onlyKey(t, r)
-	r = call(t, e, "", "tools/call", tool("survey", nil, r.Result.RequestState, map[string]any{}), nil)
+	r = call(t, e, "", "tools/call", tool("survey", nil, r.Result.RequestState, map[string]any{"not-asked": map[string]any{"action": "accept", "content": map[string]any{"v": "x"}}}), nil)
 	if k, _ := onlyKey(t, r); k != k1 {
 		t.Fatalf("a missing answer asked %q, want %q again", k, k1)
 	}

@@ -33,6 +33,13 @@ func needEverything(t *testing.T) string {
 // returns its URL. It is stopped by its pid at cleanup.
 func startEverything(t *testing.T, stateless bool) string {
 	t.Helper()
+	u, _ := startEverythingPID(t, stateless)
+	return u
+}
+
+// startEverythingPID is startEverything that also returns the server's pid.
+func startEverythingPID(t *testing.T, stateless bool) (string, int) {
+	t.Helper()
 	bin := needEverything(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -69,7 +76,7 @@ func startEverything(t *testing.T, stateless bool) string {
 			t.Fatalf("everything-server not listening on %s after 30 s", addr)
 		}
 	}
-	return "http://" + addr + "/mcp"
+	return "http://" + addr + "/mcp", cmd.Process.Pid
 }
 
 // scenarioDir is the harness's result folder name:
@@ -213,12 +220,26 @@ func rawCall(t *testing.T, url, tool, state string, responses map[string]any) ma
 // fails the test if it did not exit cleanly or reported a data race.
 func startProxied(t *testing.T, upstream string, args ...string) string {
 	t.Helper()
-	return startProxy(t, append([]string{"--upstream", upstream}, args...)...)
+	u, _ := startProxiedPID(t, upstream, args...)
+	return u
+}
+
+// startProxiedPID is startProxied that also returns the proxy's pid.
+func startProxiedPID(t *testing.T, upstream string, args ...string) (string, int) {
+	t.Helper()
+	return startProxyPID(t, append([]string{"--upstream", upstream}, args...)...)
 }
 
 // startProxy runs `mrtr proxy` with args (after its listening and log
 // flags) and returns its /mcp URL; it is stopped by its pid at cleanup.
 func startProxy(t *testing.T, args ...string) string {
+	t.Helper()
+	u, _ := startProxyPID(t, args...)
+	return u
+}
+
+// startProxyPID is startProxy that also returns the proxy's pid.
+func startProxyPID(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	full := append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...)
 	logs := &serverLog{url: make(chan string, 1)}
@@ -254,11 +275,11 @@ func startProxy(t *testing.T, args ...string) string {
 	})
 	select {
 	case u := <-logs.url:
-		return u
+		return u, cmd.Process.Pid
 	case <-exited:
 		t.Fatalf("mrtr proxy exited before serving (%v):\n%s", waitErr, logs.String())
 	case <-time.After(60 * time.Second):
 		t.Fatalf("mrtr proxy logged no \"mrtr serving\" line within 60 s:\n%s", logs.String())
 	}
-	return ""
+	return "", 0
 }
