@@ -16,7 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mrtr-go/mrtr/internal/testissuer"
+	"github.com/mrtr-go/mrtr/internal/testing/testissuer"
 )
 
 // The auth tests run `mrtr serve` as an OAuth resource server in front of

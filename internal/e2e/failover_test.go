@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/internal/testredis"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
 // The failover tests of issue 14: two `mrtr serve` nodes share a Sentinel

@@ -21,7 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mrtr-go/mrtr/internal/testredis"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
 // Flags of TestLoad, the load test of docs/BENCHMARKS.md ("Load: many nodes

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/internal/testredis"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
 // TestLoadTopologies runs the load of TestLoad (guess_number flows, each
