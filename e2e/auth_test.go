@@ -20,7 +20,7 @@ import (
 )
 
 // The auth tests run `mrtr serve` as an OAuth resource server in front of
-// in-process issuers (internal/testissuer, on 127.0.0.1) and drive it with
+// in-process issuers (internal/testing/testissuer, on 127.0.0.1) and drive it with
 // go-sdk's client carrying bearer tokens.
 
 // authNode is one `mrtr serve --auth-*` process.

@@ -28,7 +28,7 @@ import (
 // on one Redis"). A normal test run keeps the short default; the numbers in
 // the document come from
 //
-//	go test ./internal/e2e -run TestLoad -count=1 -v -load.duration 20s
+//	go test ./e2e -run TestLoad -count=1 -v -load.duration 20s
 var (
 	loadDuration = flag.Duration("load.duration", 3*time.Second, "how long each phase of TestLoad starts new flows")
 	loadClients  = flag.Int("load.clients", 64, "concurrent clients in each phase of TestLoad")
