@@ -4,7 +4,7 @@
 # at go.mod's version), then runs
 # everything, strictly: tests that need Redis, the harness, a pseudo-terminal
 # or the Inspector fail instead of skipping.
-# For a quick local run without them: go test ./... (those tests skip).
+# For a quick local run without them: go test ./... in a module (those tests skip).
 .PHONY: test deps check unit fuzz bench-check serve
 
 GO ?= go
@@ -19,12 +19,14 @@ export MRTR_REQUIRE_INSPECTOR := 1
 
 test: check deps unit fuzz bench-check
 
-# Formatting and vet, for the library and the bench module.
+# The modules (go.work lists them; see docs/RELEASING.md). bench/ is tested by bench-check.
+MODULES = $(shell $(GO) list -m -f '{{.Dir}}')
+TESTED = $(filter-out %/bench,$(MODULES))
+
+# Formatting, and vet in every module.
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	cd bench && $(GO) vet ./...
-	cd mcpgo && $(GO) vet ./...
+	@for m in $(MODULES); do echo "vet $$m"; (cd $$m && $(GO) vet ./...) || exit 1; done
 
 # Everything the tests need installed; the tests themselves only check (each script's
 # --check) and skip, or fail under MRTR_REQUIRE_*=1, when something is missing or stale.
@@ -34,33 +36,17 @@ deps:
 	scripts/everything-setup.sh
 	scripts/inspector-setup.sh
 
-# Unit, contract, end-to-end, conformance and interop tests under the race detector,
-# the JCS oracle module (reqstate against github.com/gowebpki/jcs) and the mcp-go adapter's module.
+# Unit, contract, end-to-end, conformance and interop tests under the race detector, in
+# every module but bench: the library, the command (cmd/mrtr), its app code (internal/app),
+# the mcp-go adapter (mcpgo), the end-to-end tests with the consumer check (e2e) and the
+# JCS oracle (reqstate against github.com/gowebpki/jcs).
 unit:
-	$(GO) test -race -count=1 -timeout 15m ./...
-	cd reqstate/jcsoracle && $(GO) vet ./... && $(GO) test -race -count=1 ./...
-	cd mcpgo && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	@for m in $(TESTED); do echo "test $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done
 
-# Short fuzzing of every decoder of untrusted input (longer runs: FUZZTIME=50000000x make fuzz).
+# Short fuzzing of every fuzz target of every module, discovered by scripts/fuzz.sh
+# (longer runs: FUZZTIME=50000000x make fuzz).
 fuzz:
-	@for f in FuzzOpen FuzzMalleability FuzzRoundTrip FuzzDecodePayload FuzzCanonicalize FuzzBindingInjective FuzzValidJSON FuzzParseKeyRing; do \
-		echo "fuzz reqstate $$f ($(FUZZTIME))"; \
-		out=$$($(GO) test ./reqstate -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
-	done
-	@for t in "./proxy FuzzParseRequest" "./proxy FuzzParseResponse" "./proxy FuzzEventReader" "./internal/mcpwire FuzzParseObject" "./internal/mcpwire FuzzMissing" "./internal/mcpwire FuzzCapsFromValue"; do \
-		set -- $$t; echo "fuzz $$1 $$2 ($(FUZZTIME))"; \
-		out=$$($(GO) test $$1 -run '^$$' -fuzz "^$$2$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
-	done
-	@echo "fuzz reqstate/jcsoracle FuzzCanonicalizeJCS ($(FUZZTIME))"; \
-	out=$$(cd reqstate/jcsoracle && $(GO) test . -run '^$$' -fuzz '^FuzzCanonicalizeJCS$$' -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }
-	@for f in FuzzNullResponses FuzzRewriteMessage; do \
-		echo "fuzz mcpgo $$f ($(FUZZTIME))"; \
-		out=$$(cd mcpgo && $(GO) test . -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
-	done
-	@for f in FuzzParseJWKS FuzzVerify FuzzParseAuthorization; do \
-		echo "fuzz bearer $$f ($(FUZZTIME))"; \
-		out=$$($(GO) test ./bearer -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
-	done
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
 
 # The bench module's own tests (every contender round-trips, every flow
 # endpoint works), then each comparison benchmark once (timings are never

@@ -8,7 +8,7 @@ import (
 
 // TestLibraryImportsNoTelemetry keeps the library's packages free of
 // Prometheus and OpenTelemetry: they report through Observer, and only
-// the command (and internal/observe) plugs the two in.
+// the command (and internal/app/observe) plugs the two in.
 func TestLibraryImportsNoTelemetry(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")

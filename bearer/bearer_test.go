@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr/bearer"
-	"github.com/mrtr-go/mrtr/internal/fakeclock"
-	"github.com/mrtr-go/mrtr/internal/testissuer"
+	"github.com/mrtr-go/mrtr/internal/testing/fakeclock"
+	"github.com/mrtr-go/mrtr/internal/testing/testissuer"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 

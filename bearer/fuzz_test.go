@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/internal/testissuer"
+	"github.com/mrtr-go/mrtr/internal/testing/testissuer"
 )
 
 func FuzzParseJWKS(f *testing.F) {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mrtr-go/mrtr/internal/testissuer"
+	"github.com/mrtr-go/mrtr/internal/testing/testissuer"
 )
 
 func TestParseJWKSSkipsWhatCannotBeUsed(t *testing.T) {

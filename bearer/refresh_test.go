@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr/bearer"
-	"github.com/mrtr-go/mrtr/internal/testissuer"
+	"github.com/mrtr-go/mrtr/internal/testing/testissuer"
 )
 
 // The background refresh picks up a changed file with no token asking for

@@ -16,8 +16,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/mrtr-go/mrtr/bearer"
-	"github.com/mrtr-go/mrtr/internal/fakeclock"
-	"github.com/mrtr-go/mrtr/internal/testissuer"
+	"github.com/mrtr-go/mrtr/internal/testing/fakeclock"
+	"github.com/mrtr-go/mrtr/internal/testing/testissuer"
 )
 
 // mintWith signs c with k like testissuer.Mint, then sets header (a nil

@@ -15,7 +15,7 @@
 // higher/lower hints in the server's message.
 //
 // Prints one JSON line (the last line of stdout) and exits 0, or prints
-// {"error": "..."} and exits 1. internal/e2e (TestInteropTypeScript) checks it.
+// {"error": "..."} and exits 1. e2e (TestInteropTypeScript) checks it.
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 
 const VERSION = process.env.MRTR_INTEROP_VERSION || '2026-07-28';
@@ -29,7 +29,7 @@ if (!url) {
 }
 
 // MRTR_INTEROP_BEARER, when set, is sent as a bearer token on every request
-// (internal/e2e's auth tests run the server as an OAuth resource server).
+// (e2e's auth tests run the server as an OAuth resource server).
 const bearer = process.env.MRTR_INTEROP_BEARER ?? '';
 
 // What the client really sent, so the test can tell which wire it spoke.

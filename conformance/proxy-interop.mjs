@@ -8,7 +8,7 @@
 //   node_modules/.bin/node proxy-interop.mjs URL TOOL [ARGS_JSON]
 // Prints one JSON line {text, isError, states: {sealed, plain}} (states:
 // the requestStates the client echoed, mrtr tokens or not) and exits 0,
-// or prints {"error": "..."} and exits 1. internal/e2e
+// or prints {"error": "..."} and exits 1. e2e
 // (TestProxyInteropTypeScript) checks it.
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 

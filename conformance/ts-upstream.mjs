@@ -1,7 +1,7 @@
 // A TypeScript MCP server (@modelcontextprotocol/server, pinned in
 // package.json) whose tools keep their state the way many servers in the
 // field do: in a plain, readable requestState (a JSON string, no codec, no
-// HMAC). internal/e2e (proxy_ts_test.go) runs it directly and behind the
+// HMAC). e2e (proxy_ts_test.go) runs it directly and behind the
 // mrtr proxy to show what the proxy adds.
 //
 // Usage (from this folder, with the pinned Node 22):

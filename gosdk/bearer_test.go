@@ -16,7 +16,7 @@ import (
 	"github.com/mrtr-go/mrtr"
 	mrtrbearer "github.com/mrtr-go/mrtr/bearer"
 	"github.com/mrtr-go/mrtr/gosdk"
-	"github.com/mrtr-go/mrtr/internal/testissuer"
+	"github.com/mrtr-go/mrtr/internal/testing/testissuer"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 

@@ -3,7 +3,7 @@ package gosdk_test
 import (
 	"testing"
 
-	"github.com/mrtr-go/mrtr/internal/adaptertest"
+	"github.com/mrtr-go/mrtr/internal/testing/adaptertest"
 )
 
 // TestContract runs the guard's whole contract, the table every adapter

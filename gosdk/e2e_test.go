@@ -17,8 +17,8 @@ import (
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/gosdk"
-	"github.com/mrtr-go/mrtr/internal/adaptertest"
-	"github.com/mrtr-go/mrtr/internal/fakeclock"
+	"github.com/mrtr-go/mrtr/internal/testing/adaptertest"
+	"github.com/mrtr-go/mrtr/internal/testing/fakeclock"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
 )

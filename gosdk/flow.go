@@ -14,10 +14,29 @@ import (
 //
 // A Flow belongs to one call; it is safe for concurrent use.
 type Flow[C any] struct {
-	*adapt.Flow[C] // Resumed, Round, ID, Asked, State
-	call           *call
-	legacy         bool // the client predates 2026-07-28 (go-sdk's bridge answers)
+	core   *adapt.Flow[C]
+	call   *call
+	legacy bool // the client predates 2026-07-28 (go-sdk's bridge answers)
 }
+
+// Resumed reports whether the call carried a verified requestState: false
+// on a first call.
+func (f *Flow[C]) Resumed() bool { return f.core.Resumed() }
+
+// Round is the number of pauses so far: 0 on a first call.
+func (f *Flow[C]) Round() int { return f.core.Round() }
+
+// ID is the flow id, constant across the rounds of one flow: an
+// idempotency key for side effects. It is empty on a first call until the
+// flow pauses.
+func (f *Flow[C]) ID() string { return f.core.ID() }
+
+// Asked returns the input request keys the resumed round asked.
+func (f *Flow[C]) Asked() []string { return f.core.Asked() }
+
+// State returns the verified continuation sealed by the previous pause,
+// and false on a first call (or when that pause sealed none).
+func (f *Flow[C]) State() (C, bool) { return f.core.State() }
 
 // ErrStaleContinuation is what the client gets when a verified
 // continuation no longer decodes into the handler's continuation type (a
@@ -31,16 +50,16 @@ var ErrStaleContinuation = adapt.ErrStaleContinuation
 // asked for key and the answer is an elicitation result. A missing or
 // mistyped answer is not an error: ask again.
 func (f *Flow[C]) Elicited(key string) (*mcp.ElicitResult, bool) {
-	return adapt.Typed[*mcp.ElicitResult](adapt.Answer(f.Flow, key))
+	return adapt.Typed[*mcp.ElicitResult](adapt.Answer(f.core, key))
 }
 
 // Sampled returns the answer to sampling request key, as Elicited does.
 func (f *Flow[C]) Sampled(key string) (*mcp.CreateMessageWithToolsResult, bool) {
-	if r, ok := adapt.Typed[*mcp.CreateMessageWithToolsResult](adapt.Answer(f.Flow, key)); ok {
+	if r, ok := adapt.Typed[*mcp.CreateMessageWithToolsResult](adapt.Answer(f.core, key)); ok {
 		return r, true
 	}
 	// A client-side or in-memory path may deliver the tool-less type.
-	if r, ok := adapt.Typed[*mcp.CreateMessageResult](adapt.Answer(f.Flow, key)); ok {
+	if r, ok := adapt.Typed[*mcp.CreateMessageResult](adapt.Answer(f.core, key)); ok {
 		return &mcp.CreateMessageWithToolsResult{Meta: r.Meta, Content: []mcp.Content{r.Content}, Model: r.Model, Role: r.Role, StopReason: r.StopReason}, true
 	}
 	return nil, false
@@ -48,7 +67,7 @@ func (f *Flow[C]) Sampled(key string) (*mcp.CreateMessageWithToolsResult, bool) 
 
 // Roots returns the answer to roots request key, as Elicited does.
 func (f *Flow[C]) Roots(key string) (*mcp.ListRootsResult, bool) {
-	return adapt.Typed[*mcp.ListRootsResult](adapt.Answer(f.Flow, key))
+	return adapt.Typed[*mcp.ListRootsResult](adapt.Answer(f.core, key))
 }
 
 // Unverified returns an answer sent without any requestState: nobody
@@ -56,7 +75,7 @@ func (f *Flow[C]) Roots(key string) (*mcp.ListRootsResult, bool) {
 // spec's ephemeral pattern); a handler that relies on its continuation
 // should ask properly first.
 func (f *Flow[C]) Unverified(key string) (mcp.InputResponse, bool) {
-	v, ok := adapt.Unverified(f.Flow, key)
+	v, ok := adapt.Unverified(f.core, key)
 	if !ok {
 		return nil, false
 	}
@@ -76,12 +95,12 @@ func (f *Flow[C]) Capabilities() *mcp.ClientCapabilities {
 // Supports reports whether this request's client declared the capability
 // input request r needs. Ask refuses requests it does not support.
 func (f *Flow[C]) Supports(r mcp.InputRequest) bool {
-	return adapt.Declared(f.Flow).Lacks(needOf(r)) == ""
+	return adapt.Declared(f.core).Lacks(needOf(r)) == ""
 }
 
 // pause seals the next round after the capability gate.
 func (f *Flow[C]) pause(state C, reqs mcp.InputRequestMap) (string, error) {
-	tok, err := adapt.Pause(f.Flow, state, needsOf(reqs))
+	tok, err := adapt.Pause(f.core, state, needsOf(reqs))
 	if err != nil {
 		return "", wireError(err)
 	}

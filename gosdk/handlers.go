@@ -98,7 +98,7 @@ func run[R pausable, C any](ctx context.Context, a *Adapter, c *call, h func(con
 	legacy := legacySession(c.req)
 	res, err := adapt.Run(ctx, a.guard, &c.Call, recordFrom(ctx), a.logger,
 		func(ctx context.Context, core *adapt.Flow[C]) (R, error) {
-			return h(ctx, &Flow[C]{Flow: core, call: c, legacy: legacy})
+			return h(ctx, &Flow[C]{core: core, call: c, legacy: legacy})
 		}, inspect[R])
 	if err != nil {
 		return zero, wireError(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mrtr-go/mrtr"
-	"github.com/mrtr-go/mrtr/internal/adaptertest"
+	"github.com/mrtr-go/mrtr/internal/testing/adaptertest"
 	"github.com/mrtr-go/mrtr/replay"
 )
 

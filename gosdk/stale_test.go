@@ -11,7 +11,7 @@ import (
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/gosdk"
-	"github.com/mrtr-go/mrtr/internal/adaptertest"
+	"github.com/mrtr-go/mrtr/internal/testing/adaptertest"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 

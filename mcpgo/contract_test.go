@@ -11,7 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/mrtr-go/mrtr/internal/adaptertest"
+	"github.com/mrtr-go/mrtr/internal/testing/adaptertest"
 	"github.com/mrtr-go/mrtr/mcpgo"
 	"github.com/mrtr-go/mrtr/mcpgo/internal/example"
 )

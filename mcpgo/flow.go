@@ -18,8 +18,27 @@ import (
 //
 // A Flow belongs to one call; it is safe for concurrent use.
 type Flow[C any] struct {
-	*adapt.Flow[C] // Resumed, Round, ID, Asked, State
+	core *adapt.Flow[C]
 }
+
+// Resumed reports whether the call carried a verified requestState: false
+// on a first call.
+func (f *Flow[C]) Resumed() bool { return f.core.Resumed() }
+
+// Round is the number of pauses so far: 0 on a first call.
+func (f *Flow[C]) Round() int { return f.core.Round() }
+
+// ID is the flow id, constant across the rounds of one flow: an
+// idempotency key for side effects. It is empty on a first call until the
+// flow pauses.
+func (f *Flow[C]) ID() string { return f.core.ID() }
+
+// Asked returns the input request keys the resumed round asked.
+func (f *Flow[C]) Asked() []string { return f.core.Asked() }
+
+// State returns the verified continuation sealed by the previous pause,
+// and false on a first call (or when that pause sealed none).
+func (f *Flow[C]) State() (C, bool) { return f.core.State() }
 
 // ErrStaleContinuation is what the client gets when a verified
 // continuation no longer decodes into the handler's continuation type (a
@@ -30,7 +49,7 @@ var ErrStaleContinuation = adapt.ErrStaleContinuation
 
 // response returns the verified answer under key, resolved for method.
 func (f *Flow[C]) response(key string, method mcp.MCPMethod) (mcp.InputResponse, bool) {
-	r, ok := adapt.Typed[mcp.InputResponse](adapt.Answer(f.Flow, key))
+	r, ok := adapt.Typed[mcp.InputResponse](adapt.Answer(f.core, key))
 	if !ok || r.DecodeFor(method) != nil {
 		return mcp.InputResponse{}, false
 	}
@@ -62,19 +81,19 @@ func (f *Flow[C]) Roots(key string) (*mcp.ListRootsResult, bool) {
 // spec's ephemeral pattern); a handler that relies on its continuation
 // should ask properly first. Resolve it with DecodeFor.
 func (f *Flow[C]) Unverified(key string) (mcp.InputResponse, bool) {
-	return adapt.Typed[mcp.InputResponse](adapt.Unverified(f.Flow, key))
+	return adapt.Typed[mcp.InputResponse](adapt.Unverified(f.core, key))
 }
 
 // Supports reports whether this request's client declared the capability
 // input request r needs. Ask refuses requests it does not support.
 func (f *Flow[C]) Supports(r mcp.InputRequest) bool {
-	return adapt.Declared(f.Flow).Lacks(needOf(r)) == ""
+	return adapt.Declared(f.core).Lacks(needOf(r)) == ""
 }
 
 // pause seals the next round after the capability gate. Its errors are
 // mapped to the wire when the handler returns them.
 func (f *Flow[C]) pause(state C, reqs mcp.InputRequests) (string, error) {
-	return adapt.Pause(f.Flow, state, needsOf(reqs))
+	return adapt.Pause(f.core, state, needsOf(reqs))
 }
 
 // needOf is what the capability gate needs to know of input request r.

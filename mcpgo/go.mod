@@ -2,8 +2,6 @@ module github.com/mrtr-go/mrtr/mcpgo
 
 go 1.26.0
 
-replace github.com/mrtr-go/mrtr => ..
-
 require (
 	github.com/mark3labs/mcp-go v1.2.1
 	github.com/modelcontextprotocol/go-sdk v1.8.0

@@ -177,7 +177,7 @@ func rawArguments(p mcp.CallToolParams) json.RawMessage {
 func run[R, C any](ctx context.Context, a *Adapter, c *adapt.Call, h func(context.Context, *Flow[C]) (R, error), inspect func(R) adapt.Result) (R, error) {
 	res, err := adapt.Run(ctx, a.guard, c, record(ctx), a.logger,
 		func(ctx context.Context, core *adapt.Flow[C]) (R, error) {
-			return h(ctx, &Flow[C]{Flow: core})
+			return h(ctx, &Flow[C]{core: core})
 		}, inspect)
 	if err != nil {
 		var zero R

@@ -15,7 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mrtr-go/mrtr"
-	"github.com/mrtr-go/mrtr/internal/adaptertest"
+	"github.com/mrtr-go/mrtr/internal/testing/adaptertest"
 	"github.com/mrtr-go/mrtr/mcpgo"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr"
-	"github.com/mrtr-go/mrtr/internal/fakeclock"
-	"github.com/mrtr-go/mrtr/internal/testredis"
+	"github.com/mrtr-go/mrtr/internal/testing/fakeclock"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 	"github.com/mrtr-go/mrtr/proxy"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/replay/redisstore"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/internal/fakeclock"
+	"github.com/mrtr-go/mrtr/internal/testing/fakeclock"
 )
 
 // windowed returns k with the window [nb, na) (zero: open side).

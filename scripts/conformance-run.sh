@@ -22,7 +22,7 @@
 # WARNING or FAILURE, or when no input-required-result-* results were
 # written at all. CONFORMANCE_MRTR_ALLOW=ID[,ID...] lets those WARNING checks
 # pass the gate (the proxy's documented departure from one SHOULD).
-# (The Go tests in internal/e2e go further: they pin every scenario a suite
+# (The Go tests in e2e go further: they pin every scenario a suite
 # must run and how many of its checks must pass.)
 # 2 = usage error. After the run, the script lists every non-SUCCESS check.
 # Its last line repeats the harness's "Total: N passed, M failed" (suite modes).

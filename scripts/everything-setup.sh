@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the upstream the proxy's conformance tests (internal/e2e/proxy_conformance_test.go)
+# Install the upstream the proxy's conformance tests (e2e/proxy_conformance_test.go)
 # put mrtr proxy in front of: go-sdk's conformance everything-server, at the go-sdk version
 # of go.mod, into conformance/bin/everything-server (GOBIN=conformance/bin go install), but
 # only when that binary is missing or built from another version.

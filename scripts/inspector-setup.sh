@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install what the MCP Inspector browser test (internal/e2e/inspector_test.go) needs,
+# Install what the MCP Inspector browser test (e2e/inspector_test.go) needs,
 # but only what is missing:
 #   - Debian's chromium at /usr/bin/chromium (apt-get, non-interactive; needs root or
 #     password-less sudo). Nothing else downloads a browser: the test drives this one

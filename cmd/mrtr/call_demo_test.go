@@ -18,14 +18,14 @@ import (
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/bearer"
 	"github.com/mrtr-go/mrtr/gosdk"
-	"github.com/mrtr-go/mrtr/internal/demo"
+	"github.com/mrtr-go/mrtr/internal/app/demo"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // demoSecret is an HS256 secret for the demo server behind a bearer check.
 const demoSecret = "call-demo-test-secret-of-32-bytes!!"
 
-// startDemoServer runs `mrtr serve`'s server (internal/demo) in process:
+// startDemoServer runs `mrtr serve`'s server (internal/app/demo) in process:
 // its guard allows maxRounds pauses per flow (0: the default), and
 // guess_number's secret is always max (rand pinned to the last value of
 // [1, 1000]: the bytes 0x03 0xE7 read as 999). It serves /mcp, and /auth/mcp

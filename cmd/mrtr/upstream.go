@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/app/observe"
 	"github.com/mrtr-go/mrtr/internal/bridge"
-	"github.com/mrtr-go/mrtr/internal/observe"
 	"github.com/mrtr-go/mrtr/internal/rpc"
 	"github.com/mrtr-go/mrtr/internal/stdio"
 )

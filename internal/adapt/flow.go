@@ -21,11 +21,12 @@ var ErrStaleContinuation = errors.New("this paused call cannot be resumed by thi
 
 // Flow is the SDK-free part of a handler's typed view of one call: the
 // verified continuation as a C, the round, the flow id, and the sealing
-// of the next round behind the capability gate. The adapters embed it in
-// their own Flow, which adds the answers and Ask in their SDK's types.
+// of the next round behind the capability gate. The adapters keep it in
+// their own Flow, which declares these methods again (so that go doc shows
+// them) and adds the answers and Ask in their SDK's types.
 //
-// Its methods are the ones an adapter's Flow shows its users (by
-// embedding); the rest are functions of this package.
+// Its methods are the ones an adapter's Flow shows its users; the rest are
+// functions of this package.
 //
 // A Flow belongs to one call; it is safe for concurrent use.
 type Flow[C any] struct {

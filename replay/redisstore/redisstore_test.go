@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mrtr-go/mrtr/internal/fakeclock"
-	"github.com/mrtr-go/mrtr/internal/testredis"
+	"github.com/mrtr-go/mrtr/internal/testing/fakeclock"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/replay/redisstore"
 	"github.com/mrtr-go/mrtr/replay/replaytest"

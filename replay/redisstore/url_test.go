@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/internal/testredis"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/replay/redisstore"
 )

@@ -5,8 +5,6 @@ module github.com/mrtr-go/mrtr/reqstate/jcsoracle
 
 go 1.26.0
 
-replace github.com/mrtr-go/mrtr => ../..
-
 require (
 	github.com/gowebpki/jcs v1.0.2
 	github.com/mrtr-go/mrtr v0.0.0-00010101000000-000000000000

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr/internal/attack"
-	"github.com/mrtr-go/mrtr/internal/testissuer"
+	"github.com/mrtr-go/mrtr/internal/testing/testissuer"
 )
 
 // probeReport is what `mrtr probe --json` writes.

@@ -17,7 +17,7 @@ import (
 )
 
 var (
-	// repoRoot is the module root (it holds go.mod, scripts/ and conformance/).
+	// repoRoot is the repository root (it holds go.work, scripts/ and conformance/).
 	repoRoot string
 	// mrtrBin is the mrtr binary built once by TestMain.
 	mrtrBin string
@@ -36,7 +36,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	repoRoot = filepath.Clean(filepath.Join(wd, "..", ".."))
+	repoRoot = filepath.Clean(filepath.Join(wd, ".."))
 	if _, err := os.Stat(filepath.Join(repoRoot, "go.mod")); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: no go.mod at %s: %v\n", repoRoot, err)
 		return 1

@@ -21,14 +21,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mrtr-go/mrtr/internal/testredis"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
 // Flags of TestLoad, the load test of docs/BENCHMARKS.md ("Load: many nodes
 // on one Redis"). A normal test run keeps the short default; the numbers in
 // the document come from
 //
-//	go test ./internal/e2e -run TestLoad -count=1 -v -load.duration 20s
+//	go test ./e2e -run TestLoad -count=1 -v -load.duration 20s
 var (
 	loadDuration = flag.Duration("load.duration", 3*time.Second, "how long each phase of TestLoad starts new flows")
 	loadClients  = flag.Int("load.clients", 64, "concurrent clients in each phase of TestLoad")

@@ -16,11 +16,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mrtr-go/mrtr/internal/testissuer"
+	"github.com/mrtr-go/mrtr/internal/testing/testissuer"
 )
 
 // The auth tests run `mrtr serve` as an OAuth resource server in front of
-// in-process issuers (internal/testissuer, on 127.0.0.1) and drive it with
+// in-process issuers (internal/testing/testissuer, on 127.0.0.1) and drive it with
 // go-sdk's client carrying bearer tokens.
 
 // authNode is one `mrtr serve --auth-*` process.

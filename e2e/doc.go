@@ -16,6 +16,6 @@
 // Inspector (scripts/inspector-setup.sh). Each test runs its script's --check
 // and skips when that is missing or stale, unless MRTR_REQUIRE_CONFORMANCE=1
 // (MRTR_REQUIRE_INSPECTOR=1 for the browser test) makes it a failure. The
-// Redis tests start redis-server through internal/testredis and likewise fail
+// Redis tests start redis-server through internal/testing/testredis and likewise fail
 // instead of skipping when MRTR_REQUIRE_REDIS=1 (make test sets all three).
 package e2e

@@ -37,12 +37,12 @@ func needInspector(t *testing.T) {
 }
 
 // inspectorArtifacts is where the driver keeps its screenshots: $MRTR_ARTIFACTS, or the
-// gitignored internal/e2e/artifacts.
+// gitignored e2e/artifacts.
 func inspectorArtifacts(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("MRTR_ARTIFACTS")
 	if dir == "" {
-		dir = filepath.Join(repoRoot, "internal", "e2e", "artifacts")
+		dir = filepath.Join(repoRoot, "e2e", "artifacts")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/internal/testredis"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
 // proxyFlowRound posts one round of the everything-server's 3-round

@@ -13,7 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mrtr-go/mrtr/internal/demo"
+	"github.com/mrtr-go/mrtr/internal/app/demo"
 )
 
 func TestContentFixtures(t *testing.T) {

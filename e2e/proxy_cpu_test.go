@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/internal/testredis"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
 var proxyCPURounds = flag.Int("proxycpu.rounds", 1, "rounds of TestProxyCPU, each running every setup once, in an order rotated every round")
@@ -87,7 +87,7 @@ func startReverseProxy(t *testing.T, upstream string) (string, int) {
 // reverse proxy's losses (golang/go#40747) are reported. The numbers of
 // docs/BENCHMARKS.md come from
 //
-//	go test ./internal/e2e -run TestProxyCPU -count=1 -v -load.duration 5s -proxycpu.rounds 5
+//	go test ./e2e -run TestProxyCPU -count=1 -v -load.duration 5s -proxycpu.rounds 5
 func TestProxyCPU(t *testing.T) {
 	if *loadDuration <= 0 || *loadClients <= 0 || *proxyCPURounds <= 0 {
 		t.Fatalf("-load.duration, -load.clients and -proxycpu.rounds must be positive")

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/internal/testredis"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
 // The failover tests of issue 14: two `mrtr serve` nodes share a Sentinel
@@ -26,7 +26,7 @@ import (
 // The load is bounded by flow counts, not by time: failoverWarmup flows
 // before the kill, failoverAfter flows after the failover. Longer runs:
 //
-//	go test ./internal/e2e -run TestFailover -count=1 -v -failover.flows 2000 -failover.workers 16
+//	go test ./e2e -run TestFailover -count=1 -v -failover.flows 2000 -failover.workers 16
 var (
 	failoverFlows   = flag.Int("failover.flows", 60, "flows each failover test runs before the kill and again after the failover")
 	failoverWorkers = flag.Int("failover.workers", 8, "concurrent clients in each failover test")

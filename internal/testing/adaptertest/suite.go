@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr"
-	"github.com/mrtr-go/mrtr/internal/fakeclock"
+	"github.com/mrtr-go/mrtr/internal/testing/fakeclock"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
 )

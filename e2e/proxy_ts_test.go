@@ -15,7 +15,7 @@ import (
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/attack"
-	"github.com/mrtr-go/mrtr/internal/fakeclock"
+	"github.com/mrtr-go/mrtr/internal/testing/fakeclock"
 	"github.com/mrtr-go/mrtr/proxy"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/internal/testredis"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
 // TestLoadTopologies runs the load of TestLoad (guess_number flows, each
@@ -17,7 +17,7 @@ import (
 // column adds up every redis-server and sentinel process of the setup.
 // The numbers of docs/OPERATIONS.md come from
 //
-//	go test ./internal/e2e -run TestLoadTopologies -count=1 -v -load.duration 10s
+//	go test ./e2e -run TestLoadTopologies -count=1 -v -load.duration 10s
 func TestLoadTopologies(t *testing.T) {
 	if *loadDuration <= 0 || *loadClients <= 0 {
 		t.Fatalf("-load.duration %v and -load.clients %d must be positive", *loadDuration, *loadClients)

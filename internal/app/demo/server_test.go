@@ -20,7 +20,7 @@ import (
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/gosdk"
-	"github.com/mrtr-go/mrtr/internal/demo"
+	"github.com/mrtr-go/mrtr/internal/app/demo"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
