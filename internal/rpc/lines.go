@@ -42,7 +42,7 @@ func (l *Lines) read(r io.Reader, max int) {
 	defer close(l.done)
 	defer close(l.recv)
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), max)
+	sc.Buffer(make([]byte, 0, min(64<<10, max)), max) // a larger first buffer would let longer lines through
 	for sc.Scan() {
 		line := bytes.TrimRight(sc.Bytes(), "\r")
 		if len(bytes.TrimSpace(line)) == 0 {
