@@ -34,7 +34,7 @@ func TestParseProxyFlagsAndEnv(t *testing.T) {
 	}{
 		{nil, "--upstream: is required"},
 		{[]string{"--upstream", "ftp://x"}, `--upstream: "ftp://x" is not an http`},
-		{[]string{"--upstream", "http://x", "--max-held", "10"}, "--max-held: 10 is below the minimum"},
+		{[]string{"--upstream", "http://x", "--max-held", "10"}, "--max-held: 10 B is below the minimum of 1 KiB"},
 		{[]string{"--upstream", "http://x", "--upstream-timeout", "0s"}, "--upstream-timeout"},
 	} {
 		a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}

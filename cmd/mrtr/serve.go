@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -200,6 +201,30 @@ func (c *commonConfig) replayName() string {
 		return c.replay
 	}
 	u.User = nil
+	maskPasswordParams(u)
+	return u.String()
+}
+
+// redactURL quotes a URL given by the user for an error message, its
+// password replaced by xxxxx (url.URL.Redacted, and the same for password
+// query parameters); a value that does not parse is named only by its
+// scheme, as it may hold a password anywhere.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme == "" && strings.ContainsAny(raw, "@:")) {
+		scheme, _, ok := strings.Cut(raw, "://")
+		if ok && scheme != "" && !strings.ContainsAny(scheme, "@:/?#") {
+			return "a " + scheme + ":// URL that does not parse"
+		}
+		return "a value that does not parse as a URL"
+	}
+	maskPasswordParams(u)
+	return strconv.Quote(u.Redacted())
+}
+
+// maskPasswordParams replaces the value of every query parameter whose
+// name says password.
+func maskPasswordParams(u *url.URL) {
 	if q := u.Query(); len(q) > 0 {
 		for k := range q {
 			if strings.Contains(strings.ToLower(k), "password") {
@@ -208,7 +233,6 @@ func (c *commonConfig) replayName() string {
 		}
 		u.RawQuery = q.Encode()
 	}
-	return u.String()
 }
 
 func (c *commonConfig) openStore(ctx context.Context, log *slog.Logger) (replay.Store, func(), error) {
