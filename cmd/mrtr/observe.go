@@ -76,7 +76,7 @@ func (c *commonConfig) newTelemetry(ctx context.Context, log *slog.Logger) (*tel
 // reads it: it may be reloaded) has a key whose window is open now, and
 // a store that can be pinged (Redis) answers within --replay-timeout. The
 // in-memory store is always ready.
-func (t *telemetry) addReadiness(ring func() *reqstate.KeyRing, store replay.Store, timeout time.Duration) {
+func (t *telemetry) addReadiness(ring func() *reqstate.KeyRing, store replay.Store, replayURL string, timeout time.Duration) {
 	t.health.Timeout = timeout
 	t.health.Checks = append(t.health.Checks, observe.Check{Name: "keys", Fn: func(context.Context) error {
 		r := ring()
@@ -89,7 +89,7 @@ func (t *telemetry) addReadiness(ring func() *reqstate.KeyRing, store replay.Sto
 		return nil
 	}})
 	if p, ok := store.(interface{ Ping(context.Context) error }); ok {
-		t.health.Checks = append(t.health.Checks, observe.Check{Name: "store", Fn: p.Ping})
+		t.health.Checks = append(t.health.Checks, observe.Check{Name: "store", Fn: storeCheck(replayURL, p.Ping)})
 	}
 }
 
