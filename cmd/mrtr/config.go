@@ -175,6 +175,9 @@ func (a *app) parseServe(args []string) (*serveConfig, error) {
 
 // settle resolves what depends on several flags once they are parsed.
 func (c *commonConfig) settle() {
+	if c.keysFile == "none" {
+		c.keysFile = "" // the ephemeral ring, as --keys says
+	}
 	// An anonymous token never outlives an authenticated one.
 	c.anonTTL = min(c.anonTTL, c.ttl)
 }
