@@ -29,6 +29,7 @@ type rpcAnswer struct {
 	text       string // first text content of a complete result
 	code       int    // JSON-RPC error code, 0 for a result
 	reason     string // error data's reason
+	raw        string // the JSON-RPC message as received
 }
 
 // callDeploy sends one raw 2026-07-28 tools/call of the demo's deploy
@@ -97,6 +98,7 @@ func callDeploy(t *testing.T, url, env, state string, meta map[string]any) rpcAn
 	if msg.Error != nil {
 		a.code, a.reason = msg.Error.Code, msg.Error.Data.Reason
 	}
+	a.raw = data
 	return a
 }
 
