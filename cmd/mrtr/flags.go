@@ -477,40 +477,6 @@ func wrap(s, indent string, width int) string {
 	return b.String()
 }
 
-// markdownTable is the README's table of the flags for which keep
-// returns true, by group: flag, variable, default, meaning.
-func (f *flags) markdownTable(keep func(*flagDoc) bool) string {
-	var b strings.Builder
-	b.WriteString("| flag | variable | default | meaning |\n| --- | --- | --- | --- |\n")
-	for _, g := range f.groups() {
-		first := true
-		for _, d := range f.docs {
-			if d.group != g || !keep(d) {
-				continue
-			}
-			if first {
-				fmt.Fprintf(&b, "| **%s** | | | |\n", g.title())
-				first = false
-			}
-			name := "--" + d.name
-			if d.arg != "" && d.arg == strings.ToUpper(d.arg) {
-				name += " " + d.arg
-			}
-			def := "none"
-			switch {
-			case d.kind == "boolean" && d.def == "":
-				def = "off"
-			case d.def != "":
-				def = "`" + d.def + "`"
-			}
-			fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s |\n", mdEscape(name), d.env, def, mdEscape(d.usage))
-		}
-	}
-	return b.String()
-}
-
-func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
-
 // parseArgs parses flags, allowing them before and after positional
 // arguments, and returns the positional ones and, apart, the words after
 // a -- (dash says there was one). A flag error is explained in one line
