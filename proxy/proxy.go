@@ -179,6 +179,7 @@ func New(opts Options) (*Handler, error) {
 		t.MaxIdleConnsPerHost = 256
 		tr = t
 	}
+	tr = &watchedTransport{next: tr, log: h.log, url: u.Redacted()} // upstream.go
 	h.tr = tr
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:       h.rewrite,

@@ -315,7 +315,7 @@ func TestServeMetricsReadiness(t *testing.T) {
 func TestServeHealthWithoutAuthOrMetrics(t *testing.T) {
 	url, logs := startServe(t, "--auth-hs256-secret", strings.Repeat("s", 32))
 	base := strings.TrimSuffix(url, "/mcp")
-	if code, body := probe(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok"}}` {
+	if code, body := probe(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","upstream":"ok"}}` {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
 	if code, _ := probe(t, base+"/healthz"); code != 200 {
@@ -499,7 +499,7 @@ func TestProxyMetricsAndHealth(t *testing.T) {
 	if got := call(tok); got["error"] == nil {
 		t.Fatalf("replay accepted: %v", got)
 	}
-	if code, body := probe(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok"}}` {
+	if code, body := probe(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","upstream":"ok"}}` {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
 	m, _ := scrape(t, metricsURL)

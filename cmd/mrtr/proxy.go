@@ -102,6 +102,13 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Not fatal: the upstream may start after the proxy.
+	cctx, cancel := context.WithTimeout(ctx, c.dialTimeout+2*time.Second)
+	if err := h.CheckUpstream(cctx); err != nil {
+		log.Warn("mrtr proxy: the upstream does not serve MCP yet; calls fail until it does", "upstream", redactURL(c.upstream), "error", err)
+	}
+	cancel()
+	c.tel.addUpstreamReadiness(h.CheckUpstream)
 	u, _ := url.Parse(c.upstream)
 	log.Info("mrtr proxy", "upstream", u.Redacted(), "upstream_timeout", c.upstreamTimeout, "max_held", c.maxHeld,
 		"max_upstream_state", c.maxState, "forward_authorization", c.forwardAuth, "max_body", c.maxBodyBytes,
