@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -147,4 +151,31 @@ func helpFlags(cmd string) *flags {
 	f := a.newFlags("proxy", "", proxyAbout)
 	proxyFlags(f, new(proxyConfig))
 	return f
+}
+
+// TestStartupErrorsInTerminal pins issue 21 items 9 and 10 as a person
+// sees them: in a terminal, a mistyped flag is two lines (the nearest
+// flag, the hint to --help) and the command exits 2, with no usage
+// scrolling the error away; a missing key file says how to make one.
+func TestStartupErrorsInTerminal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the command in a pseudo-terminal")
+	}
+	tm, cmd := startTerminal(t, os.Args[0], "serve", "--port", "9999")
+	tm.expect("mrtr serve: unknown flag --port (did you mean --addr?)\nRun \"mrtr serve --help\" for its flags.\n")
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("exit: %v\n%s", err, tm.screen)
+	}
+	if s := tm.screen.String(); strings.Contains(s, "Usage:") || strings.Count(s, "\n") != 2 {
+		t.Errorf("more than the error and the hint:\n%s", s)
+	}
+
+	missing := filepath.Join(t.TempDir(), "keys.json")
+	tm, cmd = startTerminal(t, os.Args[0], "serve", "--keys", missing, "--addr", "127.0.0.1:0")
+	tm.expect("create one with: mrtr keygen --out " + missing + "\n")
+	if err := cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("exit: %v\n%s", err, tm.screen)
+	}
 }
