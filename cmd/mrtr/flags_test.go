@@ -179,3 +179,39 @@ func TestStartupErrorsInTerminal(t *testing.T) {
 		t.Fatalf("exit: %v\n%s", err, tm.screen)
 	}
 }
+
+// TestFlagsCommandAndStrings: the words after -- go to Command's slice
+// (the command a proxy runs, its own flags untouched), a repeatable flag
+// collects every use, and both are listed by --help in their group.
+func TestFlagsCommandAndStrings(t *testing.T) {
+	var help bytes.Buffer
+	a := &app{stdout: io.Discard, stderr: &help, getenv: func(string) string { return "" }}
+	var (
+		command, env []string
+		era          string
+	)
+	newSet := func() *flags {
+		command, env, era = nil, nil, ""
+		f := a.newFlags("proxy", "mrtr proxy [flags] -- COMMAND [ARG...]", "")
+		f.Strings(groupUpstream, &env, "upstream-env", "`K=V` for the command's environment")
+		f.Choice(groupUpstream, &era, "upstream-era", "auto", []string{"auto", "modern", "legacy"}, "the upstream's protocol era")
+		f.Command(&command, "COMMAND [ARG...]")
+		return f
+	}
+	if err := newSet().parse(a.getenv, []string{"--upstream-env", "A=1", "--upstream-env=B=2", "--upstream-era", "legacy", "--", "npx", "-y", "pkg", "--upstream-era", "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(command, " ") != "npx -y pkg --upstream-era x" || strings.Join(env, ",") != "A=1,B=2" || era != "legacy" {
+		t.Fatalf("command %q, env %q, era %q", command, env, era)
+	}
+	if err := newSet().parse(a.getenv, []string{"npx"}); err == nil {
+		t.Fatal("a command without -- accepted")
+	}
+	help.Reset()
+	newSet().parse(a.getenv, []string{"--help"})
+	for _, want := range []string{"Upstream:\n  --upstream-env K=V\n", "(repeatable)", "  --upstream-era auto|modern|legacy\n", "After the flags: -- COMMAND [ARG...]"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("--help lacks %q:\n%s", want, help.String())
+		}
+	}
+}
