@@ -548,8 +548,17 @@ func flagMessage(fs *flag.FlagSet, err error) string {
 		// invalid value "x" for flag -name: ...
 		if i := strings.Index(msg, " for flag -"); i > 0 {
 			rest := msg[i+len(" for flag -"):]
-			name, _, _ := strings.Cut(rest, ":")
-			return "--" + name + ": " + strings.TrimPrefix(msg[:i], "invalid value ") + " is not valid"
+			name, why, _ := strings.Cut(rest, ": ")
+			val, _ := strconv.Unquote(strings.TrimPrefix(msg[:i], "invalid value "))
+			if fl := fs.Lookup(name); fl != nil && (why == "parse error" || why == "value out of range") {
+				kind, _ := flag.UnquoteUsage(fl)
+				return "--" + name + ": " + badValue(val, kind)
+			}
+			m := "--" + name + ": " + strconv.Quote(val) + " is not valid"
+			if why != "" {
+				m += ": " + why
+			}
+			return m
 		}
 	}
 	return msg
