@@ -3,6 +3,8 @@ package mrtr
 import (
 	"errors"
 	"fmt"
+
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
 )
 
 // Reason says why a requestState was rejected. It is sent to the client in
@@ -19,14 +21,17 @@ const (
 	ReasonArgumentsChanged Reason = "arguments_changed" // authentic, but the retry's arguments differ
 )
 
-// RejectMessage is the one fixed message of every rejected requestState.
-const RejectMessage = "invalid requestState"
+// RejectMessage is the one fixed message of every rejected requestState:
+// "invalid requestState".
+const RejectMessage = mcpwire.RejectMessage
 
-// CodeInvalidParams is the JSON-RPC code of a rejected requestState.
-const CodeInvalidParams = -32602
+// CodeInvalidParams is the JSON-RPC code of a rejected requestState
+// (-32602).
+const CodeInvalidParams = mcpwire.CodeInvalidParams
 
-// CodeInternalError is the JSON-RPC code of a single-use store outage.
-const CodeInternalError = -32603
+// CodeInternalError is the JSON-RPC code of a single-use store outage
+// (-32603).
+const CodeInternalError = mcpwire.CodeInternalError
 
 // RejectError is the error of a rejected requestState. Adapters send it as
 // JSON-RPC error CodeInvalidParams with message RejectMessage and data
@@ -56,6 +61,12 @@ var ErrStoreUnavailable = errors.New("mrtr: single-use store unavailable")
 // a first call, Begin on a resume. Adapters answer CodeInvalidParams with
 // a message naming the rule, never the arguments.
 var ErrInvalidArguments = errors.New("mrtr: invalid arguments")
+
+// ErrInvalidResponses refuses a call whose inputResponses are present but
+// not an object of answers (null, {}, or no object at all): a retry must
+// carry the answers it retries with. Adapters answer CodeInvalidParams
+// with a message saying so.
+var ErrInvalidResponses = errors.New("mrtr: inputResponses must be an object of answers")
 
 // ErrHandlerState reports a handler that set a result's requestState by
 // hand instead of pausing through its Flow: it would have sent a state

@@ -83,10 +83,16 @@ func (f *Flow) ID() string {
 func (f *Flow) Asked() []string { return append([]string(nil), f.asked...) }
 
 // Continuation decodes the verified continuation into v. It returns
-// ErrNoContinuation on a first call or when the pause sealed none.
+// ErrNoContinuation on a first call or when the pause sealed none. A
+// *json.RawMessage receives the sealed JSON as is, without decoding.
 func (f *Flow) Continuation(v any) error {
 	if len(f.cont) == 0 {
 		return ErrNoContinuation
+	}
+	if raw, ok := v.(*json.RawMessage); ok {
+		// The sealed JSON as is: authenticated, so valid; no decoding.
+		*raw = append((*raw)[:0], f.cont...)
+		return nil
 	}
 	if err := sjson.Unmarshal(f.cont, v); err != nil {
 		return fmt.Errorf("mrtr: continuation does not decode into %T", v) // the decoder's error quotes the sealed value

@@ -174,6 +174,16 @@ type Request struct {
 	// the adapter decoded them (package gosdk passes the SDK's typed
 	// results; an adapter without types may pass json.RawMessage).
 	InputResponses map[string]any
+	// BadState marks a requestState member that is present but not a
+	// string (a number, an object, ...). Only strings are tokens, so Begin
+	// rejects the call as ReasonInvalid; RequestState is then ignored.
+	BadState bool
+	// BadResponses marks an inputResponses member that is present but not
+	// an object of answers: null, {} or not an object at all (an SDK that
+	// decodes null as absent cannot tell; its adapter reads the body).
+	// Begin refuses the call with ErrInvalidResponses before anything else:
+	// a retry must carry the answers it retries with.
+	BadResponses bool
 	// Meta is the request's _meta, or nil. The guard does not read it; it
 	// passes it to Options.Observer, which may continue the W3C trace
 	// context it carries (traceparent, tracestate).
@@ -194,11 +204,14 @@ func (r *Request) binding(serverID string) reqstate.Binding {
 // call (no requestState) it never fails. On a resume it runs, in this
 // order: length cap, format, key id, authenticated decryption under this
 // request's binding, payload decode (all four inside the codec, all
-// ReasonInvalid), expiry with leeway (ReasonExpired), the arguments hash
+// ReasonInvalid; a requestState that is not a string, Request.BadState,
+// is one too), expiry with leeway (ReasonExpired), the arguments hash
 // in constant time (ReasonArgumentsChanged), the round cap
 // (ReasonRoundsExceeded) and, with a store, the single-use reservation
 // (ReasonReplayed, or ErrStoreUnavailable). Answers under keys the sealed
-// round did not ask for are dropped.
+// round did not ask for are dropped. Before all of it, inputResponses
+// that are not an object of answers (Request.BadResponses) are refused
+// with ErrInvalidResponses, on a first call as on a resume.
 //
 // Every Flow that Begin returns must be ended with Flow.End, once the
 // handler has run.
@@ -210,7 +223,13 @@ func (g *Guard) Begin(ctx context.Context, r *Request) (*Flow, error) {
 }
 
 func (g *Guard) begin(ctx context.Context, r *Request) (*Flow, error) {
+	if r.BadResponses {
+		return nil, ErrInvalidResponses
+	}
 	f := &Flow{g: g, binding: r.binding(g.opts.ServerID), args: r.Arguments}
+	if r.BadState {
+		return nil, g.rejected(ctx, r, ReasonInvalid, "not a string")
+	}
 	if r.RequestState == "" {
 		if len(r.InputResponses) > 0 {
 			f.unverified = r.InputResponses

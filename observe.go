@@ -170,8 +170,8 @@ func (g *Guard) observeBegin(ctx context.Context, r *Request) (*Flow, error) {
 	if f != nil {
 		f.obsCtx, f.start, f.meta, f.version = ctx, start, r.Meta, r.ProtocolVersion
 	}
-	if r.RequestState == "" {
-		return f, err
+	if (r.RequestState == "" && !r.BadState) || errors.Is(err, ErrInvalidResponses) {
+		return f, err // a first call, or malformed params: no token was judged
 	}
 	e := ResumeEvent{Call: r.call(start), Outcome: OutcomeOK}
 	switch re := err.(type) { // begin returns a *RejectError unwrapped

@@ -106,7 +106,7 @@ func recordFrom(ctx context.Context) *adapt.Record {
 
 func (a *Adapter) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if !adapt.Pausable(method) {
+		if !mcpwire.Pausable(method) {
 			return next(ctx, method, req)
 		}
 		rec := recordFrom(ctx)

@@ -10,7 +10,7 @@ import (
 
 // CodeMissingCapability is the JSON-RPC code of an input request the
 // client did not declare a capability for (MCP 2026-07-28).
-const CodeMissingCapability = mcp.CodeMissingRequiredClientCapabilities
+const CodeMissingCapability = mcpwire.CodeMissingCapability
 
 // capsOf reads what a client declared from go-sdk's decoded
 // capabilities; nil declares nothing.

@@ -77,3 +77,11 @@ func TestRequiredCapability(t *testing.T) {
 		t.Fatalf("missing: %v", err)
 	}
 }
+
+// The wire contract's codes (internal/mcpwire/codes.go) are go-sdk's.
+func TestWireCodesMatchSDK(t *testing.T) {
+	if mcpwire.CodeMissingCapability != mcp.CodeMissingRequiredClientCapabilities || mcpwire.CodeHeaderMismatch != mcp.CodeHeaderMismatch ||
+		mcpwire.CodeInvalidParams != jsonrpc.CodeInvalidParams || mcpwire.CodeInternalError != jsonrpc.CodeInternalError {
+		t.Fatal("the wire contract's codes disagree with go-sdk's")
+	}
+}

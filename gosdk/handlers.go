@@ -7,6 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mrtr-go/mrtr/internal/adapt"
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
 )
 
 // ToolHandler handles a tool call with typed arguments In and a sealed
@@ -30,7 +31,7 @@ type ResourceHandler[C any] func(ctx context.Context, req *mcp.ReadResourceReque
 func AddTool[In, C any](a *Adapter, t *mcp.Tool, h ToolHandler[In, C]) {
 	mcp.AddTool(a.server, t, func(ctx context.Context, req *mcp.CallToolRequest, args In) (*mcp.CallToolResult, any, error) {
 		p := *req.Params
-		c := newCall(req, adapt.MethodCallTool, p.Name, req.ProtocolVersion(), p.Arguments, p.RequestState, p.InputResponses, req.ClientCapabilities, p.Meta)
+		c := newCall(req, mcpwire.MethodCallTool, p.Name, req.ProtocolVersion(), p.Arguments, p.RequestState, p.InputResponses, req.ClientCapabilities, p.Meta)
 		p.RequestState, p.InputResponses = "", nil
 		clean := &mcp.CallToolRequest{Session: req.Session, Params: &p, Extra: req.Extra}
 		res, err := run(ctx, a, c, func(ctx context.Context, fl *Flow[C]) (*mcp.CallToolResult, error) {
@@ -48,7 +49,7 @@ func AddPrompt[C any](a *Adapter, p *mcp.Prompt, h PromptHandler[C]) {
 		if len(params.Arguments) > 0 {
 			args, _ = json.Marshal(params.Arguments) // map[string]string always encodes
 		}
-		c := newCall(req, adapt.MethodGetPrompt, params.Name, req.ProtocolVersion(), args, params.RequestState, params.InputResponses, req.ClientCapabilities, params.Meta)
+		c := newCall(req, mcpwire.MethodGetPrompt, params.Name, req.ProtocolVersion(), args, params.RequestState, params.InputResponses, req.ClientCapabilities, params.Meta)
 		params.RequestState, params.InputResponses = "", nil
 		clean := &mcp.GetPromptRequest{Session: req.Session, Params: &params, Extra: req.Extra}
 		return run(ctx, a, c, func(ctx context.Context, fl *Flow[C]) (*mcp.GetPromptResult, error) {
@@ -72,7 +73,7 @@ func AddResourceTemplate[C any](a *Adapter, t *mcp.ResourceTemplate, h ResourceH
 func resourceHandler[C any](a *Adapter, h ResourceHandler[C]) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		params := *req.Params
-		c := newCall(req, adapt.MethodReadResource, params.URI, req.ProtocolVersion(), nil, params.RequestState, params.InputResponses, req.ClientCapabilities, params.Meta)
+		c := newCall(req, mcpwire.MethodReadResource, params.URI, req.ProtocolVersion(), nil, params.RequestState, params.InputResponses, req.ClientCapabilities, params.Meta)
 		params.RequestState, params.InputResponses = "", nil
 		clean := &mcp.ReadResourceRequest{Session: req.Session, Params: &params, Extra: req.Extra}
 		return run(ctx, a, c, func(ctx context.Context, fl *Flow[C]) (*mcp.ReadResourceResult, error) {

@@ -70,10 +70,10 @@ func Install(s *server.MCPServer, g *mrtr.Guard, opts *Options) *Adapter {
 		a.principal = contextPrincipal
 	}
 	s.Use(func(next server.ToolHandlerFunc) server.ToolHandlerFunc {
-		return stateGuard(a, adapt.MethodCallTool, next, func(r *mcp.CallToolResult) string { return r.RequestState })
+		return stateGuard(a, mcpwire.MethodCallTool, next, func(r *mcp.CallToolResult) string { return r.RequestState })
 	})
 	server.WithPromptHandlerMiddleware(func(next server.PromptHandlerFunc) server.PromptHandlerFunc {
-		return stateGuard(a, adapt.MethodGetPrompt, next, func(r *mcp.GetPromptResult) string { return r.RequestState })
+		return stateGuard(a, mcpwire.MethodGetPrompt, next, func(r *mcp.GetPromptResult) string { return r.RequestState })
 	})(s)
 	hooks := s.GetHooks()
 	if hooks == nil {

@@ -37,7 +37,7 @@ func AddTool[In, C any](a *Adapter, t mcp.Tool, h ToolHandler[In, C]) {
 		if err := req.BindArguments(&args); err != nil {
 			return mcp.NewToolResultError(fmt.Sprintf("failed to bind arguments: %v", err)), nil
 		}
-		c, err := a.newCall(ctx, adapt.MethodCallTool, req.Params.Name, rawArguments(req.Params), req.Params.MultiRoundTripParams, req.Params.Meta)
+		c, err := a.newCall(ctx, mcpwire.MethodCallTool, req.Params.Name, rawArguments(req.Params), req.Params.MultiRoundTripParams, req.Params.Meta)
 		if err != nil {
 			return nil, err
 		}
@@ -61,7 +61,7 @@ func AddPrompt[C any](a *Adapter, p mcp.Prompt, h PromptHandler[C]) {
 		if len(req.Params.Arguments) > 0 {
 			args, _ = json.Marshal(req.Params.Arguments) // map[string]string always encodes
 		}
-		c, err := a.newCall(ctx, adapt.MethodGetPrompt, req.Params.Name, args, req.Params.MultiRoundTripParams, req.Params.Meta)
+		c, err := a.newCall(ctx, mcpwire.MethodGetPrompt, req.Params.Name, args, req.Params.MultiRoundTripParams, req.Params.Meta)
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +98,7 @@ func AddResourceTemplate[C any](a *Adapter, t mcp.ResourceTemplate, h ResourceHa
 func resourceHandler[C any](a *Adapter, h ResourceHandler[C]) server.ResourceHandlerFunc {
 	return func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 		for {
-			c, err := a.newCall(ctx, adapt.MethodReadResource, req.Params.URI, nil, req.Params.MultiRoundTripParams, req.Params.Meta)
+			c, err := a.newCall(ctx, mcpwire.MethodReadResource, req.Params.URI, nil, req.Params.MultiRoundTripParams, req.Params.Meta)
 			if err != nil {
 				return nil, err
 			}

@@ -85,36 +85,39 @@ func (a *Adapter) Handler(next http.Handler) http.Handler {
 const maxPooledBody = 64 << 10
 
 // nullResponses reports whether a JSON-RPC request's
-// params.inputResponses is present but null or an empty object.
+// params.inputResponses is present but null or an empty object (mcp-go
+// decodes both as absent; the guard refuses them). It validates the body
+// (one scan, no allocation) and reads the member in place, without
+// decoding the body again.
 func nullResponses(body []byte) bool {
-	if !bytes.Contains(body, []byte(`"inputResponses"`)) {
+	if !bytes.Contains(body, []byte(`"inputResponses"`)) || !json.Valid(body) {
 		return false
 	}
-	var m struct {
-		Params struct {
-			InputResponses json.RawMessage `json:"inputResponses"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &m) != nil {
+	params, ok := mcpwire.Member(mcpwire.TrimSpace(body), "params")
+	if !ok {
 		return false
 	}
-	v := bytes.TrimSpace(m.Params.InputResponses)
-	if bytes.Equal(v, []byte("null")) {
-		return true
+	v, ok := mcpwire.Member(params, "inputResponses")
+	if !ok {
+		return false
 	}
-	var obj map[string]json.RawMessage
-	return len(v) > 0 && v[0] == '{' && json.Unmarshal(v, &obj) == nil && len(obj) == 0
+	return string(v) == "null" || (v[0] == '{' && len(mcpwire.TrimSpace(v[1:len(v)-1])) == 0)
 }
 
 // rewriter passes a response through, except that it rewrites the
 // JSON-RPC error of a contract error the adapter recorded in the
 // exchange. It holds back the status line until the first byte of the
-// body, so a rewritten JSON error can change it.
+// body, so a rewritten JSON error can change it. An event stream is cut
+// into events by mcpwire's one reading of the format, whatever pieces
+// mcp-go writes it in.
 type rewriter struct {
 	w      http.ResponseWriter
 	x      *exchange
 	status int  // held back until the first byte of the body
 	sent   bool // the status line is out
+	typed  bool // sse is known
+	sse    bool // the body is an event stream
+	split  mcpwire.EventSplitter
 }
 
 func (rw *rewriter) Header() http.Header { return rw.w.Header() }
@@ -128,6 +131,9 @@ func (rw *rewriter) WriteHeader(code int) {
 
 func (rw *rewriter) Write(p []byte) (int, error) {
 	out := rw.rewrite(p)
+	if len(out) == 0 && len(p) > 0 {
+		return len(p), nil // part of an event, held until its end
+	}
 	rw.writeStatus()
 	if _, err := rw.w.Write(out); err != nil {
 		return 0, err
@@ -156,32 +162,42 @@ func (rw *rewriter) writeStatus() {
 	}
 }
 
-// finish sends a status line nothing was written after.
-func (rw *rewriter) finish() { rw.writeStatus() }
+// finish sends a status line nothing was written after, and the bytes of
+// an event the stream ended inside, as they were.
+func (rw *rewriter) finish() {
+	rw.writeStatus()
+	if held := rw.split.Held(); len(held) > 0 {
+		_, _ = rw.w.Write(held)
+	}
+}
 
 // rewrite replaces a recorded contract error in p: a JSON response body,
-// or an SSE event whose data line is one.
+// or the data of an event of a stream.
 func (rw *rewriter) rewrite(p []byte) []byte {
+	if !rw.typed {
+		rw.typed = true
+		rw.sse = mcpwire.IsEventStream(rw.w.Header().Get("Content-Type"))
+	}
 	rw.x.mu.Lock()
 	pending, modern := rw.x.pending, rw.x.modern
 	rw.x.mu.Unlock()
-	if len(pending) == 0 || !bytes.Contains(p, []byte(`"error"`)) {
-		return p
+	if rw.sse {
+		if rw.split.Idle() && bytes.HasSuffix(p, []byte("\n\n")) && (len(pending) == 0 || !bytes.Contains(p, []byte(`"error"`))) {
+			return p // whole events, none to rewrite: as written
+		}
+		var out []byte
+		rw.split.Split(p, func(ev *mcpwire.Event) {
+			if len(pending) > 0 && bytes.Contains(ev.Data, []byte(`"error"`)) {
+				if m, _, ok := rewriteMessage(ev.Data, pending); ok {
+					out = mcpwire.AppendEvent(out, ev.Other, m)
+					return
+				}
+			}
+			out = append(out, ev.Raw...)
+		})
+		return out
 	}
-	if bytes.HasPrefix(p, []byte("event:")) || bytes.HasPrefix(p, []byte("data:")) {
-		// One SSE event: "event: message\ndata: {...}\n\n".
-		i := bytes.Index(p, []byte("data: "))
-		if i < 0 {
-			return p
-		}
-		start := i + len("data: ")
-		end := start + bytes.IndexByte(p[start:], '\n')
-		if end < start {
-			end = len(p)
-		}
-		if out, _, ok := rewriteMessage(p[start:end], pending); ok {
-			return append(append(append([]byte{}, p[:start]...), out...), p[end:]...)
-		}
+	if len(pending) == 0 || !bytes.Contains(p, []byte(`"error"`)) {
 		return p
 	}
 	out, code, ok := rewriteMessage(bytes.TrimSpace(p), pending)

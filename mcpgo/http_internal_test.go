@@ -3,6 +3,8 @@ package mcpgo
 import (
 	"bytes"
 	"encoding/json"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/mrtr-go/mrtr/internal/adapt"
@@ -69,4 +71,36 @@ func FuzzRewriteMessage(f *testing.F) {
 			t.Fatalf("rewrite %s -> %s (%d): %v", msg, out, code, err)
 		}
 	})
+}
+
+// The rewriter reads an event stream with mcpwire's one reading of the
+// format: a contract error is rewritten whether mcp-go writes its event
+// in one piece or several, with one data line or many, LF or CR line
+// ends; other events pass byte for byte.
+func TestRewriterEventStream(t *testing.T) {
+	const text = "invalid requestState (reason: expired)"
+	pending := map[string]*adapt.WireError{text: {Code: -32602, Message: "invalid requestState", Data: json.RawMessage(`{"reason":"expired"}`)}}
+	msg := `{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"` + text + `"}}`
+	cut := strings.Index(msg, `"error"`) // between two tokens: a line end there is JSON whitespace
+	notice := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\n"
+	for name, pieces := range map[string][]string{
+		"one piece":   {notice + "event: message\ndata: " + msg + "\n\n"},
+		"split":       {notice + "event: message\ndata: " + msg[:20], msg[20:] + "\n", "\n"},
+		"multi-line":  {notice, "event: message\ndata: " + msg[:cut] + "\ndata: " + msg[cut:] + "\n\n"},
+		"CR line end": {notice, "event: message\rdata: " + msg + "\r\r"},
+	} {
+		rec := httptest.NewRecorder()
+		rec.Header().Set("Content-Type", "text/event-stream")
+		rw := &rewriter{w: rec, x: &exchange{pending: pending}}
+		for _, p := range pieces {
+			if n, err := rw.Write([]byte(p)); n != len(p) || err != nil {
+				t.Fatalf("%s: Write %d, %v", name, n, err)
+			}
+		}
+		rw.finish()
+		out := rec.Body.String()
+		if !strings.HasPrefix(out, notice) || !strings.Contains(out, `"code":-32602`) || !strings.Contains(out, `"data":{"reason":"expired"}`) || strings.Contains(out, "-32603") {
+			t.Errorf("%s: %q", name, out)
+		}
+	}
 }

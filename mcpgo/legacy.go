@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
 )
 
 // fulfil asks a client older than 2026-07-28 the input requests of a
@@ -20,7 +22,7 @@ func (a *Adapter) fulfil(ctx context.Context, target string, reqs mcp.InputReque
 	for _, k := range slices.Sorted(maps.Keys(reqs)) {
 		r, err := a.fulfilOne(ctx, reqs[k])
 		if err != nil {
-			a.logger.WarnContext(ctx, "mcpgo: legacy client did not answer an input request", "target", target, "key", k, "error", err)
+			a.logger.WarnContext(ctx, "mcpgo: legacy client did not answer an input request", "target", mcpwire.Shown(target), "key", k, "error", err)
 			return nil, fmt.Errorf("input request %q was not answered", k)
 		}
 		responses[k] = r

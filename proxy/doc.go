@@ -25,7 +25,9 @@
 // the proxy did not seal is invalid. A call that carries no requestState
 // (or null, or "") is a first call: it reaches the upstream without
 // requestState and without inputResponses, whatever the client sent, so
-// the upstream never runs a resume the guard did not check.
+// the upstream never runs a resume the guard did not check. As in the
+// adapters, inputResponses that are not an object of answers (null, {},
+// anything else) are refused with -32602 before the upstream sees them.
 //
 // With a single-use store, a token is spent once its resume has been sent
 // to the upstream: the upstream may have run the call, so a client that

@@ -2,20 +2,11 @@ package proxy
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 
-	"github.com/mrtr-go/mrtr"
-
 	"github.com/mrtr-go/mrtr/internal/adapt"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
-)
-
-// JSON-RPC codes the proxy answers with itself.
-const (
-	codeParseError     = -32700
-	codeInvalidRequest = -32600
 )
 
 // errorBody is a JSON-RPC error response; a nil id is sent as null.
@@ -47,20 +38,13 @@ func writeJSON(w http.ResponseWriter, status int, b []byte) {
 	_, _ = w.Write(b)
 }
 
-// guardErrorBody is the error contract's answer to a guard error: -32602
-// with the fixed message and data.reason for a rejected requestState,
-// -32603 with a generic message for a store outage (or anything else).
+// guardErrorBody is the error contract's answer to a guard error
+// (internal/adapt/wire.go decides which): -32602 with the fixed message
+// and data.reason for a rejected requestState, -32603 with a generic
+// message for a store outage or anything else.
 func guardErrorBody(id json.RawMessage, err error) []byte {
-	var re *mrtr.RejectError
-	if errors.As(err, &re) {
-		data, _ := json.Marshal(map[string]string{"reason": string(re.Reason)})
-		return errorBody(id, mrtr.CodeInvalidParams, mrtr.RejectMessage, data)
-	}
-	if errors.Is(err, mrtr.ErrInvalidArguments) { // the client's arguments, not I-JSON: -32602
-		we := adapt.Wire(err)
-		return errorBody(id, we.Code, we.Message, we.Data)
-	}
-	return errorBody(id, mrtr.CodeInternalError, "internal error", nil)
+	we := adapt.WireOrInternal(err)
+	return errorBody(id, we.Code, we.Message, we.Data)
 }
 
 func writeGuardError(w http.ResponseWriter, id json.RawMessage, err error) {

@@ -40,10 +40,6 @@ func setForwarded(out http.Header, in *http.Request) {
 	}
 }
 
-// codeHeaderMismatch is the JSON-RPC code of a request whose MCP headers
-// disagree with its body (MCP 2026-07-28, Streamable HTTP).
-const codeHeaderMismatch = -32020
-
 // headerMismatch reports the first MCP request header that is present and
 // disagrees with the body of req, whatever its method:
 //
@@ -97,9 +93,9 @@ func headerOf(hd http.Header, name string) (string, bool) {
 func (r *rpcRequest) headerName() (string, bool) {
 	var keys []string
 	switch {
-	case r.method == methodReadResource:
+	case r.method == mcpwire.MethodReadResource:
 		keys = []string{"uri"}
-	case pausable(r.method):
+	case mcpwire.Pausable(r.method):
 		keys = []string{"name"}
 	case strings.HasPrefix(r.method, "tasks/"):
 		keys = []string{"taskId"}

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
 )
 
 // hostOK protects a proxy listening on loopback against DNS rebinding: a
@@ -56,5 +58,5 @@ func (h *Handler) hostAllowed(hostport string) bool {
 }
 
 func return403(w http.ResponseWriter) {
-	writeError(w, http.StatusForbidden, nil, codeInvalidRequest, "forbidden: invalid Host or Origin header", nil)
+	writeError(w, http.StatusForbidden, nil, mcpwire.CodeInvalidRequest, "forbidden: invalid Host or Origin header", nil)
 }

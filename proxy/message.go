@@ -9,17 +9,9 @@ import (
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
 )
 
-// The three methods whose results may be input_required (MCP 2026-07-28).
-const (
-	methodCallTool     = "tools/call"
-	methodGetPrompt    = "prompts/get"
-	methodReadResource = "resources/read"
-	methodListen       = "subscriptions/listen"
-)
-
-func pausable(method string) bool {
-	return method == methodCallTool || method == methodGetPrompt || method == methodReadResource
-}
+// methodListen is the 2026-07-28 subscription stream, never bounded by
+// the upstream timeout.
+const methodListen = "subscriptions/listen"
 
 // object is a JSON object as package mcpwire reads it.
 type object = mcpwire.Object
@@ -89,7 +81,7 @@ func parseRequest(body []byte) (*rpcRequest, error) {
 		}
 		r.method = m
 	}
-	if pausable(r.method) && r.id != nil {
+	if mcpwire.Pausable(r.method) && r.id != nil {
 		var ok bool
 		if r.params, ok = msg.UniqueObject("params"); !ok {
 			return nil, errBadRequest
@@ -103,7 +95,7 @@ func parseRequest(body []byte) (*rpcRequest, error) {
 
 // target is the name or URI a pausable call is bound to.
 func (r *rpcRequest) target() (string, bool) {
-	if r.method == methodReadResource {
+	if r.method == mcpwire.MethodReadResource {
 		return r.params.String("uri")
 	}
 	return r.params.String("name")
@@ -126,10 +118,13 @@ func isResponse(msg object) bool {
 
 var errNotResponse = errors.New("not a JSON-RPC response")
 
-func parseResponse(b []byte) (*rpcResponse, error) {
-	msg, err := mcpwire.ParseObject(b)
-	if err != nil {
-		return nil, err
+// parseResponse reads b as a response; msg is b already parsed, or nil.
+func parseResponse(b []byte, msg object) (*rpcResponse, error) {
+	if msg == nil {
+		var err error
+		if msg, err = mcpwire.ParseObject(b); err != nil {
+			return nil, err
+		}
 	}
 	if !isResponse(msg) {
 		return nil, errNotResponse

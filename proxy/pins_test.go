@@ -237,8 +237,9 @@ func TestInputRequestsNotObject(t *testing.T) {
 
 // TestBadClientParams: the proxy's own -32602 answers, none reaching the
 // upstream: a requestState that is not a string (invalid, as any state
-// the proxy did not seal), inputResponses that are not an object on a
-// resume, a tools/call or prompts/get without a name and a resources/read
+// the proxy did not seal), inputResponses that are not an object of
+// answers (null and {} too, on a first call as on a resume, as the
+// adapters refuse them), a tools/call or prompts/get without a name and a resources/read
 // without a uri.
 func TestBadClientParams(t *testing.T) {
 	up := promptUpstream(t)
@@ -248,9 +249,13 @@ func TestBadClientParams(t *testing.T) {
 	for _, st := range []string{`5`, `{"s":"x"}`, `["x"]`, `true`} {
 		wantReject(t, send(t, px.URL, rpcBody(2, "tools/call", `"name":"flaky","requestState":`+st), nil), "invalid")
 	}
-	for _, ir := range []string{`[]`, `"confirm"`, `5`} {
+	for _, ir := range []string{`[]`, `"confirm"`, `5`, `null`, `{}`} {
 		r := send(t, px.URL, rpcBody(3, "tools/call", `"name":"flaky","requestState":"`+tok+`","inputResponses":`+ir), nil)
 		wantError(t, "inputResponses "+ir, r, http.StatusOK, -32602, "3")
+	}
+	for _, ir := range []string{`null`, `{}`, `5`} { // as the adapters: the guard decides
+		r := send(t, px.URL, rpcBody(3, "tools/call", `"name":"flaky","inputResponses":`+ir), nil)
+		wantError(t, "first call with inputResponses "+ir, r, http.StatusOK, -32602, "3")
 	}
 	for _, body := range []string{
 		rpcBody(4, "tools/call", `"arguments":{}`),

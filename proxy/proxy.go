@@ -23,6 +23,7 @@ import (
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/bridge"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
+	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -121,6 +122,12 @@ type Handler struct {
 	hosts     []string
 	anyHost   bool
 	log       *slog.Logger
+	// flushDelay bounds how long a relayed stream's first bytes wait to be
+	// coalesced (flushDelay in sse.go); tests set it.
+	flushDelay time.Duration
+	// slowStore: the guard's single-use store waits on I/O (Redis), so a
+	// commit is made off the response's path.
+	slowStore bool
 }
 
 // New returns a proxy to opts.Upstream. It returns an error for an
@@ -144,6 +151,8 @@ func New(opts Options) (*Handler, error) {
 		fwdAuth:   opts.ForwardAuthorization,
 		anyHost:   opts.AnyHost,
 		log:       opts.Logger,
+
+		flushDelay: flushDelay,
 	}
 	for _, a := range opts.AllowedHosts {
 		if a = strings.ToLower(strings.TrimSpace(a)); a != "" {
@@ -181,6 +190,10 @@ func New(opts Options) (*Handler, error) {
 	}
 	tr = &watchedTransport{next: tr, log: h.log, url: u.Redacted()} // upstream.go
 	h.tr = tr
+	if st := opts.Guard.Policy().Store; st != nil {
+		_, fast := st.(replay.NonBlocking)
+		h.slowStore = !fast
+	}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:       h.rewrite,
 		Transport:     tr,
@@ -211,7 +224,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// preflights: as is, streamed, and without a body, which none of
 		// them has a use for and which the proxy would not read.
 		if r.ContentLength != 0 {
-			writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: a "+r.Method+" request has no body", nil)
+			writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: a "+r.Method+" request has no body", nil)
 			return
 		}
 		h.rp.ServeHTTP(w, r)
@@ -220,32 +233,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// PUT, PATCH and the rest are no MCP request: refused, never
 		// forwarded unread.
 		w.Header().Set("Allow", allowedMethods)
-		writeError(w, http.StatusMethodNotAllowed, nil, codeInvalidRequest, "method not allowed", nil)
+		writeError(w, http.StatusMethodNotAllowed, nil, mcpwire.CodeInvalidRequest, "method not allowed", nil)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, nil, codeInvalidRequest, "request body too large", nil)
+			writeError(w, http.StatusRequestEntityTooLarge, nil, mcpwire.CodeInvalidRequest, "request body too large", nil)
 			return
 		}
-		writeError(w, http.StatusBadRequest, nil, codeParseError, "parse error: unreadable body", nil)
+		writeError(w, http.StatusBadRequest, nil, mcpwire.CodeParseError, "parse error: unreadable body", nil)
 		return
 	}
 	req, err := parseRequest(body)
 	switch {
 	case errors.Is(err, mcpwire.ErrDuplicateName):
-		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: a member name repeats", nil)
+		writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: a member name repeats", nil)
 		return
 	case errors.Is(err, errFoldedName):
-		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: a member name differs from a protocol name only in case", nil)
+		writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: a member name differs from a protocol name only in case", nil)
 		return
 	case errors.Is(err, errBadRequest) || errors.Is(err, mcpwire.ErrNotObject):
-		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: one JSON-RPC object expected (no batches)", nil)
+		writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: one JSON-RPC object expected (no batches)", nil)
 		return
 	case err != nil:
-		writeError(w, http.StatusBadRequest, nil, codeParseError, "parse error", nil)
+		writeError(w, http.StatusBadRequest, nil, mcpwire.CodeParseError, "parse error", nil)
 		return
 	}
 	if name, mismatch := headerMismatch(r.Header, req); mismatch {
@@ -254,12 +267,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// something else would run what the proxy did not check. The
 		// spec's answer to a mismatch is -32020 (400).
 		h.log.WarnContext(r.Context(), "proxy: a request header disagrees with its body", "header", name, "method", logValue(req.method))
-		writeError(w, http.StatusBadRequest, req.id, codeHeaderMismatch, "header mismatch: "+name+" does not match the request body", nil)
+		writeError(w, http.StatusBadRequest, req.id, mcpwire.CodeHeaderMismatch, "header mismatch: "+name+" does not match the request body", nil)
 		return
 	}
-	if pausable(req.method) {
+	if mcpwire.Pausable(req.method) {
 		if req.id == nil {
-			writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: "+req.method+" must be a request with an id", nil)
+			writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: "+req.method+" must be a request with an id", nil)
 			return
 		}
 		h.pausable(w, r, req)
@@ -337,12 +350,12 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	ctx := r.Context()
 	target, ok := req.target()
 	if !ok {
-		writeError(w, http.StatusOK, req.id, mrtr.CodeInvalidParams, "invalid params: "+req.method+" needs a "+map[bool]string{true: "uri", false: "name"}[req.method == methodReadResource], nil)
+		writeError(w, http.StatusOK, req.id, mrtr.CodeInvalidParams, "invalid params: "+req.method+" needs a "+map[bool]string{true: "uri", false: "name"}[req.method == mcpwire.MethodReadResource], nil)
 		return
 	}
 	principal, err := h.principal(r)
 	if err != nil {
-		writeError(w, http.StatusUnauthorized, req.id, codeInvalidRequest, "unauthorized", nil)
+		writeError(w, http.StatusUnauthorized, req.id, mcpwire.CodeInvalidRequest, "unauthorized", nil)
 		return
 	}
 	p := req.params
@@ -357,37 +370,31 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 		Target:          target,
 		Principal:       principal,
 	}
-	if req.method != methodReadResource {
+	if req.method != mcpwire.MethodReadResource {
 		mreq.Arguments = p["arguments"]
 	}
 	if h.guard.Policy().Observer != nil { // only an Observer reads the trace context
 		mreq.Meta = traceMeta(p["_meta"])
 	}
+	// The proxy only translates what the body holds; the guard decides.
 	if p.Has("requestState") {
-		st, ok := p.String("requestState")
-		if !ok {
-			// Only strings are tokens; anything else is not one we sealed.
-			h.log.WarnContext(ctx, "mrtr: requestState rejected", "reason", string(mrtr.ReasonInvalid), "method", req.method, "target", mcpwire.Shown(target), "detail", "not a string")
-			writeGuardError(w, req.id, &mrtr.RejectError{Reason: mrtr.ReasonInvalid})
-			return
-		}
 		// An empty state is no state, as for the guard: a first call.
-		mreq.RequestState = st
+		mreq.RequestState, ok = p.String("requestState")
+		mreq.BadState = !ok
 	}
 	// Answers are read only beside a state to check. A call without one
 	// is a first call, and its answers are nobody's: every pause through
 	// the proxy carries a sealed token (even when the upstream sent no
 	// state), so a legitimate resume always has one. upstreamParams drops
 	// them, so the upstream never runs a resume the guard did not check.
-	if mreq.RequestState != "" && p.Has("inputResponses") {
-		answers, ok := p.Object("inputResponses")
-		if !ok {
-			writeError(w, http.StatusOK, req.id, mrtr.CodeInvalidParams, "invalid params: inputResponses must be an object of answers", nil)
-			return
-		}
-		mreq.InputResponses = make(map[string]any, len(answers))
-		for k, v := range answers {
-			mreq.InputResponses[k] = v
+	if _, present := p["inputResponses"]; present {
+		answers, isObj := p.Object("inputResponses")
+		mreq.BadResponses = !isObj || len(answers) == 0
+		if mreq.RequestState != "" && len(answers) > 0 {
+			mreq.InputResponses = make(map[string]any, len(answers))
+			for k, v := range answers {
+				mreq.InputResponses[k] = v
+			}
 		}
 	}
 	fl, err := h.guard.Begin(ctx, mreq)
@@ -399,6 +406,16 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	// A transport that serves callers separately (the bridge) learns the
 	// caller through the upstream request's context.
 	release := h.forward(w, r.WithContext(bridge.WithCaller(ctx, principal)), c)
+	if release == nil && fl.Resumed() && h.slowStore {
+		// Spending the token: its reservation already holds until the
+		// token expires (replay.Store), so the commit only confirms it and
+		// need not hold the response back (net/http sends the last bytes
+		// when the handler returns). A commit that is lost is a lost
+		// commit: the token stays spent. A release, which lets the user
+		// send the same requestState again, stays on the response's path.
+		go func() { _ = fl.End(context.WithoutCancel(ctx), nil) }() // bounded by the guard's StoreTimeout
+		return
+	}
 	_ = fl.End(ctx, release) // a failed commit or release is logged by the guard
 }
 
@@ -415,9 +432,9 @@ func upstreamParams(c *call) (object, error) {
 	if !fl.Resumed() {
 		return p, nil
 	}
-	var cont map[string]json.RawMessage
+	var cont json.RawMessage // {"s": the upstream's state}, as finish sealed it
 	if err := fl.Continuation(&cont); err == nil {
-		if s, ok := cont["s"]; ok {
+		if s, ok := mcpwire.Member(mcpwire.TrimSpace(cont), "s"); ok {
 			p["requestState"] = s
 		}
 	} else if !errors.Is(err, mrtr.ErrNoContinuation) {
@@ -501,7 +518,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		}
 		return nil // it may have run the call before failing
 	}
-	if isEventStream(resp.Header.Get("Content-Type")) {
+	if mcpwire.IsEventStream(resp.Header.Get("Content-Type")) {
 		return h.relaySSE(ctx, w, resp, c)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, h.maxHeld+1))
@@ -511,7 +528,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 	case int64(len(b)) > h.maxHeld:
 		return h.fail(w, r, c, "hold the upstream response", fmt.Errorf("it exceeds the held-message limit of %d bytes", h.maxHeld), true)
 	}
-	out, status, release := h.finish(ctx, c, b)
+	out, status, release := h.finish(ctx, c, b, nil)
 	copyHeader(w.Header(), resp.Header)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
@@ -557,17 +574,8 @@ func (sr *sentReader) Close() error { return nil }
 
 // rpcError reports whether b is a JSON-RPC error response.
 func rpcError(b []byte) bool {
-	resp, err := parseResponse(b)
+	resp, err := parseResponse(b, nil)
 	return err == nil && resp.result == nil
-}
-
-// isEventStream reports whether a Content-Type is text/event-stream,
-// whatever its case and parameters.
-func isEventStream(ct string) bool {
-	const want = "text/event-stream"
-	ct = strings.TrimSpace(ct)
-	return len(ct) >= len(want) && strings.EqualFold(ct[:len(want)], want) &&
-		(len(ct) == len(want) || ct[len(want)] == ';' || ct[len(want)] == ' ')
 }
 
 // fail answers a call the upstream did not answer: -32603 with the
@@ -605,9 +613,11 @@ const (
 // for a JSON-RPC error, which releases it; nil for everything else, since
 // the upstream has run the call, whether its answer is passed on, sealed or
 // refused.
-func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, status int, release error) {
+//
+// msg is b already parsed, or nil: every message is parsed once.
+func (h *Handler) finish(ctx context.Context, c *call, b []byte, msg object) (out []byte, status int, release error) {
 	id := c.req.id
-	resp, err := parseResponse(b)
+	resp, err := parseResponse(b, msg)
 	if err != nil {
 		h.log.ErrorContext(ctx, "proxy: upstream answered garbage", "method", c.req.method, "target", mcpwire.Shown(c.target), "error", err)
 		return errorBody(id, mrtr.CodeInternalError, "upstream answered an invalid message", nil), http.StatusOK, nil
@@ -629,7 +639,7 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 			return garbage("inputRequests is not an object")
 		}
 	}
-	caps := mcpwire.CapsFromMeta(c.req.params["_meta"])
+	caps := mcpwire.CapsFromParsedMeta(c.req.params["_meta"]) // params were validated with the request
 	if missing := mcpwire.Missing(caps, reqs); len(missing) > 0 {
 		if slices.Contains(missing, mcpwire.Unvettable) {
 			return garbage("an input request is not a known {method, params} object")
@@ -658,18 +668,18 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte) (out []byte, st
 			return guardErrorBody(id, err), http.StatusOK, nil
 		}
 		h.log.ErrorContext(ctx, "proxy: seal the upstream's pause", "method", c.req.method, "target", mcpwire.Shown(c.target), "error", err)
-		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, nil
+		return errorBody(id, mcpwire.CodeInternalError, mcpwire.InternalMessage, nil), http.StatusOK, nil
 	}
 	var sealed bytes.Buffer
 	if err := mcpwire.WriteString(&sealed, tok); err != nil {
-		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, nil
+		return errorBody(id, mcpwire.CodeInternalError, mcpwire.InternalMessage, nil), http.StatusOK, nil
 	}
 	resp.result["requestState"] = sealed.Bytes()
 	if resp.msg["result"], err = resp.result.Encode(); err == nil {
 		out, err = resp.msg.Encode()
 	}
 	if err != nil {
-		return errorBody(id, mrtr.CodeInternalError, "internal error", nil), http.StatusOK, nil
+		return errorBody(id, mcpwire.CodeInternalError, mcpwire.InternalMessage, nil), http.StatusOK, nil
 	}
 	return out, 0, nil
 }

@@ -607,6 +607,9 @@ const helperEnv = "MRTR_TEST_HELPER"
 const requirePTYEnv = "MRTR_REQUIRE_PTY"
 
 func TestMain(m *testing.M) {
+	if kind := os.Getenv(stdioServerEnv); kind != "" {
+		runStdioServer(kind) // exits
+	}
 	if os.Getenv(helperEnv) == "1" {
 		os.Args = append([]string{"mrtr"}, os.Args[1:]...)
 		main() // exits

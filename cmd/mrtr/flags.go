@@ -146,6 +146,24 @@ func (f *flags) Strings(g flagGroup, p *[]string, name, usage string) {
 	f.add(g, name, arg, "string", "", text+" (repeatable)")
 }
 
+// List registers a repeatable string flag; its environment variable holds
+// the values separated by sep.
+func (f *flags) List(g flagGroup, p *[]string, name, sep, usage string) {
+	arg, text := argName(usage, "string")
+	f.fs.Func(name, text, func(v string) error {
+		*p = append(*p, v)
+		return nil
+	})
+	f.add(g, name, arg, "string", "", text)
+	f.envs[len(f.envs)-1].apply = func(v string) {
+		for _, x := range strings.Split(v, sep) {
+			if x = strings.TrimSpace(x); x != "" {
+				*p = append(*p, x)
+			}
+		}
+	}
+}
+
 // Bool registers a switch.
 func (f *flags) Bool(g flagGroup, p *bool, name string, def bool, usage string) {
 	f.fs.BoolVar(p, name, def, usage)

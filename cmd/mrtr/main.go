@@ -21,7 +21,11 @@ const usage = `mrtr: sealed Multi Round-Trip Requests for MCP servers
 Usage:
   mrtr serve [flags]                     run the reference MCP server (Streamable HTTP at /mcp, or --stdio)
   mrtr proxy --upstream URL [flags]      seal the requestState of any MCP server (Streamable HTTP at /mcp)
+  mrtr proxy [flags] -- COMMAND [ARG...] the same for a server run as a command over stdio (2025-11-25 ones bridged)
+  mrtr call URL                          list a server's tools, prompts and resources
   mrtr call URL TOOL [--arg k=v ...]     call a tool, answering its questions in the terminal
+  mrtr call URL --prompt NAME | --resource URI   get a prompt or read a resource the same way
+  mrtr probe URL [flags]                 check a server's requestState handling from the outside (calls its tools)
   mrtr keygen [--id ID] [--out FILE]     print (or write) a new key ring
   mrtr keys check FILE                   validate a key ring and list its key ids
   mrtr keys status FILE [--max-age 90d]  each key's role, window and age; warns when the primary is old
@@ -69,6 +73,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.proxy(ctx, args[1:])
 	case "call":
 		err = a.call(ctx, args[1:])
+	case "probe":
+		err = a.probe(ctx, args[1:])
 	case "keygen":
 		err = a.keygen(args[1:])
 	case "keys":
@@ -90,6 +96,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
+	case errors.Is(err, errProbeFailed):
+		return 1
 	default:
 		fmt.Fprintf(a.stderr, "mrtr %s: %v\n", args[0], err)
 		return 1

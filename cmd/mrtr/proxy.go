@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -23,21 +24,27 @@ type proxyConfig struct {
 	maxHeld         int64
 	maxState        int64
 	forwardAuth     bool
+	upstreamConfig
 }
 
 // proxyAbout is the paragraph of `mrtr proxy --help`.
-const proxyAbout = `Puts mrtr in front of an MCP server written in any language (the upstream, reached over Streamable HTTP at --upstream URL): serves http://ADDR/mcp (--addr, default 127.0.0.1:8080) and behaves exactly like the upstream, except that every input_required result leaves with its requestState sealed by the --keys ring, and every retry is checked before it reaches the upstream. ` +
+const proxyAbout = `Puts mrtr in front of an MCP server written in any language (the upstream, reached over Streamable HTTP at --upstream URL, or a command run after -- and spoken to over stdio): serves http://ADDR/mcp (--addr, default 127.0.0.1:8080) and behaves exactly like the upstream, except that every input_required result leaves with its requestState sealed by the --keys ring, and every retry is checked before it reaches the upstream. ` +
 	`/healthz answers while the process serves, /readyz while the keys, the store and the upstream are usable. ` +
 	`Every flag can also be given as the MRTR_* variable shown; a flag wins over its variable.`
 
 // proxyFlags registers the flags of `mrtr proxy`.
 func proxyFlags(f *flags, c *proxyConfig) {
 	commonFlags(f, &c.commonConfig)
-	f.String(groupUpstream, &c.upstream, "upstream", "", "`URL` of the upstream MCP server's Streamable HTTP endpoint, e.g. http://127.0.0.1:3000/mcp (required)")
+	f.String(groupUpstream, &c.upstream, "upstream", "", "`URL` of the upstream MCP server's Streamable HTTP endpoint, e.g. http://127.0.0.1:3000/mcp (required unless a command follows --)")
 	f.check("upstream", func() error {
 		u, err := url.Parse(c.upstream)
-		if c.upstream == "" {
-			return flagErr("upstream", "is required (the URL of the MCP server to put mrtr in front of)")
+		switch {
+		case len(c.command) > 0 && c.upstream != "":
+			return flagErr("upstream", "and a command after -- both name an upstream: give one")
+		case len(c.command) > 0:
+			return nil
+		case c.upstream == "":
+			return flagErr("upstream", "is required (the URL of the MCP server to put mrtr in front of), or a command after --: mrtr proxy [flags] -- npx -y PACKAGE")
 		}
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return flagErr("upstream", "%s is not an http:// or https:// URL", redactURL(c.upstream))
@@ -53,13 +60,20 @@ func proxyFlags(f *flags, c *proxyConfig) {
 		"largest upstream requestState carried in a sealed token (its JSON string); larger is a -32603 error naming the limit, never truncated")
 	f.Bool(groupUpstream, &c.forwardAuth, "forward-authorization", false,
 		"pass the client's Authorization header to the upstream (off: tokens issued to the proxy are not passed through)")
+	upstreamFlags(f, &c.upstreamConfig)
 }
 
 // parseProxy reads flags over environment variables over defaults.
 func (a *app) parseProxy(args []string) (*proxyConfig, error) {
 	c := new(proxyConfig)
-	f := a.newFlags("proxy", "mrtr proxy --upstream URL [flags]", proxyAbout)
+	f := a.newFlags("proxy", "mrtr proxy --upstream URL [flags]\n       mrtr proxy [flags] -- COMMAND [ARG...]", proxyAbout)
 	proxyFlags(f, c)
+	if i := slices.Index(args, "--"); i >= 0 { // the upstream command, run as is: never parsed as flags
+		c.command, args = args[i+1:], args[:i]
+		if len(c.command) == 0 {
+			return nil, flagErr("upstream", "-- must be followed by the command that runs the upstream")
+		}
+	}
 	if err := f.parse(a.getenv, args); err != nil {
 		return nil, err
 	}
@@ -86,8 +100,27 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	}
 	defer stopMetrics()
 	hosts := c.allowedHostList()
+	c.upstreamConfig.obs = c.commonConfig.tel
+	tr, stopUpstream, err := c.upstreamTransport(ctx, log, guard)
+	if err != nil {
+		return err
+	}
+	if stopUpstream != nil {
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			_ = stopUpstream(sctx)
+		}()
+	}
+	upstream, upstreamName := c.upstream, c.upstream
+	if len(c.command) > 0 {
+		upstream, upstreamName = stdioUpstreamURL, "command "+commandName(c.command)
+	} else if u, err := url.Parse(c.upstream); err == nil {
+		upstreamName = u.Redacted()
+	}
 	h, err := proxy.New(proxy.Options{
-		Upstream:             c.upstream,
+		Upstream:             upstream,
+		Transport:            tr,
 		Guard:                guard,
 		DialTimeout:          c.dialTimeout,
 		UpstreamTimeout:      c.upstreamTimeout,
@@ -102,15 +135,17 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Not fatal: the upstream may start after the proxy.
-	cctx, cancel := context.WithTimeout(ctx, c.dialTimeout+2*time.Second)
-	if err := h.CheckUpstream(cctx); err != nil {
-		log.Warn("mrtr proxy: the upstream does not serve MCP yet; calls fail until it does", "upstream", redactURL(c.upstream), "error", err)
+	if len(c.command) == 0 {
+		// Not fatal: the upstream may start after the proxy. (A command
+		// upstream has its own readiness check, added by upstreamTransport.)
+		cctx, cancel := context.WithTimeout(ctx, c.dialTimeout+2*time.Second)
+		if err := h.CheckUpstream(cctx); err != nil {
+			log.Warn("mrtr proxy: the upstream does not serve MCP yet; calls fail until it does", "upstream", redactURL(c.upstream), "error", err)
+		}
+		cancel()
+		c.tel.addUpstreamReadiness(h.CheckUpstream)
 	}
-	cancel()
-	c.tel.addUpstreamReadiness(h.CheckUpstream)
-	u, _ := url.Parse(c.upstream)
-	log.Info("mrtr proxy", "upstream", u.Redacted(), "upstream_timeout", c.upstreamTimeout, "max_held", c.maxHeld,
+	log.Info("mrtr proxy", "upstream", upstreamName, "upstream_timeout", c.upstreamTimeout, "max_held", c.maxHeld,
 		"max_upstream_state", c.maxState, "forward_authorization", c.forwardAuth, "max_body", c.maxBodyBytes,
 		"read_timeout", c.readTimeout, "max_conns", c.maxConns)
 	return c.serveMCP(ctx, log, h, true) // the proxy checks Host on loopback itself

@@ -3,8 +3,6 @@ package adapt
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -14,89 +12,9 @@ import (
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
-// The three methods that may pause with input_required.
-const (
-	MethodCallTool     = "tools/call"
-	MethodGetPrompt    = "prompts/get"
-	MethodReadResource = "resources/read"
-)
-
-// Pausable reports whether method is one of the three that may pause.
-func Pausable(method string) bool {
-	return method == MethodCallTool || method == MethodGetPrompt || method == MethodReadResource
-}
-
 // ModernVersion is the first protocol version with Multi Round-Trip
 // Requests; older clients go through their SDK's bridge.
 const ModernVersion = "2026-07-28"
-
-// WireError is a JSON-RPC error of the error contract, as an adapter
-// sends it: its SDK's error type is built from these three members.
-type WireError struct {
-	Code    int
-	Message string
-	Data    json.RawMessage // nil for none
-}
-
-func (e *WireError) Error() string {
-	if len(e.Data) > 0 {
-		return fmt.Sprintf("%s (%d, %s)", e.Message, e.Code, e.Data)
-	}
-	return fmt.Sprintf("%s (%d)", e.Message, e.Code)
-}
-
-// ErrNullResponses answers inputResponses that are null or an empty
-// object: a retry must carry the answers it retries with.
-var ErrNullResponses = &WireError{Code: mrtr.CodeInvalidParams, Message: "invalid params: inputResponses must be an object of answers"}
-
-// Wire returns the JSON-RPC error the error contract prescribes for err,
-// or nil when err is not one of mrtr's (the adapter then sends it as its
-// SDK sends any handler error).
-func Wire(err error) *WireError {
-	var we *WireError
-	var re *mrtr.RejectError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &we):
-		return we
-	case errors.As(err, &re):
-		data, _ := json.Marshal(map[string]string{"reason": string(re.Reason)})
-		return &WireError{Code: mrtr.CodeInvalidParams, Message: mrtr.RejectMessage, Data: data}
-	case errors.Is(err, mrtr.ErrStoreUnavailable), errors.Is(err, reqstate.ErrNoSealingKey):
-		// The server cannot keep its promise (no store answer, no key whose
-		// window is open): the client learns nothing of why, the log does.
-		return &WireError{Code: mrtr.CodeInternalError, Message: "internal error"}
-	case errors.Is(err, mrtr.ErrInvalidArguments):
-		return &WireError{Code: mrtr.CodeInvalidParams, Message: argumentsMessage(err)}
-	case errors.Is(err, mrtr.ErrHandlerState):
-		return &WireError{Code: mrtr.CodeInternalError, Message: "server bug: a handler set requestState without sealing it"}
-	}
-	return nil
-}
-
-// argumentsMessage names the rule that arguments the hash refuses broke,
-// never their content.
-func argumentsMessage(err error) string {
-	if errors.Is(err, reqstate.ErrFoldedNames) {
-		return "invalid params: arguments hold an object with two member names that differ only in case " +
-			"(such as id and ID), which a decoder matching names case-insensitively would bind to one field"
-	}
-	if errors.Is(err, reqstate.ErrInexactNumber) {
-		return "invalid params: arguments hold a number with more precision than an IEEE 754 double carries " +
-			"(I-JSON, RFC 7493); send large integers and exact decimals as strings"
-	}
-	return fmt.Sprintf("invalid params: arguments are not I-JSON (RFC 7493): no duplicate member names, "+
-		"no lone surrogates or invalid UTF-8, at most %d levels of nesting", reqstate.MaxJSONDepth)
-}
-
-// MissingCapabilities returns the -32021 error whose
-// data.requiredCapabilities names capabilities ("elicitation.form",
-// "sampling", ...).
-func MissingCapabilities(capabilities ...string) *WireError {
-	return &WireError{Code: mcpwire.CodeMissingCapability, Message: mcpwire.MissingCapabilityMessage,
-		Data: mcpwire.MissingCapabilityData(capabilities...)}
-}
 
 // NeedsOf maps an SDK's input requests to what the gate needs of each,
 // with needOf reading one; nil for none.
@@ -200,10 +118,8 @@ func (c *Call) Declared() mcpwire.Caps {
 
 // Begin runs the guard's checks for c.
 func Begin(ctx context.Context, g *mrtr.Guard, c *Call) (*mrtr.Flow, error) {
-	if c.NullResponses || (c.Responses != nil && len(c.Responses) == 0) {
-		return nil, ErrNullResponses
-	}
 	r := &mrtr.Request{
+		BadResponses:    c.NullResponses || (c.Responses != nil && len(c.Responses) == 0),
 		Method:          c.Method,
 		ProtocolVersion: c.Version,
 		Target:          c.Target,

@@ -26,7 +26,7 @@ func TestWire(t *testing.T) {
 			"invalid params: arguments hold an object with two member names that differ only in case (such as id and ID), which a decoder matching names case-insensitively would bind to one field", ``},
 		{fmt.Errorf("mrtr: seal pause: %w at 2026-11-30T00:00:00Z", reqstate.ErrNoSealingKey), -32603, "internal error", ``},
 		{mrtr.ErrHandlerState, -32603, "server bug: a handler set requestState without sealing it", ``},
-		{ErrNullResponses, -32602, "invalid params: inputResponses must be an object of answers", ``},
+		{mrtr.ErrInvalidResponses, -32602, "invalid params: inputResponses must be an object of answers", ``},
 		{Gate(mcpwire.Caps{}, map[string]mcpwire.Need{"a": {Method: mcpwire.MethodListRoots}}), -32021, "missing required client capability", `{"requiredCapabilities":{"roots":{}}}`},
 	} {
 		w := Wire(tc.err)

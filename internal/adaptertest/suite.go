@@ -214,12 +214,38 @@ func wantReject(t *testing.T, what string, r Response, reason mrtr.Reason) {
 	}
 }
 
+// Front says where a front end legitimately differs from an adapter
+// inside an SDK's server; the zero value is an adapter. The table states
+// each difference it allows, so none weakens a case.
+type Front struct {
+	// RejectStatus is the HTTP status of the error contract's -32602
+	// answers on the 2026-07-28 wire (a rejected requestState, bad
+	// inputResponses); 0 means 400, as go-sdk and mcp-go send them. The
+	// proxy answers them itself with 200, as a JSON-RPC error.
+	RejectStatus int
+	// SealsServerState: the front end seals every requestState its
+	// server sets (the proxy, in front of a server that sets plain
+	// states), so the raw fixture's hand-set state leaves sealed instead
+	// of being refused.
+	SealsServerState bool
+}
+
+func (fe Front) rejectStatus() int {
+	if fe.RejectStatus == 0 {
+		return 400
+	}
+	return fe.RejectStatus
+}
+
 // Run runs the guard's whole contract against servers from start: the
 // table of cases every adapter passes, over raw JSON-RPC on loopback HTTP.
-func Run(t *testing.T, run Start) {
+func Run(t *testing.T, run Start) { RunFront(t, run, Front{}) }
+
+// RunFront is Run for a front end that differs from an adapter as fe says.
+func RunFront(t *testing.T, run Start, fe Front) {
 	cases := []struct {
 		name string
-		f    func(*testing.T, Start)
+		f    func(*testing.T, Start, Front)
 	}{
 		{"TamperEveryByte", tamperEveryByte},
 		{"MovedTokens", movedTokens},
@@ -236,11 +262,11 @@ func Run(t *testing.T, run Start) {
 		{"NoTokenInLogs", noTokenInLogs},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.f(t, run) })
+		t.Run(c.name, func(t *testing.T) { c.f(t, run, fe) })
 	}
 }
 
-func tamperEveryByte(t *testing.T, run Start) {
+func tamperEveryByte(t *testing.T, run Start, fe Front) {
 	e := start(t, run, options{})
 	c := e.client("/mcp", "")
 	tok := pauseDeploy(t, c, prodArgs)
@@ -264,7 +290,7 @@ func tamperEveryByte(t *testing.T, run Start) {
 	}
 }
 
-func movedTokens(t *testing.T, run Start) {
+func movedTokens(t *testing.T, run Start, fe Front) {
 	ring, err := reqstate.GenerateKeyRing("shared", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -303,8 +329,8 @@ func movedTokens(t *testing.T, run Start) {
 			continue
 		}
 		wantReject(t, c.name, r, mrtr.ReasonInvalid)
-		if r.Status != 400 {
-			t.Errorf("%s: HTTP %d, want 400", c.name, r.Status)
+		if r.Status != fe.rejectStatus() {
+			t.Errorf("%s: HTTP %d, want %d", c.name, r.Status, fe.rejectStatus())
 		}
 	}
 	if n := e.probe.Runs.Load() + other.probe.Runs.Load(); n != 0 {
@@ -315,7 +341,7 @@ func movedTokens(t *testing.T, run Start) {
 	}
 }
 
-func argumentsExpiryAndRounds(t *testing.T, run Start) {
+func argumentsExpiryAndRounds(t *testing.T, run Start, fe Front) {
 	e := start(t, run, options{guard: mrtr.Options{MaxRounds: 2, TTL: time.Minute, AnonymousTTL: time.Minute}})
 	c := e.client("/mcp", "")
 	ans := accept(map[string]any{"approve": true})
@@ -344,7 +370,7 @@ func argumentsExpiryAndRounds(t *testing.T, run Start) {
 	}
 }
 
-func singleUseConcurrentResumes(t *testing.T, run Start) {
+func singleUseConcurrentResumes(t *testing.T, run Start, fe Front) {
 	e := start(t, run, options{guard: mrtr.Options{Store: useMemory}})
 	c := e.client("/mcp", "")
 	tok := pauseDeploy(t, c, prodArgs)
@@ -369,7 +395,7 @@ func singleUseConcurrentResumes(t *testing.T, run Start) {
 	}
 }
 
-func handlerErrorReleasesToken(t *testing.T, run Start) {
+func handlerErrorReleasesToken(t *testing.T, run Start, fe Front) {
 	e := start(t, run, options{guard: mrtr.Options{Store: useMemory}})
 	c := e.client("/mcp", "")
 	tok := pauseDeploy(t, c, prodArgs)
@@ -386,7 +412,7 @@ func handlerErrorReleasesToken(t *testing.T, run Start) {
 	wantReject(t, "third use", c.Call(t, "tools/call", params), mrtr.ReasonReplayed)
 }
 
-func unaskedAnswersDropped(t *testing.T, run Start) {
+func unaskedAnswersDropped(t *testing.T, run Start, fe Front) {
 	e := start(t, run, options{})
 	c := e.client("/mcp", "")
 	tok := pauseDeploy(t, c, prodArgs)
@@ -410,7 +436,7 @@ func unaskedAnswersDropped(t *testing.T, run Start) {
 	}
 }
 
-func capabilityGate(t *testing.T, run Start) {
+func capabilityGate(t *testing.T, run Start, fe Front) {
 	e := start(t, run, options{})
 	c := e.client("/mcp", "")
 	c.Caps = map[string]any{}
@@ -443,32 +469,39 @@ func capabilityGate(t *testing.T, run Start) {
 	}
 }
 
-func handSetStateRefused(t *testing.T, run Start) {
+func handSetStateRefused(t *testing.T, run Start, fe Front) {
 	e := start(t, run, options{})
 	r := e.client("/mcp", "").Call(t, "tools/call", map[string]any{"name": "raw", "arguments": map[string]any{}})
+	if fe.SealsServerState {
+		// The server's own state leaves sealed, never as it set it.
+		if r.Error != nil || r.Result["resultType"] != "input_required" || !strings.HasPrefix(r.State(), "v1.") || strings.Contains(r.String(), "step=1") {
+			t.Fatalf("raw state through a sealing front end: %v", r)
+		}
+		return
+	}
 	if r.Error == nil || r.Error.Code != mrtr.CodeInternalError || !strings.Contains(r.Error.Message, "requestState") || strings.Contains(r.String(), "step=1") {
 		t.Fatalf("raw state: %v", r)
 	}
 }
 
-func nullInputResponses(t *testing.T, run Start) {
+func nullInputResponses(t *testing.T, run Start, fe Front) {
 	e := start(t, run, options{})
 	c := e.client("/mcp", "")
 	for _, v := range []any{nil, map[string]any{}} {
 		r := c.Call(t, "tools/call", map[string]any{"name": "deploy", "arguments": prodArgs, "inputResponses": v})
-		if r.Status != 400 || r.Error == nil || r.Error.Code != mrtr.CodeInvalidParams || r.Error.Message == mrtr.RejectMessage {
-			t.Fatalf("inputResponses %v: %v, want HTTP 400 -32602", v, r)
+		if r.Status != fe.rejectStatus() || r.Error == nil || r.Error.Code != mrtr.CodeInvalidParams || r.Error.Message == mrtr.RejectMessage {
+			t.Fatalf("inputResponses %v: %v, want HTTP %d -32602", v, r, fe.rejectStatus())
 		}
 	}
 	// The wire error of a forged token, as a non-Go client sees it.
 	r := c.Call(t, "tools/call", resume("v1.test.AAAA", prodArgs, accept(map[string]any{"approve": true})))
 	wantReject(t, "forged token", r, mrtr.ReasonInvalid)
-	if r.Status != 400 {
-		t.Fatalf("forged token: HTTP %d, want 400", r.Status)
+	if r.Status != fe.rejectStatus() {
+		t.Fatalf("forged token: HTTP %d, want %d", r.Status, fe.rejectStatus())
 	}
 }
 
-func inexactNumberArguments(t *testing.T, run Start) {
+func inexactNumberArguments(t *testing.T, run Start, fe Front) {
 	e := start(t, run, options{})
 	c := e.client("/mcp", "")
 	call := func(id string, extra map[string]any) Response {
@@ -504,7 +537,7 @@ func (downStore) Reserve(context.Context, string, time.Time) (replay.Reservation
 	return nil, errors.New("dial tcp 127.0.0.1:6379: connection refused")
 }
 
-func storeOutage(t *testing.T, run Start) {
+func storeOutage(t *testing.T, run Start, fe Front) {
 	e := start(t, run, options{guard: mrtr.Options{Store: downStore{}}})
 	c := e.client("/mcp", "")
 	tok := pauseDeploy(t, c, prodArgs) // a first call needs no store
@@ -517,7 +550,7 @@ func storeOutage(t *testing.T, run Start) {
 	}
 }
 
-func promptAndResource(t *testing.T, run Start) {
+func promptAndResource(t *testing.T, run Start, fe Front) {
 	e := start(t, run, options{guard: mrtr.Options{Store: useMemory}})
 	c := e.client("/mcp", "")
 	r := c.Call(t, "prompts/get", map[string]any{"name": "context_prompt"})
@@ -547,7 +580,7 @@ func promptAndResource(t *testing.T, run Start) {
 	}
 }
 
-func noTokenInLogs(t *testing.T, run Start) {
+func noTokenInLogs(t *testing.T, run Start, fe Front) {
 	logs := &SyncBuffer{}
 	e := start(t, run, options{logs: logs, guard: mrtr.Options{Store: useMemory, TTL: time.Minute, AnonymousTTL: time.Minute}})
 	c := e.client("/mcp", "")

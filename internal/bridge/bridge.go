@@ -114,6 +114,10 @@ type Bridge struct {
 	starting int // sessions being opened, counted against MaxSessions
 	closed   bool
 	info     *initResult // of the first initialized session: what discover tells
+	dialErr  error       // why the last session could not be opened; nil once one could
+
+	legacy      *sessions // 2025-11-25 clients' sessions (sessions.go)
+	legacyProcs int       // their children, counted against MaxSessions
 }
 
 // New returns a Bridge. A nil Dial panics.
@@ -157,6 +161,7 @@ func New(o Options) *Bridge {
 		roots = append(roots, map[string]string{"uri": u})
 	}
 	b.roots, _ = json.Marshal(map[string]any{"roots": roots})
+	b.legacy = newSessions(sessionsConfig{dial: o.Dial, reserve: b.legacySlot, free: b.legacyFree, idle: o.IdleTimeout, start: o.StartTimeout, log: b.log})
 	return b
 }
 
@@ -199,6 +204,15 @@ func (b *Bridge) Stats() Stats {
 	return s
 }
 
+// Ready reports why the upstream cannot be used: the last session that
+// should have opened did not (its start or initialize failed). It is nil
+// before the first attempt and once one succeeded.
+func (b *Bridge) Ready(context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.dialErr
+}
+
 // Close stops every session; held calls are lost. The Bridge refuses
 // calls afterwards.
 func (b *Bridge) Close(ctx context.Context) error {
@@ -213,7 +227,7 @@ func (b *Bridge) Close(ctx context.Context) error {
 	}
 	b.holds = map[string]*hold{}
 	b.mu.Unlock()
-	var errs []error
+	errs := []error{b.legacy.close(ctx)}
 	for _, s := range all {
 		errs = append(errs, s.stop(ctx))
 	}
@@ -276,7 +290,7 @@ func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
 			return s, nil
 		}
 	}
-	if len(b.sessions)+b.starting >= b.o.MaxSessions && !b.evictIdle() {
+	if len(b.sessions)+b.starting+b.legacyProcs >= b.o.MaxSessions && !b.evictIdle() {
 		b.mu.Unlock()
 		return nil, errTooMany
 	}
@@ -285,6 +299,7 @@ func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
 	s, err := b.open(ctx, caller)
 	b.mu.Lock()
 	b.starting--
+	b.dialErr = err
 	if err == nil {
 		if b.closed {
 			b.mu.Unlock()

@@ -25,6 +25,10 @@ const ModernVersion = "2026-07-28"
 var inputMethods = []string{"elicitation/create", "sampling/createMessage", "roots/list"}
 
 func (b *Bridge) serve(ctx context.Context, w *pipeWriter, r *http.Request, body []byte) {
+	if legacyRequest(r, body) { // a 2025-11-25 client: a session and child of its own
+		b.legacy.serve(ctx, w, r, body)
+		return
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		w.WriteHeader(http.StatusMethodNotAllowed)
@@ -220,6 +224,13 @@ func (b *Bridge) relay(ctx context.Context, out *responder, h *hold, caps mcpwir
 				if m.Method == "notifications/progress" || m.Method == "notifications/message" {
 					out.notify(m)
 				}
+			case m.Method == "roots/list" && mcpwire.Required(caps, m.Method, m.Params) != "":
+				// A client without roots cannot answer; the operator's
+				// roots can (as outside a call). Servers ask for roots
+				// unprompted (server-everything 350 ms after initialize),
+				// so refusing the call for it would break calls that
+				// never needed them.
+				_ = h.s.conn.Respond(m.ID, b.roots)
 			case slices.Contains(inputMethods, m.Method):
 				reqs = append(reqs, m)
 			case m.Method == "ping":
@@ -319,8 +330,10 @@ func (b *Bridge) pause(out *responder, h *hold, reqs []*rpc.Message, caps mcpwir
 	h.timer = time.AfterFunc(ttl, func() { b.expire(h) })
 	irs := make(map[string]json.RawMessage, len(h.pending))
 	for k, m := range h.pending {
-		ir := mcpwire.Object{"method": mustString(m.Method)}
-		if len(m.Params) > 0 {
+		// params always: a roots/list carries none upstream, and clients
+		// (go-sdk v1.8.0) fail to decode an input request without them.
+		ir := mcpwire.Object{"method": mustString(m.Method), "params": json.RawMessage("{}")}
+		if len(m.Params) > 0 && string(m.Params) != "null" {
 			ir["params"] = m.Params
 		}
 		irs[k], _ = ir.Encode()

@@ -128,6 +128,19 @@ func expectedChecks(mode string) map[string]int {
 			"tools-call-with-progress":      2,
 			"tools-list":                    3,
 		}
+	case "req-2025-stdio":
+		// go-sdk's everything-server over stdio behind `mrtr proxy --`,
+		// one child per session: as `mrtr serve`, but for the two SSE
+		// scenarios (what the same server behind the proxy over HTTP
+		// passes: 82 checks, multiple-streams 2, polling 1 and a WARNING).
+		// A response comes as JSON unless the child sends something
+		// before it, so the three concurrent tools/list answers are JSON
+		// (INFO: "SSE streams optional") and the polling scenario stops at
+		// "Server returned JSON" (INFO only); there are no event ids to
+		// resume from.
+		want = expectedChecks("req-2025")
+		want["server-sse-multiple-streams"] = 1
+		want["server-sse-polling"] = 0
 	default:
 		panic("expectedChecks: no pinned counts for mode " + mode)
 	}

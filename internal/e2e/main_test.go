@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	if up := os.Getenv(reverseProxyEnv); up != "" {
+		return serveReverseProxy(up) // a child of TestProxyCPU
+	}
 	wd, err := os.Getwd()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)

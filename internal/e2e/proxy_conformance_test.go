@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/mrtr-go/mrtr"
 )
 
 // needEverything returns the upstream mrtr did not write: go-sdk's
@@ -34,6 +32,13 @@ func needEverything(t *testing.T) string {
 // (stateless for the 2026-07-28 wire, stateful for 2025-11-25) and
 // returns its URL. It is stopped by its pid at cleanup.
 func startEverything(t *testing.T, stateless bool) string {
+	t.Helper()
+	u, _ := startEverythingPID(t, stateless)
+	return u
+}
+
+// startEverythingPID is startEverything that also returns the server's pid.
+func startEverythingPID(t *testing.T, stateless bool) (string, int) {
 	t.Helper()
 	bin := needEverything(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -71,7 +76,7 @@ func startEverything(t *testing.T, stateless bool) string {
 			t.Fatalf("everything-server not listening on %s after 30 s", addr)
 		}
 	}
-	return "http://" + addr + "/mcp"
+	return "http://" + addr + "/mcp", cmd.Process.Pid
 }
 
 // scenarioDir is the harness's result folder name:
@@ -109,8 +114,9 @@ func proxyMRTRResults(t *testing.T, dir string) (ran map[string]bool, bad []stri
 }
 
 // TestProxyConformance2026: the everything-server behind the proxy passes
-// the 2026-07-28 requirements, and all 14 MRTR scenarios pass with zero
-// warnings through the sealing.
+// the 2026-07-28 requirements, and all 14 MRTR scenarios pass through the
+// sealing with one warning, the one the proxy gives on purpose
+// (proxyIgnoredAnswers).
 func TestProxyConformance2026(t *testing.T) {
 	needHarness(t)
 	t.Parallel()
@@ -123,19 +129,31 @@ func TestProxyConformance2026(t *testing.T) {
 			t.Errorf("scenario %s did not run", name)
 		}
 	}
-	if len(bad) > 0 {
-		t.Fatalf("warnings or failures in input-required-result-* scenarios through the proxy: %q", bad)
+	if len(bad) != 1 || bad[0] != proxyIgnoredAnswers {
+		t.Fatalf("warnings or failures in input-required-result-* scenarios through the proxy: %q, want exactly %q", bad, proxyIgnoredAnswers)
 	}
 }
 
+// proxyIgnoredAnswers is the one SHOULD the proxy departs from on purpose.
+// The scenario sends answers on a first call, without requestState, and
+// expects a stateless upstream to use them. The proxy never forwards
+// answers no sealed token covers (they would have no single use, expiry,
+// binding or round cap: a spent token's answers could run the upstream
+// again), so the upstream sees a first call and asks; a client that
+// echoes the proxy's token completes in the next round.
+const (
+	proxyIgnoredAnswersID = "sep-2322-ignore-unexpected-params"
+	proxyIgnoredAnswers   = "input-required-result-ignore-extra-params [" + proxyIgnoredAnswersID + "] WARNING"
+)
+
 // TestProxyConformanceDraft: every scenario introduced in 2026-07-28,
 // through the proxy; the script's gate fails on any WARNING in an
-// input-required-result-* scenario.
+// input-required-result-* scenario but proxyIgnoredAnswers.
 func TestProxyConformanceDraft(t *testing.T) {
 	needHarness(t)
 	t.Parallel()
 	url := startProxied(t, startEverything(t, true))
-	r := runHarness(t, url, nil, "draft")
+	r := runHarness(t, url, []string{"CONFORMANCE_MRTR_ALLOW=" + proxyIgnoredAnswersID}, "draft")
 	r.mustPass(t)
 	m := regexp.MustCompile(`MRTR gate ok: (\d+) input-required-result-`).FindStringSubmatch(r.output)
 	if m == nil || m[1] != "14" {
@@ -196,62 +214,34 @@ func rawCall(t *testing.T, url, tool, state string, responses map[string]any) ma
 	return out
 }
 
-// flipMiddle changes the byte in the middle of s.
-func flipMiddle(s string) string {
-	b := []byte(s)
-	i := len(b) / 2
-	if b[i] == 'A' {
-		b[i] = 'B'
-	} else {
-		b[i] = 'A'
-	}
-	return string(b)
-}
-
-// TestProxyRefusesWhatUpstreamAccepts: the everything-server's tampered
-// state check only looks for the harness's suffix, so a state with one
-// byte flipped in the middle completes the call when sent to it directly;
-// the same flip of the proxy's token is refused as invalid.
-func TestProxyRefusesWhatUpstreamAccepts(t *testing.T) {
-	const tool = "test_input_required_result_tampered_state"
-	confirm := map[string]any{"confirm": map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}
-	up := startEverything(t, true)
-
-	direct := rawCall(t, up, tool, "", nil)
-	st, _ := direct["result"].(map[string]any)["requestState"].(string)
-	if st == "" {
-		t.Fatalf("the everything-server issued no requestState: %v", direct)
-	}
-	got := rawCall(t, up, tool, flipMiddle(st), confirm)
-	res, _ := got["result"].(map[string]any)
-	if res == nil || res["resultType"] != "complete" {
-		t.Fatalf("direct: the bare everything-server refused a flipped state (%v); the test premise is gone", got)
-	}
-
-	px := startProxied(t, up)
-	first := rawCall(t, px, tool, "", nil)
-	tok, _ := first["result"].(map[string]any)["requestState"].(string)
-	if tok == "" || tok == st {
-		t.Fatalf("through the proxy: want a sealed requestState, got %v", first)
-	}
-	refused := rawCall(t, px, tool, flipMiddle(tok), confirm)
-	e, _ := refused["error"].(map[string]any)
-	if e == nil || e["code"] != float64(-32602) || e["message"] != mrtr.RejectMessage || e["data"].(map[string]any)["reason"] != "invalid" {
-		t.Fatalf("through the proxy: a flipped token was not refused as invalid: %v", refused)
-	}
-	ok := rawCall(t, px, tool, tok, confirm)
-	if r, _ := ok["result"].(map[string]any); r == nil || r["resultType"] != "complete" {
-		t.Fatalf("through the proxy: the intact token did not complete: %v", ok)
-	}
-}
-
 // startProxied runs `mrtr proxy --upstream upstream` (the binary TestMain
 // built, memory single-use store, ephemeral keys) on a loopback port and
 // returns its /mcp URL. At cleanup it stops the process by its id and
 // fails the test if it did not exit cleanly or reported a data race.
 func startProxied(t *testing.T, upstream string, args ...string) string {
 	t.Helper()
-	full := append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--upstream", upstream}, args...)
+	u, _ := startProxiedPID(t, upstream, args...)
+	return u
+}
+
+// startProxiedPID is startProxied that also returns the proxy's pid.
+func startProxiedPID(t *testing.T, upstream string, args ...string) (string, int) {
+	t.Helper()
+	return startProxyPID(t, append([]string{"--upstream", upstream}, args...)...)
+}
+
+// startProxy runs `mrtr proxy` with args (after its listening and log
+// flags) and returns its /mcp URL; it is stopped by its pid at cleanup.
+func startProxy(t *testing.T, args ...string) string {
+	t.Helper()
+	u, _ := startProxyPID(t, args...)
+	return u
+}
+
+// startProxyPID is startProxy that also returns the proxy's pid.
+func startProxyPID(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	full := append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...)
 	logs := &serverLog{url: make(chan string, 1)}
 	cmd := exec.Command(mrtrBin, full...)
 	cmd.Env = serverEnv()
@@ -285,11 +275,11 @@ func startProxied(t *testing.T, upstream string, args ...string) string {
 	})
 	select {
 	case u := <-logs.url:
-		return u
+		return u, cmd.Process.Pid
 	case <-exited:
 		t.Fatalf("mrtr proxy exited before serving (%v):\n%s", waitErr, logs.String())
 	case <-time.After(60 * time.Second):
 		t.Fatalf("mrtr proxy logged no \"mrtr serving\" line within 60 s:\n%s", logs.String())
 	}
-	return ""
+	return "", 0
 }

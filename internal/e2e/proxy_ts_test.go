@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/attack"
 	"github.com/mrtr-go/mrtr/internal/fakeclock"
 	"github.com/mrtr-go/mrtr/proxy"
 	"github.com/mrtr-go/mrtr/replay"
@@ -21,12 +22,13 @@ import (
 )
 
 // startTSUpstream runs conformance/ts-upstream.mjs (a server on
-// @modelcontextprotocol/server 2.4.0 whose state is plain JSON) with the
+// @modelcontextprotocol/server 2.4.0 whose state is plain JSON; with the
+// argument "codec", sealed by the SDK's createRequestStateCodec) with the
 // pinned Node 22 and returns its URL. It is killed by its pid at cleanup.
-func startTSUpstream(t *testing.T) string {
+func startTSUpstream(t *testing.T, args ...string) string {
 	t.Helper()
 	dir := filepath.Join(repoRoot, "conformance")
-	cmd := exec.Command(filepath.Join(dir, "node_modules", ".bin", "node"), "ts-upstream.mjs", "0")
+	cmd := exec.Command(filepath.Join(dir, "node_modules", ".bin", "node"), append([]string{"ts-upstream.mjs", "0"}, args...)...)
 	cmd.Dir = dir
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -159,7 +161,9 @@ func TestProxyTypeScriptPlainState(t *testing.T) {
 	}{
 		{"tampered state",
 			func(string) string { return outcome(tsCall(t, up, "alice", "transfer", args, forged)) },
-			func(tok string) string { return outcome(tsCall(t, px, "alice", "transfer", args, flipMiddle(tok))) },
+			func(tok string) string {
+				return outcome(tsCall(t, px, "alice", "transfer", args, attack.FlipMiddle(tok)))
+			},
 			"error: invalid"},
 		{"forged plain state",
 			func(string) string { return outcome(tsCall(t, up, "alice", "transfer", args, forged)) },

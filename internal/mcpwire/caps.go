@@ -8,13 +8,6 @@ import (
 	"strings"
 )
 
-// CodeMissingCapability is the JSON-RPC code of a request that needs a
-// client capability the client did not declare (MCP 2026-07-28).
-const CodeMissingCapability = -32021
-
-// MissingCapabilityMessage is the message of a CodeMissingCapability error.
-const MissingCapabilityMessage = "missing required client capability"
-
 // MetaClientCapabilities is the _meta key under which a 2026-07-28 request
 // declares its client's capabilities.
 const MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
@@ -104,6 +97,19 @@ func CapsFromMeta(meta json.RawMessage) Caps {
 	if len(meta) == 0 || meta[0] != '{' || !json.Valid(meta) {
 		return Caps{}
 	}
+	return capsFromValidMeta(meta)
+}
+
+// CapsFromParsedMeta is CapsFromMeta for a member of a parsed Object
+// (valid JSON already): it does not validate it again.
+func CapsFromParsedMeta(meta json.RawMessage) Caps {
+	if len(meta) == 0 || meta[0] != '{' {
+		return Caps{}
+	}
+	return capsFromValidMeta(meta)
+}
+
+func capsFromValidMeta(meta []byte) Caps {
 	caps, ok := member(meta, MetaClientCapabilities)
 	if !ok || caps[0] != '{' {
 		return Caps{}

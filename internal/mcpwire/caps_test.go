@@ -56,6 +56,11 @@ func TestCapsFromMeta(t *testing.T) {
 	if got != (Caps{Sampling: true}) {
 		t.Errorf("got %+v", got)
 	}
+	for _, m := range []string{`{"io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"x":1}`, `{"x":1}`, `{}`, `[]`, ``} {
+		if a, b := CapsFromParsedMeta(json.RawMessage(m)), CapsFromMeta(json.RawMessage(m)); a != b {
+			t.Errorf("CapsFromParsedMeta(%s) = %+v, CapsFromMeta %+v", m, a, b)
+		}
+	}
 	if got := CapsFromMeta(nil); got != (Caps{}) {
 		t.Errorf("no meta declared %+v", got)
 	}

@@ -26,17 +26,19 @@ type Object map[string]json.RawMessage
 // value it accepted would be one the next hop's parser refuses.
 func TrimSpace(b []byte) []byte { return bytes.Trim(b, " \t\n\r") }
 
-// ParseObject validates b as one JSON value (encoding/json's scanner, no
-// allocation) and splits it into members if it is an object.
+// ParseObject validates b as one JSON value (accepting exactly what
+// encoding/json.Valid accepts) and splits it into members if it is an
+// object, in one pass (scan.go).
 func ParseObject(b []byte) (Object, error) {
 	b = TrimSpace(b)
 	if len(b) == 0 || b[0] != '{' {
 		return nil, ErrNotObject
 	}
-	if !json.Valid(b) {
+	o, _, ok := scanObject(b)
+	if !ok {
 		return nil, ErrSyntax
 	}
-	return SplitObject(b), nil
+	return o, nil
 }
 
 // Object returns member k as an object, without validating it again: the
@@ -61,10 +63,10 @@ func ParseUniqueObject(b []byte) (Object, error) {
 	if len(b) == 0 || b[0] != '{' {
 		return nil, ErrNotObject
 	}
-	if !json.Valid(b) {
+	o, dup, ok := scanObject(b)
+	if !ok {
 		return nil, ErrSyntax
 	}
-	o, dup := split(b)
 	if dup {
 		return nil, ErrDuplicateName
 	}

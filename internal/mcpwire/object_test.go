@@ -3,6 +3,7 @@ package mcpwire
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -14,6 +15,10 @@ func FuzzParseObject(f *testing.F) {
 		`{"a":1,"b":"x\"y","c":{"d":[1,{"e":"}"}]},"a":2}`,
 		`{ "k\u0065y" : "v" , "n":null,"t":true,"f":-1.5e3 }`,
 		`{"":{}}`, `{"a":"\\"}`, `{}`, `{"a":[]}`, `{"a":1}x`, `{"a" 1}`,
+		`{"a":01}`, `{"a":1.}`, `{"a":-}`, `{"a":1e}`, `{"a":"\x"}`, `{"a":"\u12g4"}`, "{\"a\":\"\x01\"}",
+		`{"a":[1,]}`, `{"a":{,}}`, `{"a":tru}`, `{"a":nul}`, `{,}`, `{"a":1,}`, "{\"\xff\":\"\xfe\"}",
+		`{"a":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`,
+		`{"a":` + strings.Repeat("[", 9998) + strings.Repeat("]", 9998) + `}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -23,6 +28,9 @@ func FuzzParseObject(f *testing.F) {
 		wantErr := json.Unmarshal(b, &want)
 		if wantErr == nil && want == nil {
 			wantErr = ErrNotObject // null
+		}
+		if tb := TrimSpace(b); len(tb) > 0 && tb[0] == '{' && (err == nil) != json.Valid(tb) {
+			t.Fatalf("ParseObject err %v, json.Valid %v, on %q", err, json.Valid(tb), b)
 		}
 		if (err == nil) != (wantErr == nil) {
 			t.Fatalf("parseObject err %v, encoding/json err %v, on %q", err, wantErr, b)

@@ -125,9 +125,7 @@ func (t *Tracer) start(ctx context.Context, c mrtr.Call, attrs []attribute.KeyVa
 	}
 	target := mcpwire.Shown(c.Target)
 	method := c.Method
-	switch method {
-	case "tools/call", "prompts/get", "resources/read":
-	default:
+	if !mcpwire.Pausable(method) {
 		method = other
 	}
 	attrs = append(attrs, semconv.McpMethodNameKey.String(method))
@@ -135,11 +133,11 @@ func (t *Tracer) start(ctx context.Context, c mrtr.Call, attrs []attribute.KeyVa
 		attrs = append(attrs, semconv.McpProtocolVersionKey.String(protocolVersion(c.ProtocolVersion)))
 	}
 	switch method {
-	case "tools/call":
+	case mcpwire.MethodCallTool:
 		attrs = append(attrs, semconv.GenAIToolNameKey.String(target), semconv.GenAIOperationNameExecuteTool)
-	case "prompts/get":
+	case mcpwire.MethodGetPrompt:
 		attrs = append(attrs, semconv.GenAIPromptNameKey.String(target))
-	case "resources/read":
+	case mcpwire.MethodReadResource:
 		attrs = append(attrs, semconv.McpResourceURIKey.String(target))
 	}
 	name := method

@@ -110,15 +110,16 @@ type Options struct {
 // A Store must be created with [New] or [NewFromURL]. It is safe for
 // concurrent use by multiple goroutines, and so are its reservations.
 type Store struct {
-	client     redis.UniversalClient
-	owned      bool // created by NewFromURL: Close closes the client
-	prefix     string
-	timeout    time.Duration
-	errTimeout error
-	now        func() time.Time
-	replicas   int
-	waitMS     int64        // WAIT's timeout, below the store's own
-	ackMode    atomic.Int32 // ackUnknown, ackWait or ackWaitAOF
+	client      redis.UniversalClient
+	owned       bool // created by NewFromURL: Close closes the client
+	prefix      string
+	timeout     time.Duration
+	errTimeout  error
+	now         func() time.Time
+	replicas    int
+	waitMS      int64         // WAIT's timeout, below the store's own and the client's read timeout
+	readTimeout time.Duration // the client's socket read timeout; 0: unbounded
+	ackMode     atomic.Int32  // ackUnknown, ackWait or ackWaitAOF
 
 	// redirects are clients of Cluster nodes that a MOVED reply named,
 	// for Replicas above zero (see pipelineAcked).
@@ -156,7 +157,7 @@ func New(client redis.UniversalClient, opts *Options) *Store {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Store{client: client, prefix: o.Prefix, now: o.Now, replicas: o.Replicas}
+	s := &Store{client: client, prefix: o.Prefix, now: o.Now, replicas: o.Replicas, readTimeout: clientReadTimeout(client)}
 	s.setTimeout(o.Timeout)
 	return s
 }
@@ -167,7 +168,33 @@ func (s *Store) setTimeout(d time.Duration) {
 	s.errTimeout = fmt.Errorf("no reply within %v: %w", d, context.DeadlineExceeded)
 	// WAIT must give up before the store does, so that a shortfall is
 	// reported as such and not as a timeout.
-	s.waitMS = max(1, (d / 2).Milliseconds())
+	// It must also give up before the client's socket read timeout: a
+	// WAIT still blocking then fails its read, go-redis sends the pipeline
+	// again, and the resent claim fails closed as "sent twice".
+	w := d / 2
+	if s.readTimeout > 0 && w > s.readTimeout*3/4 {
+		w = s.readTimeout * 3 / 4
+	}
+	s.waitMS = max(1, w.Milliseconds())
+}
+
+// clientReadTimeout is the socket read timeout of client's connections
+// (go-redis fills in its default), or 0 when reads are not bounded or client
+// is neither a *redis.Client nor a *redis.ClusterClient.
+func clientReadTimeout(client redis.UniversalClient) time.Duration {
+	var d time.Duration
+	switch c := client.(type) {
+	case *redis.Client:
+		d = c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		d = c.Options().ReadTimeout
+	default:
+		return 0
+	}
+	// Options() are the client's after go-redis filled in its defaults:
+	// 0 means the caller asked for no timeout (-1), negative for no
+	// deadline at all (-2).
+	return max(d, 0)
 }
 
 // NewFromURL connects to the deployment that rawURL names and returns a

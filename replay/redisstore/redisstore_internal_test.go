@@ -173,3 +173,32 @@ func TestRoundTripEarlySocketDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestWaitBelowReadTimeout: WAIT gives up before the client's socket read
+// timeout, whatever the store's own timeout, so a slow replica never makes
+// go-redis resend a claim (which fails closed as "sent twice").
+func TestWaitBelowReadTimeout(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		read    time.Duration
+		timeout time.Duration
+		want    int64
+	}{
+		{"short store timeout", 0, 500 * time.Millisecond, 250},
+		{"long store timeout, default read timeout", 0, 10 * time.Second, -1}, // 3/4 of go-redis's default
+		{"long store timeout, 1s read timeout", time.Second, 10 * time.Second, 750},
+		{"unbounded reads", -1, 10 * time.Second, 5000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ReadTimeout: c.read})
+			defer client.Close()
+			s := New(client, &Options{Timeout: c.timeout, Replicas: 1})
+			if c.want < 0 {
+				c.want = (client.Options().ReadTimeout * 3 / 4).Milliseconds()
+			}
+			if s.waitMS != c.want {
+				t.Fatalf("WAIT timeout %d ms, want %d", s.waitMS, c.want)
+			}
+		})
+	}
+}

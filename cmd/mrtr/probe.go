@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mrtr-go/mrtr/internal/attack"
+	"github.com/mrtr-go/mrtr/internal/stdio"
+)
+
+const probeSynopsis = "mrtr probe URL [--tool NAME [--other-tool NAME]] [--arg k=v ...] [--answers FILE] [--bearer T --bearer-other T2] [--wait DURATION] [--max-requests 200] [--rate DURATION] [--json]\n       mrtr probe [flags] [--env K=V ...] -- COMMAND [ARG...]"
+
+const probeHelp = `
+Check, from the outside, how the MCP server at URL (Streamable HTTP, e.g.
+http://localhost:8080/mcp), or the one COMMAND runs (stdio), protects the
+requestState of its paused calls (MCP 2026-07-28 Multi Round-Trip
+Requests): whether a client can read it, and whether the server refuses
+it tampered with, moved to another tool or method, with other arguments,
+replayed, sent by another caller, after its lifetime (--wait), oversized
+or not a string, and in which shape.
+
+-- COMMAND [ARG...] starts the server as a child process (directly, never
+through a shell; its environment this one's minus every MRTR_* variable,
+plus --env) and stops it at the end. Its era is found with
+server/discover; stdio has one caller, so another_caller is skipped.
+
+THIS CALLS THE SERVER'S TOOLS. Without --tool it calls every listed tool,
+in order, until one pauses with a requestState and a second one does; each
+check then pauses that tool again. For moved it also gets listed prompts
+and reads listed resources (at most 5 of each) to find one that pauses.
+Every input request is answered with a
+refusal (decline; sampling gets a fixed text, roots an empty list), so a
+server that accepts a forged state runs its decline path, which shows the
+acceptance without the side effect. --answers FILE, a JSON object of input
+responses by input request key, replaces those refusals (to reach a path
+that runs only when accepted). At most --max-requests requests are sent,
+--rate apart. Point it at servers you may call.
+
+Required arguments are filled from the tool's input schema (an enum's first
+value, the default, else a placeholder of the right type); --arg k=v sets
+one (v is JSON if it parses as JSON, else a string).
+
+Prints a table (--json: {"checks": [{"name", "verdict", "detail"}, ...]});
+verdicts are pass, FAIL, warn and skip. Exits 1 when any check fails.
+A 2025-11-25 server cannot pause at all: that is reported, every check
+skipped.
+
+Flags:
+`
+
+func (a *app) probe(ctx context.Context, args []string) error {
+	fs := a.newFlagSet("probe", probeSynopsis)
+	fs.Usage = func() {
+		fmt.Fprintf(a.stderr, "Usage: %s\n%s", probeSynopsis, probeHelp)
+		fs.PrintDefaults()
+	}
+	var kvs []string
+	fs.Func("arg", "an argument `k=v` of --tool (repeatable)", func(s string) error {
+		if k, _, ok := strings.Cut(s, "="); !ok || k == "" {
+			return errors.New("want k=v")
+		}
+		kvs = append(kvs, s)
+		return nil
+	})
+	tool := fs.String("tool", "", "the tool `NAME` to pause (default: the first that pauses with a requestState)")
+	other := fs.String("other-tool", "", "with --tool: a second pausable tool `NAME` for the moved check")
+	answersFile := fs.String("answers", "", "a JSON `FILE` of input responses by input request key, used instead of decline")
+	bearer := fs.String("bearer", "", "the bearer `token` of the first caller ($MRTR_BEARER)")
+	bearerOther := fs.String("bearer-other", "", "the bearer `token` of a second caller, for another_caller ($MRTR_BEARER_OTHER)")
+	wait := fs.Duration("wait", 0, "for expired: retry a state after this long (longer than the server's state lifetime; 0: skip)")
+	maxReq := fs.Int("max-requests", attack.DefaultMaxRequests, "send at most this many requests")
+	rate := fs.Duration("rate", 0, "wait at least this long between two requests")
+	timeout := fs.Duration("timeout", attack.DefaultTimeout, "give up on an answer after this long")
+	asJSON := fs.Bool("json", false, "write the report as JSON")
+	var env []string
+	fs.Func("env", "with -- COMMAND: `K=V` added to the server's environment (repeatable)", func(s string) error {
+		if k, _, ok := strings.Cut(s, "="); !ok || k == "" {
+			return errors.New("want K=V")
+		}
+		env = append(env, s)
+		return nil
+	})
+	var command []string
+	for i, s := range args {
+		if s == "--" {
+			args, command = args[:i], args[i+1:]
+			break
+		}
+	}
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	stdioMode := len(command) > 0
+	switch {
+	case stdioMode && len(pos) != 0:
+		fmt.Fprintf(a.stderr, "mrtr probe: a URL or -- COMMAND, not both\n")
+		return errUsage
+	case stdioMode && command[0] == "":
+		fmt.Fprintf(a.stderr, "mrtr probe: -- needs a COMMAND\n")
+		return errUsage
+	case !stdioMode && len(pos) != 1:
+		fs.Usage()
+		return errUsage
+	case stdioMode && (*bearer != "" || *bearerOther != ""):
+		fmt.Fprintf(a.stderr, "mrtr probe: --bearer and --bearer-other are for a URL: stdio has one caller\n")
+		return errUsage
+	case !stdioMode && len(env) > 0:
+		fmt.Fprintf(a.stderr, "mrtr probe: --env is for -- COMMAND\n")
+		return errUsage
+	}
+	if !stdioMode {
+		u, err := url.Parse(pos[0])
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			fmt.Fprintf(a.stderr, "mrtr probe: URL must be an http:// or https:// URL\n")
+			return errUsage
+		}
+	}
+	if *maxReq < 1 || *rate < 0 || *wait < 0 || *timeout <= 0 {
+		fmt.Fprintf(a.stderr, "mrtr probe: --max-requests must be at least 1, --rate and --wait not negative, --timeout positive\n")
+		return errUsage
+	}
+	if *other != "" && *tool == "" {
+		fmt.Fprintf(a.stderr, "mrtr probe: --other-tool needs --tool\n")
+		return errUsage
+	}
+	targs, _, err := toolArguments("", kvs)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "mrtr probe: %v\n", err)
+		return errUsage
+	}
+	var answers map[string]json.RawMessage
+	if *answersFile != "" {
+		b, err := os.ReadFile(*answersFile)
+		if err != nil {
+			return fmt.Errorf("read --answers: %w", err)
+		}
+		if err := json.Unmarshal(b, &answers); err != nil {
+			return fmt.Errorf("--answers %s: want a JSON object of input responses by key: %w", *answersFile, err)
+		}
+	}
+	var target attack.Target
+	var where string // the report's "url", or its "command": the program, never its arguments
+	if stdioMode {
+		if _, err := stdio.Environ(nil, env); err != nil {
+			fmt.Fprintf(a.stderr, "mrtr probe: --env: %v\n", err)
+			return errUsage
+		}
+		st, err := attack.StartStdio(stdio.Config{Path: command[0], Args: command[1:], Env: env})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeStopTimeout)
+			defer cancel()
+			_ = st.Stop(sctx)
+		}()
+		target, where = st, commandName(command)
+	} else {
+		tok, tokOther := *bearer, *bearerOther
+		if tok == "" {
+			tok = a.getenv("MRTR_BEARER")
+		}
+		if tokOther == "" {
+			tokOther = a.getenv("MRTR_BEARER_OTHER")
+		}
+		for _, t := range []string{tok, tokOther} {
+			if strings.ContainsFunc(t, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+				return errors.New("a bearer token has control characters an HTTP header cannot carry")
+			}
+		}
+		target, where = &attack.HTTPTarget{URL: pos[0], Bearer: tok, BearerOther: tokOther}, pos[0]
+	}
+	rep, err := attack.Run(ctx, target, &attack.Options{
+		Tool: *tool, OtherTool: *other, Args: targs, Answers: answers,
+		MaxRequests: *maxReq, Rate: *rate, Wait: *wait, Timeout: *timeout,
+	})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		out := struct {
+			URL     string `json:"url,omitempty"`
+			Command string `json:"command,omitempty"`
+			*attack.Report
+		}{Report: rep}
+		if stdioMode {
+			out.Command = where
+		} else {
+			out.URL = where
+		}
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else {
+		if stdioMode {
+			where = "-- " + where
+		}
+		printProbe(a, where, rep)
+	}
+	if rep.Failed() {
+		return errProbeFailed
+	}
+	return nil
+}
+
+// probeStopTimeout bounds stopping a probed command: past it, what is
+// left of the grace periods is skipped (SIGKILL).
+const probeStopTimeout = 10 * time.Second
+
+// errProbeFailed is the exit status 1 of a probe with a failed check; the
+// report has said why.
+var errProbeFailed = errors.New("a check failed")
+
+// printProbe writes rep as a table: check, verdict, what it sent and saw,
+// and why it matters.
+func printProbe(a *app, target string, rep *attack.Report) {
+	fmt.Fprintf(a.stdout, "mrtr probe %s\n", target)
+	fmt.Fprintf(a.stdout, "era %s", rep.Era)
+	if rep.Tool != "" {
+		fmt.Fprintf(a.stdout, ", tool %s", rep.Tool)
+	}
+	if len(rep.Others) > 0 {
+		fmt.Fprintf(a.stdout, " (moved: %s)", strings.Join(rep.Others, ", "))
+	}
+	fmt.Fprintf(a.stdout, ", %d requests\n\n", rep.Requests)
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tVERDICT\tSENT AND SAW")
+	for _, c := range rep.Checks {
+		v := string(c.Verdict)
+		if c.Verdict == attack.Fail {
+			v = "FAIL"
+		}
+		lines := strings.Split(c.Detail, "; ")
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, v, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(tw, "\t\t%s\n", l)
+		}
+		if c.Verdict != attack.Skip {
+			fmt.Fprintf(tw, "\t\twhy: %s\n", attack.Why(c.Name))
+		}
+	}
+	tw.Flush()
+}

@@ -1,0 +1,37 @@
+// Package attack checks, from the outside, how an MCP server handles the
+// requestState of 2026-07-28 Multi Round-Trip Requests: whether a client
+// can read it, and whether the server refuses it tampered, moved to
+// another tool or method, with other arguments, replayed, from another
+// caller, after its lifetime, oversized or of the wrong JSON type, and in
+// what shape it says no. `mrtr probe` prints its Report; the project's own
+// end-to-end tests run the same checks against mrtr and the servers it
+// fronts.
+//
+// # What counts as a refusal
+//
+// Every check alters the state of a fresh pause and sends the retry with
+// the same answers as an honest retry of the same tool, whose outcome is
+// the baseline. The outcome of the altered retry is judged against it
+// (Judge):
+//
+//   - a JSON-RPC error, or an HTTP error status: refused (inconclusive
+//     when the honest retry fails the same way);
+//   - a result with isError: refused, unless the honest retry ends with
+//     the same isError text (then that is the decline path running on a
+//     state the server accepted);
+//   - an input_required result asking the same input requests as the
+//     first round: the server started over, refused (inconclusive when the
+//     honest retry starts over too: the answers give the server no reason
+//     to move on, so nothing tells the two apart; answers that accept,
+//     from Options.Answers, make the check conclusive);
+//   - anything else (a complete result, an input_required of a later
+//     round): accepted.
+//
+// # Safety
+//
+// Every call is a real tool call. By default every input request is
+// answered with a refusal (elicitation: decline; sampling: a fixed text;
+// roots: an empty list), so a server that accepts a forged state runs its
+// decline path, which shows the acceptance without the side effect.
+// Options bound the number of requests and space them out.
+package attack

@@ -1,0 +1,620 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
+	"github.com/mrtr-go/mrtr/internal/rpc"
+)
+
+// Older clients in front of a stdio upstream.
+//
+// A 2025-11-25 client speaks to a stateful Streamable HTTP server:
+// initialize, an Mcp-Session-Id, a GET stream, DELETE. On stdio the
+// session is the process, so each such session gets a child of its own:
+// initialize starts one, and every message of the session goes to it as
+// it is, with the client's own ids (one client per child, nothing to
+// remap). The children count against the same bound as the bridge's.
+
+// sessionHeader is the 2025-11-25 session id header.
+const sessionHeader = "Mcp-Session-Id"
+
+// maxBacklog bounds the messages a session keeps for a GET stream that is
+// not open yet; beyond it the oldest are dropped.
+const maxBacklog = 256
+
+// legacyRequest reports whether r (its body) belongs to a 2025-11-25
+// session rather than to the 2026-07-28 wire: a GET or DELETE, anything
+// carrying a session id, and initialize, which 2026-07-28 does not have.
+func legacyRequest(r *http.Request, body []byte) bool {
+	if r.Method != http.MethodPost || r.Header.Get(sessionHeader) != "" {
+		return true
+	}
+	m, err := rpc.Parse(body)
+	if err != nil || m.Method != "initialize" {
+		return false
+	}
+	// An initialize carrying the 2026-07-28 _meta is a modern client's
+	// call of a method 2026-07-28 removed: the modern path answers it
+	// (-32601, 404), as an HTTP server does.
+	v, _ := mcpwire.Member(mcpwire.TrimSpace(m.Params), "_meta")
+	pv, _ := mcpwire.Member(v, mcpwire.MetaProtocolVersion)
+	return len(pv) == 0
+}
+
+// sessionsConfig configures a sessions handler.
+type sessionsConfig struct {
+	dial func(ctx context.Context) (Upstream, error)
+	// reserve takes one process slot, free gives it back; nil counts the
+	// handler's own children against max.
+	reserve func() error
+	free    func()
+	max     int
+	idle    time.Duration
+	start   time.Duration
+	log     *slog.Logger
+}
+
+// sessions serves the 2025-11-25 sessions of one Bridge or Direct.
+type sessions struct {
+	c sessionsConfig
+
+	mu     sync.Mutex
+	byID   map[string]*lsession
+	own    int // children counted here when c.reserve is nil
+	closed bool
+}
+
+func newSessions(c sessionsConfig) *sessions {
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.max <= 0 {
+		c.max = DefaultMaxSessions
+	}
+	if c.idle <= 0 {
+		c.idle = DefaultIdleTimeout
+	}
+	if c.start <= 0 {
+		c.start = DefaultStartTimeout
+	}
+	return &sessions{c: c, byID: map[string]*lsession{}}
+}
+
+// count reports the open sessions.
+func (ss *sessions) count() int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return len(ss.byID)
+}
+
+// close ends every session; later requests get 404, initialize an error.
+func (ss *sessions) close(ctx context.Context) error {
+	ss.mu.Lock()
+	ss.closed = true
+	all := make([]*lsession, 0, len(ss.byID))
+	for _, s := range ss.byID {
+		all = append(all, s)
+	}
+	ss.mu.Unlock()
+	var errs []error
+	for _, s := range all {
+		errs = append(errs, s.end(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// take reserves a slot for one more child, stopping the least recently
+// used idle session when the bound is reached.
+func (ss *sessions) take() error {
+	for try := 0; ; try++ {
+		err := ss.reserve()
+		if err == nil || errors.Is(err, errClosed) || try > 0 {
+			return err
+		}
+		victim := ss.lruIdle()
+		if victim == nil {
+			return err
+		}
+		ss.c.log.Debug("bridge: idle legacy client session stopped to make room")
+		_ = victim.end(context.Background())
+	}
+}
+
+func (ss *sessions) reserve() error {
+	if ss.c.reserve != nil {
+		return ss.c.reserve()
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	switch {
+	case ss.closed:
+		return errClosed
+	case ss.own >= ss.c.max:
+		return errTooMany
+	}
+	ss.own++
+	return nil
+}
+
+func (ss *sessions) free() {
+	if ss.c.reserve != nil {
+		ss.c.free()
+		return
+	}
+	ss.mu.Lock()
+	ss.own--
+	ss.mu.Unlock()
+}
+
+// lruIdle returns the session to stop for room: of those with no request
+// in flight, one that serves nothing at all before one with only its GET
+// stream open, and then the one least recently used.
+func (ss *sessions) lruIdle() *lsession {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var v *lsession
+	var vStreams bool
+	var at time.Time
+	for _, s := range ss.byID {
+		s.mu.Lock()
+		streams := s.get != nil
+		ok := s.busy == 0 || (s.busy == 1 && streams)
+		if ok && (v == nil || (vStreams && !streams) || (vStreams == streams && s.usedAt.Before(at))) {
+			v, vStreams, at = s, streams, s.usedAt
+		}
+		s.mu.Unlock()
+	}
+	return v
+}
+
+// lsession is one 2025-11-25 client session and its child.
+type lsession struct {
+	ss   *sessions
+	id   string
+	up   Upstream
+	done chan struct{} // closed when the session has ended
+	once sync.Once
+	err  error // of stopping the child
+
+	mu      sync.Mutex
+	posts   []*post // requests in flight, oldest first
+	get     *queue  // the open GET stream, if any
+	backlog [][]byte
+	busy    int // HTTP requests being served
+	usedAt  time.Time
+	timer   *time.Timer
+}
+
+// post is a client request in flight: its id as the child answers it.
+type post struct {
+	id    string
+	token string // its progress token, canonical; "" if none
+	sse   bool
+	q     *queue
+	final bool // the response was queued
+}
+
+// queue hands messages from the reading goroutine to one HTTP response.
+type queue struct {
+	mu     sync.Mutex
+	msgs   [][]byte
+	signal chan struct{}
+}
+
+func newQueue() *queue { return &queue{signal: make(chan struct{}, 1)} }
+
+func (q *queue) push(b []byte) {
+	q.mu.Lock()
+	q.msgs = append(q.msgs, b)
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queue) empty() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.msgs) == 0
+}
+
+func (q *queue) take() [][]byte {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	m := q.msgs
+	q.msgs = nil
+	return m
+}
+
+// canonicalID is a JSON-RPC id as a map key: the same id however it was
+// spaced or escaped.
+func canonicalID(raw json.RawMessage) string {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return string(raw)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return string(raw)
+	}
+	return string(b)
+}
+
+// serve answers one HTTP request of a 2025-11-25 session.
+func (ss *sessions) serve(ctx context.Context, w *pipeWriter, r *http.Request, body []byte) {
+	id := r.Header.Get(sessionHeader)
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodGet, http.MethodDelete:
+		if id == "" {
+			writeMsg(w, http.StatusBadRequest, errorMessage(nil, -32600, "bad request: "+r.Method+" needs an Mcp-Session-Id header (initialize first)", nil))
+			return
+		}
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	m, err := rpc.Parse(body)
+	if r.Method == http.MethodPost && err != nil {
+		writeMsg(w, http.StatusBadRequest, errorMessage(nil, -32600, "invalid request: one JSON-RPC message expected", nil))
+		return
+	}
+	if id == "" { // legacyRequest: an initialize
+		ss.initialize(ctx, w, r, m, body)
+		return
+	}
+	s := ss.lookup(id)
+	if s == nil {
+		writeMsg(w, http.StatusNotFound, errorMessage(idOf(m), -32001, "session not found: it ended or expired; initialize a new one", nil))
+		return
+	}
+	defer s.idle()
+	switch {
+	case r.Method == http.MethodDelete:
+		_ = s.end(ctx)
+		w.WriteHeader(http.StatusNoContent)
+	case r.Method == http.MethodGet:
+		s.stream(ctx, w, r)
+	case m.IsRequest():
+		s.request(ctx, w, r, m, body, false)
+	default: // a notification, or the client's answer to the child's request
+		if err := s.up.Send(body); err != nil {
+			writeMsg(w, http.StatusOK, errorMessage(m.ID, mrtr.CodeInternalError, "upstream unavailable: the message was not delivered", nil))
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}
+}
+
+func idOf(m *rpc.Message) json.RawMessage {
+	if m == nil {
+		return nil
+	}
+	return m.ID
+}
+
+// lookup returns the live session id names and marks it busy.
+func (ss *sessions) lookup(id string) *lsession {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s := ss.byID[id]
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	s.busy++
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.mu.Unlock()
+	return s
+}
+
+// idle ends one HTTP request of s; the last one arms the idle timer.
+func (s *lsession) idle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy--
+	s.usedAt = time.Now()
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	if s.busy == 0 {
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		s.timer = time.AfterFunc(s.ss.c.idle, func() {
+			s.mu.Lock()
+			busy := s.busy
+			s.mu.Unlock()
+			if busy == 0 {
+				s.ss.c.log.Debug("bridge: idle legacy client session stopped")
+				_ = s.end(context.Background())
+			}
+		})
+	}
+}
+
+// initialize starts a child for a new session and relays the client's
+// initialize to it; the session exists once the child answered it.
+func (ss *sessions) initialize(ctx context.Context, w *pipeWriter, r *http.Request, m *rpc.Message, body []byte) {
+	if !m.IsRequest() || m.Method != "initialize" {
+		writeMsg(w, http.StatusBadRequest, errorMessage(idOf(m), -32600, "bad request: no Mcp-Session-Id header (initialize first)", nil))
+		return
+	}
+	if err := ss.take(); err != nil {
+		ss.c.log.Warn("bridge: legacy client session refused", "error", err)
+		writeMsg(w, http.StatusOK, errorMessage(m.ID, mrtr.CodeInternalError, err.Error(), nil))
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ss.c.start)
+	up, err := ss.c.dial(dctx)
+	cancel()
+	if err != nil {
+		ss.free()
+		ss.c.log.Error("bridge: start the upstream", "error", err)
+		writeMsg(w, http.StatusOK, errorMessage(m.ID, mrtr.CodeInternalError, "upstream unavailable: it could not be started", nil))
+		return
+	}
+	s := &lsession{ss: ss, id: newHoldID(), up: up, done: make(chan struct{}), busy: 1, usedAt: time.Now()}
+	go s.read()
+	w.Header().Set(sessionHeader, s.id)
+	if !s.request(ctx, w, r, m, body, true) {
+		w.Header().Del(sessionHeader)
+		_ = s.end(context.Background())
+		return
+	}
+	defer s.idle()
+	ss.mu.Lock()
+	closed := ss.closed
+	if !closed {
+		ss.byID[s.id] = s
+	}
+	ss.mu.Unlock()
+	if closed {
+		_ = s.end(context.Background())
+		return
+	}
+	ss.c.log.Info("bridge: legacy client session started")
+}
+
+// read routes the child's messages until its output ends, then ends the
+// session.
+func (s *lsession) read() {
+	for b := range s.up.Recv() {
+		m, err := rpc.Parse(b)
+		if err != nil {
+			continue
+		}
+		s.route(m, b)
+	}
+	s.ss.c.log.Info("bridge: the upstream of a legacy client session exited")
+	_ = s.end(context.Background())
+}
+
+// route hands one message of the child to where it belongs: a response to
+// its request's POST; a request or notification to the POST it names by
+// progress token, else to the oldest POST that streams, else to the GET
+// stream.
+func (s *lsession) route(m *rpc.Message, b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.Method == "" {
+		if m.ID == nil {
+			return
+		}
+		id := canonicalID(m.ID)
+		for i, p := range s.posts {
+			if p.id == id {
+				p.final = true
+				s.posts = append(s.posts[:i:i], s.posts[i+1:]...)
+				p.q.push(b)
+				return
+			}
+		}
+		return // the POST went away: nobody waits for it
+	}
+	if m.Method == "notifications/progress" {
+		if t, ok := mcpwire.Member(m.Params, "progressToken"); ok {
+			tok := canonicalID(t)
+			for _, p := range s.posts {
+				if p.token == tok && p.sse {
+					p.q.push(b)
+					return
+				}
+			}
+		}
+	}
+	for _, p := range s.posts {
+		if p.sse {
+			p.q.push(b)
+			return
+		}
+	}
+	if s.get != nil {
+		s.get.push(b)
+		return
+	}
+	if len(s.backlog) >= maxBacklog {
+		s.backlog = s.backlog[1:]
+	}
+	s.backlog = append(s.backlog, b)
+}
+
+// request relays one client request to the child and its answer back:
+// JSON, or an event stream when the child sends messages first. It
+// reports whether the child answered with a result.
+func (s *lsession) request(ctx context.Context, w *pipeWriter, r *http.Request, m *rpc.Message, body []byte, first bool) bool {
+	// Nothing may come before an initialize's response: the session does
+	// not exist yet.
+	p := &post{id: canonicalID(m.ID), q: newQueue(), sse: !first && strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
+	if meta, ok := mcpwire.Member(m.Params, "_meta"); ok {
+		if t, ok := mcpwire.Member(meta, "progressToken"); ok {
+			p.token = canonicalID(t)
+		}
+	}
+	s.mu.Lock()
+	select {
+	case <-s.done:
+		s.mu.Unlock()
+		writeMsg(w, http.StatusNotFound, errorMessage(m.ID, -32001, "session not found: it ended; initialize a new one", nil))
+		return false
+	default:
+	}
+	for _, o := range s.posts {
+		if o.id == p.id {
+			s.mu.Unlock()
+			writeMsg(w, http.StatusOK, errorMessage(m.ID, -32600, "invalid request: this id is in use by a request in flight", nil))
+			return false
+		}
+	}
+	s.posts = append(s.posts, p)
+	s.mu.Unlock()
+	defer s.forget(p)
+	out := &responder{w: w, id: m.ID, sse: p.sse}
+	if err := s.up.Send(body); err != nil {
+		out.fail(http.StatusOK, mrtr.CodeInternalError, "upstream unavailable: the request was not delivered", nil)
+		return false
+	}
+	for {
+		for _, b := range p.q.take() {
+			msg, err := rpc.Parse(b)
+			if err != nil {
+				continue
+			}
+			if msg.Method == "" {
+				out.send(http.StatusOK, b)
+				return msg.Error == nil
+			}
+			out.notify(msg)
+		}
+		select {
+		case <-p.q.signal:
+		case <-s.done:
+			if !p.q.empty() { // queued before the end: delivered first
+				continue
+			}
+			out.fail(http.StatusOK, mrtr.CodeInternalError, errLost.Error()+": the process exited", nil)
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// forget drops p from the requests in flight.
+func (s *lsession) forget(p *post) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, o := range s.posts {
+		if o == p {
+			s.posts = append(s.posts[:i:i], s.posts[i+1:]...)
+			return
+		}
+	}
+}
+
+// stream serves the GET stream: the child's messages that belong to no
+// request in flight.
+func (s *lsession) stream(ctx context.Context, w *pipeWriter, r *http.Request) {
+	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		writeMsg(w, http.StatusNotAcceptable, errorMessage(nil, -32600, "not acceptable: the GET stream is text/event-stream", nil))
+		return
+	}
+	q := newQueue()
+	s.mu.Lock()
+	if s.get != nil {
+		s.mu.Unlock()
+		writeMsg(w, http.StatusConflict, errorMessage(nil, -32600, "conflict: this session's GET stream is already open", nil))
+		return
+	}
+	s.get = q
+	for _, b := range s.backlog {
+		q.push(b)
+	}
+	s.backlog = nil
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.get == q {
+			s.get = nil
+			s.backlog = append(q.take(), s.backlog...) // undelivered: kept for the next stream
+		}
+		s.mu.Unlock()
+	}()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	for {
+		for _, b := range q.take() {
+			writeEvent(w, b)
+		}
+		select {
+		case <-q.signal:
+		case <-s.done:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// end ends the session once: it is forgotten (404 afterwards), its
+// requests in flight get errors, its slot is freed and its child stopped.
+func (s *lsession) end(ctx context.Context) error {
+	s.once.Do(func() {
+		ss := s.ss
+		ss.mu.Lock()
+		if ss.byID[s.id] == s {
+			delete(ss.byID, s.id)
+		}
+		ss.mu.Unlock()
+		s.mu.Lock()
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		s.mu.Unlock()
+		close(s.done)
+		s.err = s.up.Close(ctx)
+		ss.free()
+	})
+	return s.err
+}
+
+// legacySlot takes one of the bridge's MaxSessions for the child of a
+// 2025-11-25 client session, stopping an idle bridge session if need be.
+func (b *Bridge) legacySlot() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed
+	}
+	if len(b.sessions)+b.starting+b.legacyProcs >= b.o.MaxSessions && !b.evictIdle() {
+		return errTooMany
+	}
+	b.legacyProcs++
+	return nil
+}
+
+// legacyFree gives back a slot of legacySlot.
+func (b *Bridge) legacyFree() {
+	b.mu.Lock()
+	b.legacyProcs--
+	b.mu.Unlock()
+}

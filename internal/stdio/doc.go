@@ -1,0 +1,59 @@
+// Package stdio runs one MCP server as a child process and speaks the MCP
+// stdio transport with it: newline-delimited UTF-8 JSON-RPC messages on the
+// child's stdin and stdout, the child's logs on its stderr (MCP 2025-11-25
+// and 2026-07-28, "Transports: stdio"). It owns the process and the framing,
+// nothing more: what the messages mean is the caller's business.
+//
+// # Contract
+//
+//   - Start runs Config.Path with Config.Args directly, never through a
+//     shell. The child's environment is the proxy's minus every variable
+//     whose name starts with MRTR_ (the key ring is in MRTR_KEYS), plus
+//     Config.Env; see Environ.
+//   - Send writes one message and a newline, whole, never interleaved with
+//     another Send. A message must not contain a raw newline: one that does
+//     is compacted if it is valid JSON and refused otherwise.
+//   - Recv delivers every non-empty stdout line, without its line ending, in
+//     order. A line longer than Config.MaxMessageBytes is a protocol error:
+//     the child is stopped, Err reports ErrMessageTooLong, and no more than
+//     about MaxMessageBytes is ever held for one line.
+//   - Each stderr line is logged to Config.Logger at Info, with "pid" and
+//     "stream"="stderr", cut to StderrLineBytes with a marker. What the
+//     child writes there is its own: the proxy's secrets never reach it.
+//   - Stop closes stdin (the spec's shutdown: the server should exit on EOF),
+//     waits Config.StopGrace, sends SIGTERM to the child's process group,
+//     waits StopGrace again, then SIGKILL. It always reaps the child.
+//
+// # No orphans, no zombies
+//
+// The child leads a process group of its own, so signals reach what it
+// started too (npx starting node, say). When the child exits, on its own or
+// stopped, whatever is left in its group is sent SIGKILL before the child is
+// reaped (on Linux, where the exited child can be waited for without reaping
+// it, so its group id cannot be reused in between), and the child is always
+// waited for. A process that leaves the group (setsid, setpgid) is out of
+// reach; one that still reads the child's stdin sees EOF when the proxy goes.
+//
+// On Linux the child also gets Pdeathsig = SIGKILL: it dies if the proxy
+// dies, even by SIGKILL. Linux sends that signal when the thread that
+// started the child exits, not the process, and Go may end threads (a
+// goroutine that exits while locked to its thread ends it). So each child is
+// started from a goroutine locked to its own thread, which then waits for
+// the child and exits only after reaping it. Pdeathsig does not reach the
+// child's own children: they are killed with the group when the child ends
+// while the proxy lives, and see stdin EOF when the proxy is gone.
+//
+// Other Unix systems get the process group but no Pdeathsig; on them the
+// leftover group members are not killed after the child exits on its own,
+// and a Stop racing with the child's own exit may signal its group id just
+// after the reap (a window of microseconds in which the id could be reused).
+// Start returns an error wrapping errors.ErrUnsupported elsewhere.
+//
+// # Concurrency
+//
+// Every method of Child is safe for concurrent use. A caller must keep
+// receiving from Recv until it is closed, or call Stop: a receiver that
+// stalls stalls the child (it blocks writing stdout), which is the
+// back-pressure the transport needs. Call Stop once done with a Child even
+// after it has exited: it releases what a stalled receiver holds.
+package stdio

@@ -1,0 +1,165 @@
+package stdio
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// procStat returns the state and parent pid of pid from /proc, ok false
+// when there is no such process (not even a zombie).
+func procStat(t *testing.T, pid int) (state string, ppid int, ok bool) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return "", 0, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	ppid, _ = strconv.Atoi(f[1])
+	return f[0], ppid, true
+}
+
+// assertReaped fails unless pid, a child of this process, is gone: not
+// running, not a zombie.
+func assertReaped(t *testing.T, pid int) {
+	t.Helper()
+	if state, ppid, ok := procStat(t, pid); ok && ppid == os.Getpid() {
+		t.Errorf("child %d still there, state %s", pid, state)
+	}
+}
+
+// waitGone waits until pid, not a child of this process, has died: gone,
+// or a zombie waiting for whoever it was reparented to.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		state, _, ok := procStat(t, pid)
+		if !ok || state == "Z" {
+			return
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("process %d still alive (state %s)", pid, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A child that exits on its own does not leave its group behind.
+func TestExitKillsLeftovers(t *testing.T) {
+	c := start(t, "orphaner", Config{})
+	var m struct{ Grandchild int }
+	if err := json.Unmarshal(recv(t, c), &m); err != nil || m.Grandchild == 0 {
+		t.Fatalf("no grandchild pid: %v", err)
+	}
+	if err := c.Send([]byte(`{"bye":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitDone(t, c); err != nil {
+		t.Fatalf("Err = %v", err)
+	}
+	assertReaped(t, c.Pid())
+	waitGone(t, m.Grandchild)
+}
+
+// The proxy dies by SIGKILL, without any cleanup: its child dies too.
+func TestParentDeathKillsChild(t *testing.T) {
+	parent := exec.Command(self(t))
+	parent.Env = append(os.Environ(), helperVar+"=parent")
+	out, err := parent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent.Stderr = os.Stderr
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		parent.Process.Kill()
+		parent.Wait()
+		t.Fatalf("parent helper: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := procStat(t, pid); !ok {
+		t.Fatalf("child %d not running before its parent dies", pid)
+	}
+	parent.Process.Kill()
+	parent.Wait()
+	waitGone(t, pid)
+}
+
+// The thread that called Start exits (a goroutine locked to it returns):
+// the child must live on, since Linux sends Pdeathsig when the thread that
+// forked the child exits.
+func TestStartThreadExitDoesNotKillChild(t *testing.T) {
+	type result struct {
+		c   *Child
+		tid int
+		err error
+	}
+	ch := make(chan result)
+	never := make(chan struct{})
+	var r result
+	for r.c == nil {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
+			tid := syscall.Gettid()
+			if tid == os.Getpid() {
+				// Go never ends the main thread: keep it, try again on another.
+				ch <- result{}
+				<-never
+			}
+			c, err := Start(Config{Path: self(t), Env: []string{helperVar + "=echo", "GORACE=atexit_sleep_ms=0"}})
+			if err != nil {
+				t.Error(err)
+			}
+			ch <- result{c, tid, err}
+		}()
+		if r = <-ch; r.err != nil {
+			t.FailNow()
+		}
+	}
+	c := r.c
+	t.Cleanup(func() {
+		c.Stop(context.Background())
+		assertReaped(t, c.Pid())
+	})
+	// Wait for the thread to be gone.
+	deadline := time.Now().Add(patience)
+	for {
+		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", r.tid)); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the locked thread did not exit")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := c.Send([]byte(`{"alive":true}`)); err != nil {
+		t.Fatalf("Send after the starting thread exited: %v", err)
+	}
+	if got := string(recv(t, c)); got != `{"alive":true}` {
+		t.Fatalf("got %s", got)
+	}
+}

@@ -1,0 +1,559 @@
+package stdio
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultMaxMessageBytes = 4 << 20
+	DefaultStopGrace       = 2 * time.Second
+)
+
+// StderrLineBytes caps one logged stderr line; the rest of a longer line is
+// dropped and TruncatedMarker is appended to what is kept.
+const StderrLineBytes = 4 << 10
+
+// TruncatedMarker ends a stderr line that was cut to StderrLineBytes.
+const TruncatedMarker = " …[truncated]"
+
+// readBufBytes is the stdout read buffer: lines longer than that are
+// assembled from pieces, up to MaxMessageBytes.
+const readBufBytes = 4 << 10
+
+var (
+	// ErrMessageTooLong is reported by Err when the child wrote a stdout line
+	// longer than Config.MaxMessageBytes (and was stopped for it).
+	ErrMessageTooLong = errors.New("stdio: message too long")
+	// ErrInvalidMessage is returned by Send for a message it cannot frame:
+	// empty, or containing a newline and not valid JSON.
+	ErrInvalidMessage = errors.New("stdio: invalid message")
+	// ErrExited is returned by Send once the child's stdin is closed: the
+	// child exited or is being stopped.
+	ErrExited = errors.New("stdio: child process has exited")
+)
+
+// Config says what to run and how. Only Path is required.
+type Config struct {
+	// Path is the program, resolved with exec.LookPath against the proxy's
+	// PATH when it contains no slash. It is run directly, never through a
+	// shell.
+	Path string
+	// Args are the arguments after the program name.
+	Args []string
+	// Env holds NAME=VALUE entries added to the child's environment, which is
+	// otherwise the proxy's minus every MRTR_* variable; see Environ.
+	Env []string
+	// Dir is the child's working directory; empty means the proxy's.
+	Dir string
+	// Logger gets each line the child writes on stderr, at Info, with the
+	// attributes "pid" and "stream"="stderr". Nil discards stderr.
+	Logger *slog.Logger
+	// MaxMessageBytes caps one stdout message line, its line ending not
+	// counted. Zero or less means DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// StopGrace is how long Stop waits after closing stdin before SIGTERM,
+	// and after SIGTERM before SIGKILL. Zero or less means DefaultStopGrace.
+	StopGrace time.Duration
+
+	// after, when set, replaces the StopGrace timers of Stop (a test seam).
+	after func(time.Duration) <-chan time.Time
+}
+
+// Child is one running (or ended) child process. Its methods are safe for
+// concurrent use.
+type Child struct {
+	name  string // Config.Path as given, for errors
+	pid   int
+	max   int
+	grace time.Duration
+	after func(time.Duration) <-chan time.Time
+
+	stdin     *os.File
+	stdinMu   sync.Mutex // serializes Send
+	stdinShut atomic.Bool
+	stdinOnce sync.Once
+
+	stdout     *os.File
+	msgs       chan []byte
+	stdoutDone chan struct{} // the stdout reader has returned
+	abandon    chan struct{} // Stop gave up waiting for Recv to be drained
+	stderrDone chan struct{} // stderr fully logged (closed at once without a Logger)
+
+	exited chan struct{} // the process has exited (Linux: not yet reaped)
+	done   chan struct{} // reaped; err is set
+	err    error
+
+	sigMu  sync.Mutex
+	reaped bool // under sigMu: the group id may no longer be ours
+
+	protoMu  sync.Mutex
+	protoErr error
+
+	stopOnce  sync.Once
+	stopping  chan struct{}
+	hurryOnce sync.Once
+	hurry     chan struct{} // a Stop context ended: skip the grace periods
+}
+
+// Start runs the child. The error names the command, never its arguments
+// or environment.
+func Start(cfg Config) (*Child, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("stdio: start: no command")
+	}
+	if !supported {
+		return nil, fmt.Errorf("stdio: start %q: %w", cfg.Path, errors.ErrUnsupported)
+	}
+	env, err := Environ(os.Environ(), cfg.Env)
+	if err != nil {
+		return nil, fmt.Errorf("stdio: start %q: %w", cfg.Path, err)
+	}
+	cmd := exec.Command(cfg.Path, cfg.Args...)
+	if cmd.Err != nil {
+		return nil, fmt.Errorf("stdio: start %q: %w", cfg.Path, cmd.Err)
+	}
+	cmd.Env = env
+	cmd.Dir = cfg.Dir
+	cmd.SysProcAttr = sysProcAttr()
+
+	c := &Child{
+		name:       cfg.Path,
+		max:        cfg.MaxMessageBytes,
+		grace:      cfg.StopGrace,
+		after:      cfg.after,
+		msgs:       make(chan []byte),
+		stdoutDone: make(chan struct{}),
+		abandon:    make(chan struct{}),
+		stderrDone: make(chan struct{}),
+		exited:     make(chan struct{}),
+		done:       make(chan struct{}),
+		stopping:   make(chan struct{}),
+		hurry:      make(chan struct{}),
+	}
+	if c.max <= 0 {
+		c.max = DefaultMaxMessageBytes
+	}
+	if c.grace <= 0 {
+		c.grace = DefaultStopGrace
+	}
+
+	// Our own pipes rather than cmd.StdinPipe and friends: Wait then only
+	// waits for the process, and reading stdout is not tied to reaping.
+	var parentEnds, childEnds []*os.File
+	closeAll := func(fs []*os.File) {
+		for _, f := range fs {
+			f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err != nil {
+			closeAll(parentEnds)
+			closeAll(childEnds)
+			return nil, nil, fmt.Errorf("stdio: start %q: %w", cfg.Path, err)
+		}
+		return r, w, nil
+	}
+	inR, inW, err := pipe()
+	if err != nil {
+		return nil, err
+	}
+	parentEnds, childEnds = append(parentEnds, inW), append(childEnds, inR)
+	outR, outW, err := pipe()
+	if err != nil {
+		return nil, err
+	}
+	parentEnds, childEnds = append(parentEnds, outR), append(childEnds, outW)
+	var errR *os.File
+	if cfg.Logger != nil {
+		var errW *os.File
+		if errR, errW, err = pipe(); err != nil {
+			return nil, err
+		}
+		parentEnds, childEnds = append(parentEnds, errR), append(childEnds, errW)
+		cmd.Stderr = errW
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	c.stdin, c.stdout = inW, outR
+
+	started := make(chan error, 1)
+	go c.run(cmd, childEnds, errR, started)
+	if err := <-started; err != nil {
+		closeAll(parentEnds)
+		return nil, fmt.Errorf("stdio: start %q: %w", cfg.Path, err)
+	}
+	go c.readStdout()
+	if errR != nil {
+		go c.readStderr(errR, cfg.Logger.With("pid", c.pid, "stream", "stderr"))
+	} else {
+		close(c.stderrDone)
+	}
+	return c, nil
+}
+
+// run starts the child and waits for it, on a thread of its own that ends
+// only after the child is reaped: Linux sends Pdeathsig when the thread
+// that started a child exits, so that thread must outlive the child.
+func (c *Child) run(cmd *exec.Cmd, childEnds []*os.File, errR *os.File, started chan<- error) {
+	runtime.LockOSThread()
+	// Never unlocked: the thread ends with this goroutine, after the reap.
+	err := cmd.Start()
+	for _, f := range childEnds {
+		f.Close()
+	}
+	if err == nil {
+		c.pid = cmd.Process.Pid
+	}
+	started <- err
+	if err != nil {
+		return
+	}
+
+	waited := waitExited(c.pid)
+	if waited {
+		// Exited, not yet reaped: its group id is still its own, so what is
+		// left in the group can be killed without hitting a stranger.
+		close(c.exited)
+		c.sigMu.Lock()
+		signalGroup(c.pid, true)
+		c.reaped = true
+		c.sigMu.Unlock()
+	}
+	werr := cmd.Wait()
+	if !waited {
+		// Without waitExited, a signal sent between the reap inside Wait and
+		// here could reach a reused group id: a short window, documented.
+		c.sigMu.Lock()
+		c.reaped = true
+		c.sigMu.Unlock()
+		close(c.exited)
+	}
+	c.closeStdin()
+	if errR != nil {
+		// Anything still holding stderr left the group; do not wait for it
+		// beyond the grace period.
+		errR.SetReadDeadline(time.Now().Add(c.grace))
+		<-c.stderrDone
+	}
+
+	var exitErr error
+	if werr != nil {
+		exitErr = fmt.Errorf("%s (pid %d): %w", c.name, c.pid, werr)
+	}
+	c.protoMu.Lock()
+	protoErr := c.protoErr
+	c.protoMu.Unlock()
+	switch {
+	case protoErr != nil && exitErr != nil:
+		c.err = fmt.Errorf("%w; then %w", protoErr, exitErr)
+	case protoErr != nil:
+		c.err = protoErr
+	default:
+		c.err = exitErr
+	}
+	close(c.done)
+}
+
+// Pid returns the child's process id, which is also its process group id.
+func (c *Child) Pid() int { return c.pid }
+
+// Recv returns the channel of the child's stdout messages: every non-empty
+// line, without its line ending ("\n" or "\r\n"), in order, each slice the
+// receiver's own. It is closed when stdout ends, normally when the child
+// exits. An unterminated last line is not a message and is dropped. After
+// Stop, messages not received within StopGrace of the child's reaping are
+// dropped and the channel is closed.
+func (c *Child) Recv() <-chan []byte { return c.msgs }
+
+// Done is closed when the child has exited and been reaped, and everything
+// it wrote on stderr has been logged.
+func (c *Child) Done() <-chan struct{} { return c.done }
+
+// Err reports why the child ended, once Done is closed (nil before): nil for
+// exit status 0, else an error wrapping the *exec.ExitError (exit status or
+// signal), and ErrMessageTooLong when it was stopped for an over-long line.
+func (c *Child) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// Send writes msg and a newline to the child's stdin, whole, never
+// interleaved with another Send. A msg containing a newline or carriage
+// return is compacted (json.Compact) if it is valid JSON, else refused with
+// ErrInvalidMessage, as is an empty one. Send blocks while the child does
+// not read; it returns an error wrapping ErrExited once stdin is closed
+// (the child exited, or Stop began), even for a Send already blocked.
+func (c *Child) Send(msg []byte) error {
+	if bytes.ContainsAny(msg, "\r\n") {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, msg); err != nil {
+			return fmt.Errorf("%w: contains a newline and is not valid JSON", ErrInvalidMessage)
+		}
+		msg = buf.Bytes()
+	}
+	if len(bytes.TrimSpace(msg)) == 0 {
+		return fmt.Errorf("%w: empty", ErrInvalidMessage)
+	}
+	line := make([]byte, len(msg)+1)
+	copy(line, msg)
+	line[len(msg)] = '\n'
+
+	c.stdinMu.Lock()
+	defer c.stdinMu.Unlock()
+	if c.stdinShut.Load() {
+		return fmt.Errorf("send to %s (pid %d): %w", c.name, c.pid, ErrExited)
+	}
+	if _, err := c.stdin.Write(line); err != nil {
+		if c.stdinShut.Load() || errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EPIPE) {
+			return fmt.Errorf("send to %s (pid %d): %w", c.name, c.pid, ErrExited)
+		}
+		return fmt.Errorf("send to %s (pid %d): %w", c.name, c.pid, err)
+	}
+	return nil
+}
+
+// closeStdin closes the child's stdin once. It does not take stdinMu: a
+// Send blocked in Write returns when the file is closed.
+func (c *Child) closeStdin() {
+	c.stdinOnce.Do(func() {
+		c.stdinShut.Store(true)
+		c.stdin.Close()
+	})
+}
+
+// Stop ends the child: it closes stdin, waits StopGrace for the child to
+// exit, sends SIGTERM to its process group, waits StopGrace again, then
+// sends SIGKILL. It returns once the child is reaped (Done is closed). When
+// ctx ends first, the remaining grace is skipped (SIGKILL at once) and Stop
+// returns ctx.Err() after the reap. Stop is idempotent: later and
+// concurrent calls wait for the same end. Err says how the child ended.
+func (c *Child) Stop(ctx context.Context) error {
+	c.beginStop()
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+	}
+	c.hurryOnce.Do(func() { close(c.hurry) })
+	<-c.done
+	return ctx.Err()
+}
+
+func (c *Child) beginStop() {
+	c.stopOnce.Do(func() {
+		close(c.stopping)
+		go c.stopSequence()
+	})
+}
+
+func (c *Child) stopSequence() {
+	c.closeStdin()
+	if !c.waitExit() {
+		c.signal(false)
+		if !c.waitExit() {
+			c.signal(true)
+		}
+	}
+	<-c.done
+	elapsed, stop := c.graceTimer()
+	defer stop()
+	select {
+	case <-c.stdoutDone:
+	case <-c.hurry:
+		c.giveUpStdout()
+	case <-elapsed:
+		c.giveUpStdout()
+	}
+}
+
+// graceTimer returns a channel that receives when a grace period elapses,
+// and a function releasing it.
+func (c *Child) graceTimer() (<-chan time.Time, func()) {
+	if c.after != nil {
+		return c.after(c.grace), func() {}
+	}
+	t := time.NewTimer(c.grace)
+	return t.C, func() { t.Stop() }
+}
+
+func (c *Child) giveUpStdout() {
+	close(c.abandon)
+	c.stdout.Close()
+}
+
+// waitExit waits up to the grace period for the child to exit, and reports
+// whether it did.
+func (c *Child) waitExit() bool {
+	elapsed, stop := c.graceTimer()
+	defer stop()
+	select {
+	case <-c.exited:
+		return true
+	case <-c.hurry:
+		select {
+		case <-c.exited:
+			return true
+		default:
+			return false
+		}
+	case <-elapsed:
+		return false
+	}
+}
+
+// signal sends SIGTERM (or SIGKILL) to the child's process group, unless
+// the child may already be reaped and its group id reused.
+func (c *Child) signal(kill bool) {
+	c.sigMu.Lock()
+	defer c.sigMu.Unlock()
+	if !c.reaped {
+		signalGroup(c.pid, kill)
+	}
+}
+
+func (c *Child) setProtoErr(err error) {
+	c.protoMu.Lock()
+	if c.protoErr == nil {
+		c.protoErr = err
+	}
+	c.protoMu.Unlock()
+}
+
+// readStdout splits stdout into messages, holding at most about
+// MaxMessageBytes of one line.
+func (c *Child) readStdout() {
+	defer close(c.msgs)
+	defer close(c.stdoutDone)
+	defer c.stdout.Close()
+	br := bufio.NewReaderSize(c.stdout, readBufBytes)
+	var line []byte
+	broken := false // after a protocol error: drain, deliver nothing
+	for {
+		frag, err := br.ReadSlice('\n')
+		if !broken {
+			if contentLen(line, frag, err == nil) > c.max {
+				broken, line = true, nil
+				c.setProtoErr(fmt.Errorf("%s (pid %d): stdout line longer than %d bytes: %w", c.name, c.pid, c.max, ErrMessageTooLong))
+				c.beginStop()
+			} else {
+				line = append(line, frag...)
+			}
+		}
+		switch {
+		case err == nil:
+			if !broken {
+				msg := bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+				line = nil
+				if len(bytes.TrimSpace(msg)) > 0 {
+					select {
+					case c.msgs <- msg:
+					case <-c.abandon:
+						return
+					}
+				}
+			}
+		case errors.Is(err, bufio.ErrBufferFull):
+		default:
+			// io.EOF, or the file closed by Stop giving up on it. An
+			// unterminated last line is not a message.
+			return
+		}
+	}
+}
+
+// readStderr logs each stderr line, cut to StderrLineBytes.
+func (c *Child) readStderr(r *os.File, log *slog.Logger) {
+	defer close(c.stderrDone)
+	defer r.Close()
+	br := bufio.NewReaderSize(r, StderrLineBytes)
+	ctx := context.Background()
+	for {
+		frag, err := br.ReadSlice('\n')
+		text := string(trimEOL(frag))
+		total := len(text)
+		cut := false
+		for errors.Is(err, bufio.ErrBufferFull) {
+			// Longer than the cap: keep the head, count and drop the rest.
+			frag, err = br.ReadSlice('\n')
+			if rest := len(trimEOL(frag)); rest > 0 {
+				total += rest
+				cut = true
+			}
+		}
+		if cut {
+			text = validPrefix(text) + TruncatedMarker
+		}
+		if strings.TrimSpace(text) != "" {
+			if cut {
+				log.LogAttrs(ctx, slog.LevelInfo, text, slog.Int("line_bytes", total))
+			} else {
+				log.LogAttrs(ctx, slog.LevelInfo, text)
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, os.ErrClosed) {
+				log.LogAttrs(ctx, slog.LevelWarn, "reading stderr of the upstream", slog.String("error", err.Error()))
+			}
+			return
+		}
+	}
+}
+
+// contentLen is the length of the line made of line and frag, without its
+// line ending when complete.
+func contentLen(line, frag []byte, complete bool) int {
+	n := len(line) + len(frag)
+	if !complete {
+		return n
+	}
+	n-- // '\n'
+	var prev byte
+	switch {
+	case len(frag) >= 2:
+		prev = frag[len(frag)-2]
+	case len(line) > 0:
+		prev = line[len(line)-1]
+	}
+	if prev == '\r' {
+		n--
+	}
+	return n
+}
+
+func trimEOL(b []byte) []byte {
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	return bytes.TrimSuffix(b, []byte("\r"))
+}
+
+// validPrefix drops a rune the cut split in two.
+func validPrefix(s string) string {
+	for i := 0; i < utf8.UTFMax && len(s) > 0; i++ {
+		r, size := utf8.DecodeLastRuneInString(s)
+		if r != utf8.RuneError || size != 1 {
+			break
+		}
+		s = s[:len(s)-1]
+	}
+	return s
+}
