@@ -226,6 +226,7 @@ func (f *flags) Size(g flagGroup, p *int64, name string, def, min int64, usage s
 
 // Choice registers a string flag limited to choices.
 func (f *flags) Choice(g flagGroup, p *string, name, def string, choices []string, usage string) {
+	_, usage = argName(usage, "")
 	f.fs.StringVar(p, name, def, usage)
 	f.add(g, name, strings.Join(choices, "|"), "string", def, usage)
 	f.check(name, func() error {
