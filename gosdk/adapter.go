@@ -125,8 +125,32 @@ func (a *Adapter) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if legacySession(req) {
 			return a.legacyRounds(ctx, method, req, res, next)
 		}
+		if tr, ok := res.(*mcp.CallToolResult); ok && tr != nil && tr.InputRequests != nil && tr.Content == nil {
+			return pausedToolResult{tr}, nil
+		}
 		return res, nil
 	}
+}
+
+// pausedToolResult is an input_required tool result, sent without the
+// "content": null that go-sdk writes for a result with no Content: a
+// paused call has no content yet, and the member is optional there.
+type pausedToolResult struct{ *mcp.CallToolResult }
+
+func (r pausedToolResult) MarshalJSON() ([]byte, error) {
+	data, err := r.CallToolResult.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	if string(m["content"]) != "null" {
+		return data, nil
+	}
+	delete(m, "content")
+	return json.Marshal(m)
 }
 
 // wireError turns mrtr's errors into the JSON-RPC errors of the error

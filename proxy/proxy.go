@@ -188,6 +188,7 @@ func New(opts Options) (*Handler, error) {
 		t.MaxIdleConnsPerHost = 256
 		tr = t
 	}
+	tr = &watchedTransport{next: tr, log: h.log, url: u.Redacted()} // upstream.go
 	h.tr = tr
 	if st := opts.Guard.Policy().Store; st != nil {
 		_, fast := st.(replay.NonBlocking)

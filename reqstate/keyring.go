@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -384,12 +385,44 @@ func jsonProblem(err error) string {
 	case errors.As(err, &syn):
 		return fmt.Sprintf("malformed JSON at offset %d", syn.Offset)
 	case errors.As(err, &typ):
-		return fmt.Sprintf("field %q must be %s, not %s", typ.Field, typ.Type, typ.Value)
+		if typ.Field == "" {
+			return fmt.Sprintf(`a key ring is a JSON object {"keys": [...]}, not %s`, jsonKind(typ.Value))
+		}
+		return fmt.Sprintf("field %q must be %s, not %s", typ.Field, jsonTypeName(typ.Type), jsonKind(typ.Value))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return strings.TrimPrefix(err.Error(), "json: ")
 	default:
 		return "malformed JSON"
 	}
+}
+
+// jsonTypeName names the JSON type that decodes into t, as a reader of
+// the file would: never a Go type name.
+func jsonTypeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Bool:
+		return "true or false"
+	}
+	return "a number"
+}
+
+// jsonKind names a JSON value as the decoder reports it ("array",
+// "number 5", "string"): its kind only, never the value.
+func jsonKind(v string) string {
+	kind, _, _ := strings.Cut(v, " ")
+	switch kind {
+	case "array", "object":
+		return "an " + kind
+	case "":
+		return "that"
+	}
+	return "a " + kind
 }
 
 // LoadKeyRing reads a key ring in JSON form from a file.

@@ -56,7 +56,7 @@ func TestParseKeyRingErrors(t *testing.T) {
 		{"empty id", `{"keys":[{"id":"","secret":"` + secret + `"}]}`, "entry 0: key id is empty"},
 		{"bad id char", `{"keys":[{"id":"a.b","secret":"` + secret + `"}]}`, "entry 0: key id has a character outside"},
 		{"long id", `{"keys":[{"id":"` + strings.Repeat("a", 33) + `","secret":"` + secret + `"}]}`, "33 characters"},
-		{"wrong type", `{"keys":[{"id":5,"secret":"` + secret + `"}]}`, `must be string`},
+		{"wrong type", `{"keys":[{"id":5,"secret":"` + secret + `"}]}`, `must be a string, not a number`},
 	} {
 		_, err := ParseKeyRing([]byte(tc.in))
 		if !errors.Is(err, ErrKeyRing) || !strings.Contains(err.Error(), tc.want) {

@@ -70,7 +70,7 @@ func TestKeyWindowJSON(t *testing.T) {
 	for _, tc := range []struct{ name, in, want string }{
 		{"not rfc3339", `{"keys":[{"id":"a","secret":"` + secret + `","not_before":"2026-12-01"}]}`, `entry 0 (id "a"): not_before is not an RFC 3339 time`},
 		{"secret as time", `{"keys":[{"id":"a","secret":"` + secret + `","not_after":"` + secret + `"}]}`, `entry 0 (id "a"): not_after is not an RFC 3339 time`},
-		{"number", `{"keys":[{"id":"a","secret":"` + secret + `","not_after":5}]}`, `must be string`},
+		{"number", `{"keys":[{"id":"a","secret":"` + secret + `","not_after":5}]}`, `must be a string, not a number`},
 		{"inverted", `{"keys":[{"id":"a","secret":"` + secret + `","not_before":"2026-12-02T00:00:00Z","not_after":"2026-12-01T00:00:00Z"}]}`, `not_after 2026-12-01T00:00:00Z is not after not_before 2026-12-02T00:00:00Z`},
 		{"empty window", `{"keys":[{"id":"a","secret":"` + secret + `","not_before":"2026-12-01T00:00:00Z","not_after":"2026-12-01T00:00:00Z"}]}`, `is not after not_before`},
 	} {

@@ -24,16 +24,16 @@ type authConfig struct {
 
 // authFlags registers the --auth-* flags.
 func authFlags(f *flags, c *authConfig) {
-	f.String(&c.jwks, "auth-jwks", "", "require a bearer JWT (RS256, ES256, EdDSA...) signed by a key of this JWKS `URL|FILE` (https, or http to loopback; a file is reloaded when it changes); "+
+	f.String(groupAuth, &c.jwks, "auth-jwks", "", "require a bearer JWT (RS256, ES256, EdDSA...) signed by a key of this JWKS `URL|FILE` (https, or http to loopback; a file is reloaded when it changes); "+
 		"needs --auth-issuer and --auth-audience. Without it, --auth-issuer is discovered (RFC 8414 /.well-known/oauth-authorization-server, then OpenID /.well-known/openid-configuration) for its jwks_uri")
-	f.String(&c.issuer, "auth-issuer", "", "the exact iss of accepted tokens, named as the authorization server in the RFC 9728 metadata; "+
+	f.String(groupAuth, &c.issuer, "auth-issuer", "", "the exact iss of accepted tokens, named as the authorization server in the RFC 9728 metadata; "+
 		"may be the URL of the issuer's discovery document itself. With --auth-hs256-secret: optional, require this iss")
-	f.String(&c.audience, "auth-audience", "", "this server's resource `URI` (RFC 8707), which every token's aud must contain, e.g. https://mcp.example.com/mcp; "+
+	f.String(groupAuth, &c.audience, "auth-audience", "", "this server's resource `URI` (RFC 8707), which every token's aud must contain, e.g. https://mcp.example.com/mcp; "+
 		"RFC 9728 metadata is served at its /.well-known/oauth-protected-resource path. Optional with --auth-hs256-secret")
-	f.String(&c.scopes, "auth-scopes", "", "scopes every call needs (space or comma separated); a token without them gets 403 insufficient_scope")
-	f.Bool(&c.typ, "auth-require-typ", false, "refuse a token whose header does not say typ at+jwt (or application/at+jwt), as RFC 9068 asks, "+
+	f.String(groupAuth, &c.scopes, "auth-scopes", "", "scopes every call needs (space or comma separated); a token without them gets 403 insufficient_scope")
+	f.Bool(groupAuth, &c.typ, "auth-require-typ", false, "refuse a token whose header does not say typ at+jwt (or application/at+jwt), as RFC 9068 asks, "+
 		"so an ID token or another JWT of the issuer is no access token. Off by default: some issuers omit typ")
-	f.String(&c.hs256, "auth-hs256-secret", "", fmt.Sprintf("development only: require a bearer JWT signed with this HS256 secret, at least %d bytes (sub and exp checked)", bearer.MinHS256SecretBytes))
+	f.String(groupAuth, &c.hs256, "auth-hs256-secret", "", fmt.Sprintf("development only: require a bearer JWT signed with this HS256 secret, at least %d bytes (sub and exp checked)", bearer.MinHS256SecretBytes))
 	f.check("auth-hs256-secret", c.check)
 }
 

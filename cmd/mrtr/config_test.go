@@ -31,7 +31,7 @@ func TestServeFlagsTyped(t *testing.T) {
 	if _, err := a.parseServe([]string{"--help"}); err == nil {
 		t.Fatal("--help parsed")
 	}
-	for _, want := range []string{"-ttl duration", "-max-rounds int", "-max-body int", "-read-timeout duration", "-max-conns int",
+	for _, want := range []string{"-ttl duration", "-max-rounds int", "-max-body size", "-read-timeout duration", "-max-conns int",
 		"-session-timeout duration", "-max-sessions int", "$MRTR_TTL", "smaller of the two"} {
 		if !strings.Contains(help.String(), want) {
 			t.Errorf("--help lacks %q:\n%s", want, help.String())
@@ -44,7 +44,7 @@ func TestServeFlagsTyped(t *testing.T) {
 	// Command-line errors name the flag and the value.
 	var errOut bytes.Buffer
 	a.stderr = &errOut
-	if _, err := a.parseServe([]string{"--ttl", "soon"}); err == nil || !strings.Contains(errOut.String(), `invalid value "soon" for flag -ttl`) {
+	if _, err := a.parseServe([]string{"--ttl", "soon"}); err == nil || !strings.Contains(errOut.String(), `--ttl: "soon" is not a valid duration`) {
 		t.Fatalf("--ttl soon: %v %q", err, errOut.String())
 	}
 	for _, tc := range []struct {
@@ -72,7 +72,7 @@ func TestServeFlagsTyped(t *testing.T) {
 	for k, tc := range map[string]string{
 		"MRTR_STDIO":           `$MRTR_STDIO (--stdio): "maybe" is not a valid boolean`,
 		"MRTR_MAX_ROUNDS":      `$MRTR_MAX_ROUNDS (--max-rounds): "maybe" is not a valid int`,
-		"MRTR_SESSION_TIMEOUT": `$MRTR_SESSION_TIMEOUT (--session-timeout): "maybe" is not a valid duration`,
+		"MRTR_SESSION_TIMEOUT": `$MRTR_SESSION_TIMEOUT (--session-timeout): "maybe" is not a valid duration (like 90s, 5m or 1h30m: a number and a unit)`,
 	} {
 		env = map[string]string{k: "maybe"}
 		if _, err := a.parseServe(nil); err == nil || err.Error() != tc {

@@ -525,7 +525,7 @@ func TestReadinessFollowsKeyRing(t *testing.T) {
 	closed.NotAfter = time.Now().Add(-time.Minute)
 	cur, _ := reqstate.NewKeyRing(open)
 	tel := &telemetry{health: &observe.Health{}}
-	tel.addReadiness(func() *reqstate.KeyRing { return cur }, nil, time.Second)
+	tel.addReadiness(func() *reqstate.KeyRing { return cur }, nil, "", time.Second)
 	check := tel.health.Checks[0]
 	if check.Name != "keys" || check.Fn(t.Context()) != nil {
 		t.Fatalf("keys check on a sealing ring: %v", check.Fn(t.Context()))

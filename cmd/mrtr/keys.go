@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -62,9 +64,10 @@ func (f *timeFlag) Set(s string) error {
 }
 
 func (a *app) keygen(args []string) error {
-	fs := a.newFlagSet("keygen", "mrtr keygen [--id ID] [--out FILE] [--not-before TIME] [--not-after TIME]")
+	fs := a.newFlagSet("keygen", "mrtr keygen [--id ID] [--out FILE [--force]] [--not-before TIME] [--not-after TIME]")
 	id := fs.String("id", "", "key id, [A-Za-z0-9_-]{1,32} (default: the current UTC time and 6 random hex digits)")
 	out := fs.String("out", "", "write the key ring to FILE (mode 0600, refuses to overwrite) instead of stdout")
+	force := fs.Bool("force", false, "with --out: replace an existing FILE (tokens sealed with its keys stop opening)")
 	nb, na := windowFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -97,7 +100,18 @@ func (a *app) keygen(args []string) error {
 		_, err = a.stdout.Write(data)
 		return err
 	}
+	if *force {
+		if err := writeKeyRing(*out, ring); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stderr, "wrote key ring %s with key %s\n", *out, *id)
+		return nil
+	}
 	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%s exists, and keygen does not overwrite a key ring: to add a key and keep the others, "+
+			"run mrtr keys rotate %s; to replace it (tokens sealed with its keys stop opening), add --force", *out, *out)
+	}
 	if err != nil {
 		return err
 	}
@@ -142,6 +156,7 @@ func (a *app) keys(args []string) error {
 	}
 	fs := a.newFlagSet("keys "+verb, "mrtr keys "+verb+" FILE [ID] [--id ID] [--not-before TIME] [--not-after TIME]")
 	id := fs.String("id", "", "id of the new key (rotate, add; default: the current UTC time and 6 random hex digits)")
+	ttl := fs.Duration("ttl", mrtr.DefaultTTL, "remove: the servers' longest --ttl, to warn when the key removed may still have tokens out")
 	nb, na := windowFlags(fs)
 	pos, err := parse(fs, args[1:])
 	if err != nil {
@@ -160,7 +175,10 @@ func (a *app) keys(args []string) error {
 	path := pos[0]
 	ring, err := reqstate.LoadKeyRing(path)
 	if err != nil {
-		return err
+		return keyFileHint(path, err)
+	}
+	if w := keyFileExposed(path); w != "" {
+		fmt.Fprintln(a.stderr, "warning: "+w)
 	}
 	keys := ring.Keys()
 	if *id == "" {
@@ -210,6 +228,9 @@ func (a *app) keys(args []string) error {
 			return fmt.Errorf("%s has no key %q", path, pos[1])
 		}
 		k := keys[i]
+		if verb == "remove" {
+			a.warnRecentSealer(path, ring, k.ID, *ttl)
+		}
 		keys = slices.Delete(keys, i, i+1)
 		if verb == "promote" {
 			keys = slices.Insert(keys, 0, k)
@@ -230,6 +251,30 @@ func (a *app) keys(args []string) error {
 	}
 	fmt.Fprintf(a.stderr, "%s: keys now %v (sealing now: %s)\n", path, next.IDs(), sealing)
 	return nil
+}
+
+// warnRecentSealer warns, before key id leaves the ring at path, when it
+// may have sealed tokens that are still out: the file changed less than
+// ttl ago and id is the key a promote or rotate leaves right after the
+// one that seals now (the previous primary). Those tokens stop opening.
+func (a *app) warnRecentSealer(path string, ring *reqstate.KeyRing, id string, ttl time.Duration) {
+	st, err := os.Stat(path)
+	if err != nil || ttl <= 0 {
+		return
+	}
+	age := time.Since(st.ModTime())
+	if age >= ttl {
+		return
+	}
+	sealing, _ := ring.SealingKey(time.Now())
+	keys := ring.Keys()
+	i := slices.IndexFunc(keys, func(k reqstate.Key) bool { return k.ID == sealing })
+	if i < 0 || i+1 >= len(keys) || keys[i+1].ID != id {
+		return
+	}
+	fmt.Fprintf(a.stderr, "warning: %s changed %s ago, and %q is the key that sealed before %q: "+
+		"tokens it sealed in the last %s (--ttl) stop opening now; to let them finish, remove it after %s\n",
+		path, age.Round(time.Second), id, sealing, ttl, st.ModTime().Add(ttl).Format(time.RFC3339))
 }
 
 // writeKeyRing replaces path atomically, keeping it private.

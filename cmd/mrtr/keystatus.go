@@ -136,7 +136,10 @@ func (a *app) keysStatus(args []string) error {
 	path := pos[0]
 	ring, err := reqstate.LoadKeyRing(path)
 	if err != nil {
-		return err
+		return keyFileHint(path, err)
+	}
+	if w := keyFileExposed(path); w != "" {
+		fmt.Fprintln(a.stderr, "warning: "+w)
 	}
 	now := at.t
 	if now.IsZero() {

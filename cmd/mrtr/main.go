@@ -116,23 +116,10 @@ func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
 }
 
 // parse parses flags, allowing them before and after positional arguments,
-// and returns the positional ones.
+// and returns the positional ones (those after a -- too).
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, errUsage
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
+	pos, rest, err := parseArgs(fs, args)
+	return append(pos, rest...), explain(fs.Output(), err)
 }
 
 // printVersion prints the command's version and, when the binary carries

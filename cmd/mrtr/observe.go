@@ -17,6 +17,7 @@ import (
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/app/observe"
+	"github.com/mrtr-go/mrtr/proxy"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
@@ -76,7 +77,7 @@ func (c *commonConfig) newTelemetry(ctx context.Context, log *slog.Logger) (*tel
 // reads it: it may be reloaded) has a key whose window is open now, and
 // a store that can be pinged (Redis) answers within --replay-timeout. The
 // in-memory store is always ready.
-func (t *telemetry) addReadiness(ring func() *reqstate.KeyRing, store replay.Store, timeout time.Duration) {
+func (t *telemetry) addReadiness(ring func() *reqstate.KeyRing, store replay.Store, replayURL string, timeout time.Duration) {
 	t.health.Timeout = timeout
 	t.health.Checks = append(t.health.Checks, observe.Check{Name: "keys", Fn: func(context.Context) error {
 		r := ring()
@@ -89,8 +90,25 @@ func (t *telemetry) addReadiness(ring func() *reqstate.KeyRing, store replay.Sto
 		return nil
 	}})
 	if p, ok := store.(interface{ Ping(context.Context) error }); ok {
-		t.health.Checks = append(t.health.Checks, observe.Check{Name: "store", Fn: p.Ping})
+		t.health.Checks = append(t.health.Checks, observe.Check{Name: "store", Fn: storeCheck(replayURL, p.Ping)})
 	}
+}
+
+// addUpstreamReadiness adds the proxy's upstream to /readyz: "not_found"
+// when it answers 404 (the wrong path), "failing" for a 5xx,
+// "unreachable" or "timeout" when it does not answer.
+func (t *telemetry) addUpstreamReadiness(check func(context.Context) error) {
+	t.health.Checks = append(t.health.Checks, observe.Check{Name: "upstream", Fn: func(ctx context.Context) error {
+		err := check(ctx)
+		var se *proxy.UpstreamStatusError
+		switch {
+		case errors.As(err, &se) && se.Status == http.StatusNotFound:
+			return &observe.CheckError{Status: "not_found", Err: err}
+		case errors.As(err, &se):
+			return &observe.CheckError{Status: "failing", Err: err}
+		}
+		return err
+	}})
 }
 
 // close flushes the last spans.

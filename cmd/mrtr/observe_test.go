@@ -29,6 +29,7 @@ type rpcAnswer struct {
 	text       string // first text content of a complete result
 	code       int    // JSON-RPC error code, 0 for a result
 	reason     string // error data's reason
+	raw        string // the JSON-RPC message as received
 }
 
 // callDeploy sends one raw 2026-07-28 tools/call of the demo's deploy
@@ -97,6 +98,7 @@ func callDeploy(t *testing.T, url, env, state string, meta map[string]any) rpcAn
 	if msg.Error != nil {
 		a.code, a.reason = msg.Error.Code, msg.Error.Data.Reason
 	}
+	a.raw = data
 	return a
 }
 
@@ -497,7 +499,7 @@ func TestProxyMetricsAndHealth(t *testing.T) {
 	if got := call(tok); got["error"] == nil {
 		t.Fatalf("replay accepted: %v", got)
 	}
-	if code, body := probe(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok"}}` {
+	if code, body := probe(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","upstream":"ok"}}` {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
 	m, _ := scrape(t, metricsURL)

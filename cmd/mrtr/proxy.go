@@ -22,15 +22,20 @@ type proxyConfig struct {
 	upstreamTimeout time.Duration
 	dialTimeout     time.Duration
 	maxHeld         int64
-	maxState        int
+	maxState        int64
 	forwardAuth     bool
 	upstreamConfig
 }
 
+// proxyAbout is the paragraph of `mrtr proxy --help`.
+const proxyAbout = `Puts mrtr in front of an MCP server written in any language (the upstream, reached over Streamable HTTP at --upstream URL, or a command run after -- and spoken to over stdio): serves http://ADDR/mcp (--addr, default 127.0.0.1:8080) and behaves exactly like the upstream, except that every input_required result leaves with its requestState sealed by the --keys ring, and every retry is checked before it reaches the upstream. ` +
+	`/healthz answers while the process serves, /readyz while the keys, the store and the upstream are usable. ` +
+	`Every flag can also be given as the MRTR_* variable shown; a flag wins over its variable.`
+
 // proxyFlags registers the flags of `mrtr proxy`.
 func proxyFlags(f *flags, c *proxyConfig) {
 	commonFlags(f, &c.commonConfig)
-	f.String(&c.upstream, "upstream", "", "`URL` of the upstream MCP server's Streamable HTTP endpoint, e.g. http://127.0.0.1:3000/mcp (required unless a command follows --)")
+	f.String(groupUpstream, &c.upstream, "upstream", "", "`URL` of the upstream MCP server's Streamable HTTP endpoint, e.g. http://127.0.0.1:3000/mcp (required unless a command follows --)")
 	f.check("upstream", func() error {
 		u, err := url.Parse(c.upstream)
 		switch {
@@ -42,18 +47,18 @@ func proxyFlags(f *flags, c *proxyConfig) {
 			return flagErr("upstream", "is required (the URL of the MCP server to put mrtr in front of), or a command after --: mrtr proxy [flags] -- npx -y PACKAGE")
 		}
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return flagErr("upstream", "%q is not an http:// or https:// URL", c.upstream)
+			return flagErr("upstream", "%s is not an http:// or https:// URL", redactURL(c.upstream))
 		}
 		return nil
 	})
-	f.Duration(&c.upstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout,
+	f.Duration(groupUpstream, &c.upstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout,
 		"longest wait for the upstream's answer to one request (GET streams and subscriptions/listen are not limited)")
-	f.Duration(&c.dialTimeout, "upstream-dial-timeout", proxy.DefaultDialTimeout, "longest wait to connect to the upstream")
-	f.Int64(&c.maxHeld, "max-held", proxy.DefaultMaxHeldBytes, 1024,
-		"largest final message of a pausable call the proxy holds to seal, in bytes (notifications before it are streamed)")
-	f.Int(&c.maxState, "max-upstream-state", proxy.DefaultMaxUpstreamState, 16,
-		"largest upstream requestState carried in a sealed token, in bytes of its JSON string; larger is an error, never truncated")
-	f.Bool(&c.forwardAuth, "forward-authorization", false,
+	f.Duration(groupUpstream, &c.dialTimeout, "upstream-dial-timeout", proxy.DefaultDialTimeout, "longest wait to connect to the upstream")
+	f.Size(groupLimits, &c.maxHeld, "max-held", proxy.DefaultMaxHeldBytes, 1024,
+		"largest final message of a pausable call the proxy holds to seal it (notifications before it are streamed, never held); larger is a -32603 error")
+	f.Size(groupLimits, &c.maxState, "max-upstream-state", proxy.DefaultMaxUpstreamState, 16,
+		"largest upstream requestState carried in a sealed token (its JSON string); larger is a -32603 error naming the limit, never truncated")
+	f.Bool(groupUpstream, &c.forwardAuth, "forward-authorization", false,
 		"pass the client's Authorization header to the upstream (off: tokens issued to the proxy are not passed through)")
 	upstreamFlags(f, &c.upstreamConfig)
 }
@@ -61,7 +66,7 @@ func proxyFlags(f *flags, c *proxyConfig) {
 // parseProxy reads flags over environment variables over defaults.
 func (a *app) parseProxy(args []string) (*proxyConfig, error) {
 	c := new(proxyConfig)
-	f := a.newFlags("proxy", "mrtr proxy --upstream URL [flags]\n       mrtr proxy [flags] -- COMMAND [ARG...]")
+	f := a.newFlags("proxy", "mrtr proxy --upstream URL [flags]\n       mrtr proxy [flags] -- COMMAND [ARG...]", proxyAbout)
 	proxyFlags(f, c)
 	if i := slices.Index(args, "--"); i >= 0 { // the upstream command, run as is: never parsed as flags
 		c.command, args = args[i+1:], args[:i]
@@ -121,7 +126,7 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 		UpstreamTimeout:      c.upstreamTimeout,
 		MaxBodyBytes:         c.maxBodyBytes,
 		MaxHeldBytes:         c.maxHeld,
-		MaxUpstreamState:     c.maxState,
+		MaxUpstreamState:     int(c.maxState),
 		Principal:            bearerPrincipal,
 		ForwardAuthorization: c.forwardAuth,
 		AllowedHosts:         hosts,
@@ -129,6 +134,16 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if len(c.command) == 0 {
+		// Not fatal: the upstream may start after the proxy. (A command
+		// upstream has its own readiness check, added by upstreamTransport.)
+		cctx, cancel := context.WithTimeout(ctx, c.dialTimeout+2*time.Second)
+		if err := h.CheckUpstream(cctx); err != nil {
+			log.Warn("mrtr proxy: the upstream does not serve MCP yet; calls fail until it does", "upstream", redactURL(c.upstream), "error", err)
+		}
+		cancel()
+		c.tel.addUpstreamReadiness(h.CheckUpstream)
 	}
 	log.Info("mrtr proxy", "upstream", upstreamName, "upstream_timeout", c.upstreamTimeout, "max_held", c.maxHeld,
 		"max_upstream_state", c.maxState, "forward_authorization", c.forwardAuth, "max_body", c.maxBodyBytes,

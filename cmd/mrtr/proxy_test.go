@@ -34,7 +34,7 @@ func TestParseProxyFlagsAndEnv(t *testing.T) {
 	}{
 		{nil, "--upstream: is required"},
 		{[]string{"--upstream", "ftp://x"}, `--upstream: "ftp://x" is not an http`},
-		{[]string{"--upstream", "http://x", "--max-held", "10"}, "--max-held: 10 is below the minimum"},
+		{[]string{"--upstream", "http://x", "--max-held", "10"}, "--max-held: 10 B is below the minimum of 1 KiB"},
 		{[]string{"--upstream", "http://x", "--upstream-timeout", "0s"}, "--upstream-timeout"},
 	} {
 		a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
@@ -90,11 +90,17 @@ func TestProxyCommand(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
 			Params struct {
 				RequestState *string `json:"requestState"`
 			} `json:"params"`
 		}
 		json.NewDecoder(r.Body).Decode(&req)
+		if req.Method == "ping" { // the proxy's check of its upstream
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": map[string]any{}})
+			return
+		}
 		s := "<none>"
 		if req.Params.RequestState != nil {
 			s = *req.Params.RequestState

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -124,7 +125,7 @@ func (c *commonConfig) newGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 		tel.close(log)
 		return nil, nil, err
 	}
-	tel.addReadiness(codec.KeyRing, store, c.replayTO)
+	tel.addReadiness(codec.KeyRing, store, c.replay, c.replayTO)
 	c.tel = tel
 	ring := codec.KeyRing()
 	guard := mrtr.New(codec, &mrtr.Options{
@@ -200,6 +201,41 @@ func (c *commonConfig) replayName() string {
 		return c.replay
 	}
 	u.User = nil
+	maskPasswordParams(u)
+	return u.String()
+}
+
+// redactURL quotes a URL given by the user for an error message, its
+// password replaced by xxxxx (url.URL.Redacted, and the same for password
+// query parameters); a value that does not parse is named only by its
+// scheme, as it may hold a password anywhere.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme == "" && strings.ContainsAny(raw, "@:")) {
+		scheme, _, ok := strings.Cut(raw, "://")
+		if ok && validScheme(scheme) {
+			return "a " + scheme + ":// URL that does not parse"
+		}
+		return "a value that does not parse as a URL"
+	}
+	maskPasswordParams(u)
+	return strconv.Quote(u.Redacted())
+}
+
+// validScheme reports whether s is a URL scheme (RFC 3986).
+func validScheme(s string) bool {
+	for i, r := range s {
+		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if !letter && (i == 0 || !(r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.')) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// maskPasswordParams replaces the value of every query parameter whose
+// name says password.
+func maskPasswordParams(u *url.URL) {
 	if q := u.Query(); len(q) > 0 {
 		for k := range q {
 			if strings.Contains(strings.ToLower(k), "password") {
@@ -208,7 +244,6 @@ func (c *commonConfig) replayName() string {
 		}
 		u.RawQuery = q.Encode()
 	}
-	return u.String()
 }
 
 func (c *commonConfig) openStore(ctx context.Context, log *slog.Logger) (replay.Store, func(), error) {
@@ -229,6 +264,10 @@ func (c *commonConfig) openStore(ctx context.Context, log *slog.Logger) (replay.
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := s.Ping(pctx); err != nil {
+		if cause, ok := redisRefusal(err); ok {
+			s.Close()
+			return nil, nil, storeRefused(c.replayName(), cause)
+		}
 		log.Warn("redis single-use store not reachable yet; resumes fail closed until it is", "replay", c.replayName(), "error", err)
 		return s, func() { s.Close() }, nil
 	}

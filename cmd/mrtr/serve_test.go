@@ -259,3 +259,31 @@ func TestServeBadInput(t *testing.T) {
 		t.Fatal("a token reached the log")
 	}
 }
+
+// TestServeInputRequiredHasNoNullContent pins issue 21 item 14: a paused
+// tools/call result leaves "content" out instead of sending null; the
+// final result keeps its content.
+func TestServeInputRequiredHasNoNullContent(t *testing.T) {
+	url, _ := startServe(t)
+	a := callDeploy(t, url, "staging", "", nil)
+	if a.resultType != "input_required" || a.state == "" {
+		t.Fatalf("first call: %+v", a)
+	}
+	var msg struct {
+		Result map[string]json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(a.raw), &msg); err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := msg.Result["content"]; ok {
+		t.Errorf("input_required result has content %s: %s", c, a.raw)
+	}
+	for _, k := range []string{"resultType", "inputRequests", "requestState"} {
+		if _, ok := msg.Result[k]; !ok {
+			t.Errorf("input_required result lacks %s: %s", k, a.raw)
+		}
+	}
+	if got := callDeploy(t, url, "staging", a.state, nil); got.text != "deployed api to staging" || !strings.Contains(got.raw, `"content":[`) {
+		t.Fatalf("resume: %+v", got)
+	}
+}

@@ -46,13 +46,13 @@ type upstreamConfig struct {
 
 // upstreamFlags registers the flags of upstreamConfig.
 func upstreamFlags(f *flags, c *upstreamConfig) {
-	f.Choice(&c.era, "upstream-era", eraAuto, []string{eraAuto, eraModern, eraLegacy},
+	f.Choice(groupUpstream, &c.era, "upstream-era", eraAuto, []string{eraAuto, eraModern, eraLegacy},
 		"`ERA` of the upstream: auto (probe it: server/discover on stdio), modern (2026-07-28) or legacy (2025-11-25: its mid-call elicitation, sampling and roots requests become sealed rounds)")
-	f.List(&c.env, "upstream-env", "\n", "`K=V` added to a command upstream's environment (repeatable; the variable: one per line); the proxy's MRTR_* variables never reach it")
-	f.List(&c.roots, "roots", ",", "`URI` of a root the proxy answers a legacy upstream's roots/list with when no call is waiting for one (repeatable; the variable: comma-separated)")
-	f.Int(&c.maxProcs, "max-procs", bridge.DefaultMaxSessions, 1,
+	f.List(groupUpstream, &c.env, "upstream-env", "\n", "`K=V` added to a command upstream's environment (repeatable; the variable: one per line); the proxy's MRTR_* variables never reach it")
+	f.List(groupUpstream, &c.roots, "roots", ",", "`URI` of a root the proxy answers a legacy upstream's roots/list with when no call is waiting for one (repeatable; the variable: comma-separated)")
+	f.Int(groupLimits, &c.maxProcs, "max-procs", bridge.DefaultMaxSessions, 1,
 		"most upstream processes (legacy sessions on HTTP) open at once; a call needing one more gets an error")
-	f.Int(&c.maxHolds, "max-holds", bridge.DefaultMaxHolds, 1,
+	f.Int(groupLimits, &c.maxHolds, "max-holds", bridge.DefaultMaxHolds, 1,
 		"most legacy calls held waiting for a client's answers; a call that would pause beyond it gets an error")
 }
 

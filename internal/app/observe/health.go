@@ -33,6 +33,16 @@ type Health struct {
 	Logger  *slog.Logger  // nil: no logging
 }
 
+// CheckError is a check's failure that /readyz reports by Status (like
+// "refused") instead of "unreachable" or "timeout".
+type CheckError struct {
+	Status string
+	Err    error
+}
+
+func (e *CheckError) Error() string { return e.Err.Error() }
+func (e *CheckError) Unwrap() error { return e.Err }
+
 type healthBody struct {
 	Status string            `json:"status"`
 	Checks map[string]string `json:"checks,omitempty"`
@@ -63,7 +73,7 @@ func (h *Health) Readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // Run runs every check at once and returns each one's result: "ok",
-// "timeout" or "unreachable".
+// the Status of a [CheckError], "timeout" or "unreachable".
 func (h *Health) Run(ctx context.Context) map[string]string {
 	timeout := h.Timeout
 	if timeout <= 0 {
@@ -78,9 +88,14 @@ func (h *Health) Run(ctx context.Context) map[string]string {
 			defer cancel()
 			res := "ok"
 			if err := c.Fn(cctx); err != nil {
-				res = "unreachable"
-				if errors.Is(err, context.DeadlineExceeded) {
+				var ce *CheckError
+				switch {
+				case errors.As(err, &ce):
+					res = ce.Status
+				case errors.Is(err, context.DeadlineExceeded):
 					res = "timeout"
+				default:
+					res = "unreachable"
 				}
 				if h.Logger != nil {
 					h.Logger.WarnContext(ctx, "readiness check failed", "check", c.Name, "error", err)

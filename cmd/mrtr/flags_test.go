@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestUnknownFlagHint pins issue 21 item 9: an unknown flag is one line
+// naming the nearest known flag and one line pointing at --help, not the
+// whole usage scrolling the error away.
+func TestUnknownFlagHint(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--port", "9999"}, "mrtr serve: unknown flag --port (did you mean --addr?)"},
+		{[]string{"serve", "--max-round", "3"}, "mrtr serve: unknown flag --max-round (did you mean --max-rounds?)"},
+		{[]string{"proxy", "--upstrem", "http://127.0.0.1:1/mcp"}, "mrtr proxy: unknown flag --upstrem (did you mean --upstream?)"},
+		{[]string{"call", "--max-round", "3", "http://127.0.0.1:1/mcp"}, "mrtr call: unknown flag --max-round (did you mean --max-rounds?)"},
+		{[]string{"keygen", "--zzzzzzzz"}, "mrtr keygen: unknown flag --zzzzzzzz\n"},
+		{[]string{"serve", "--ttl"}, "mrtr serve: --ttl needs a value"},
+	} {
+		code, _, errOut := runApp(t, tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("mrtr %v: exit %d, stderr %q, want %q", tc.args, code, errOut, tc.want)
+		}
+		hint := "Run \"mrtr " + tc.args[0] + " --help\" for its flags.\n"
+		if n := strings.Count(errOut, "\n"); n != 2 || !strings.HasSuffix(errOut, hint) {
+			t.Errorf("mrtr %v: %d lines, want the error and %q:\n%s", tc.args, n, hint, errOut)
+		}
+	}
+}
+
+// TestBadValueOneMessage pins issue 21 item 9: a bad value reads the same
+// from the command line and from the environment, with an example.
+func TestBadValueOneMessage(t *testing.T) {
+	for _, tc := range []struct{ flag, env, val, want string }{
+		{"ttl", "MRTR_TTL", "5", `"5" is not a valid duration (like 90s, 5m or 1h30m`},
+		{"max-body", "MRTR_MAX_BODY", "4 parsecs", `"4 parsecs" is not a valid size (bytes, or a number and a unit: 4MiB, 4 MiB`},
+		{"max-rounds", "MRTR_MAX_ROUNDS", "many", `"many" is not a valid int`},
+	} {
+		code, _, flagOut := runApp(t, "serve", "--"+tc.flag, tc.val)
+		if code != 2 || !strings.Contains(flagOut, "mrtr serve: --"+tc.flag+": "+tc.want) {
+			t.Errorf("--%s %s: exit %d, stderr %q, want %q", tc.flag, tc.val, code, flagOut, tc.want)
+		}
+		code, _, envOut := runAppEnv(t, map[string]string{tc.env: tc.val}, "serve")
+		if code != 1 || !strings.Contains(envOut, "mrtr serve: $"+tc.env+" (--"+tc.flag+"): "+tc.want) {
+			t.Errorf("%s=%s: exit %d, stderr %q, want %q", tc.env, tc.val, code, envOut, tc.want)
+		}
+	}
+}
+
+// TestSizes pins issue 21 item 9: sizes take units, with or without a
+// space, as the docs write them; everywhere a size is taken.
+func TestSizes(t *testing.T) {
+	for in, want := range map[string]int64{
+		"1048576": 1 << 20, "4MiB": 4 << 20, "4 MiB": 4 << 20, "4 mib": 4 << 20, "16KiB": 16 << 10,
+		"512 KB": 512000, "1GB": 1e9, "1 GiB": 1 << 30, "100B": 100, "2M": 2 << 20, "1.5 MiB": 3 << 19, " 8 KiB ": 8 << 10,
+	} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "MiB", "4 MiBs", "-1", "4 TB", "1e3", "99999999999 GiB", "4..5MiB"} {
+		if got, err := parseSize(bad); err == nil {
+			t.Errorf("parseSize(%q) = %d, want an error", bad, got)
+		}
+	}
+	for n, want := range map[int64]string{1 << 20: "1 MiB", 4 << 20: "4 MiB", 16 << 10: "16 KiB", 1000: "1000 B", 0: "0 B", 3 << 30: "3 GiB"} {
+		if got := formatSize(n); got != want {
+			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+
+	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
+		return map[string]string{"MRTR_MAX_UPSTREAM_STATE": "32 KiB"}[k]
+	}}
+	c, err := a.parseProxy([]string{"--upstream", "http://127.0.0.1:3000/mcp", "--max-held", "4 MiB", "--max-body", "2MiB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.maxHeld != 4<<20 || c.maxBodyBytes != 2<<20 || c.maxState != 32<<10 {
+		t.Fatalf("max-held %d, max-body %d, max-upstream-state %d", c.maxHeld, c.maxBodyBytes, c.maxState)
+	}
+}
+
+// TestHelpGroups pins issue 21 item 13: serve --help and proxy --help
+// open with a paragraph (what, where, the health endpoints, the demo
+// tools) and list every flag once, under its group, in the groups' order.
+func TestHelpGroups(t *testing.T) {
+	for _, tc := range []struct {
+		cmd   string
+		about []string
+	}{
+		{"serve", []string{"http://ADDR/mcp", "/healthz", "/readyz", "deploy", "transfer", "guess_number", "--stdio"}},
+		{"proxy", []string{"--upstream URL", "http://ADDR/mcp", "/healthz", "/readyz", "sealed"}},
+	} {
+		var out bytes.Buffer
+		a := &app{stdout: io.Discard, stderr: &out, getenv: func(string) string { return "" }}
+		code := a.run(t.Context(), []string{tc.cmd, "--help"})
+		help := out.String()
+		if code != 0 {
+			t.Fatalf("%s --help: exit %d", tc.cmd, code)
+		}
+		para, _, _ := strings.Cut(help, "\nListen:\n")
+		flat := strings.Join(strings.Fields(para), " ")
+		for _, w := range tc.about {
+			if !strings.Contains(flat, w) {
+				t.Errorf("%s --help: the paragraph lacks %q:\n%s", tc.cmd, w, para)
+			}
+		}
+		f, last := helpFlags(tc.cmd), -1
+		for _, g := range f.groups() {
+			i := strings.Index(help, "\n"+g.title()+":\n")
+			if i < last {
+				t.Errorf("%s --help: group %q missing or out of order", tc.cmd, g.title())
+			}
+			last = i
+		}
+		for _, d := range f.docs {
+			if n := strings.Count(help, "\n  --"+d.name+" ") + strings.Count(help, "\n  --"+d.name+"\n"); n != 1 {
+				t.Errorf("%s --help lists --%s %d times", tc.cmd, d.name, n)
+			}
+		}
+	}
+	for _, g := range []string{"Listen", "Keys", "Policy", "Single-use store", "Authentication", "Limits", "Logs, metrics and traces"} {
+		found := false
+		for _, d := range helpFlags("serve").docs {
+			found = found || d.group.title() == g
+		}
+		if !found {
+			t.Errorf("serve has no flag in group %q", g)
+		}
+	}
+}
+
+// helpFlags are the declared flags of cmd (serve or proxy).
+func helpFlags(cmd string) *flags {
+	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	if cmd == "serve" {
+		f := a.newFlags("serve", "", serveAbout)
+		serveFlags(f, new(serveConfig))
+		return f
+	}
+	f := a.newFlags("proxy", "", proxyAbout)
+	proxyFlags(f, new(proxyConfig))
+	return f
+}
+
+// TestStartupErrorsInTerminal pins issue 21 items 9 and 10 as a person
+// sees them: in a terminal, a mistyped flag is two lines (the nearest
+// flag, the hint to --help) and the command exits 2, with no usage
+// scrolling the error away; a missing key file says how to make one.
+func TestStartupErrorsInTerminal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the command in a pseudo-terminal")
+	}
+	tm, cmd := startTerminal(t, os.Args[0], "serve", "--port", "9999")
+	tm.expect("mrtr serve: unknown flag --port (did you mean --addr?)\nRun \"mrtr serve --help\" for its flags.\n")
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("exit: %v\n%s", err, tm.screen)
+	}
+	if s := tm.screen.String(); strings.Contains(s, "Usage:") || strings.Count(s, "\n") != 2 {
+		t.Errorf("more than the error and the hint:\n%s", s)
+	}
+
+	missing := filepath.Join(t.TempDir(), "keys.json")
+	tm, cmd = startTerminal(t, os.Args[0], "serve", "--keys", missing, "--addr", "127.0.0.1:0")
+	tm.expect("create one with: mrtr keygen --out " + missing + "\n")
+	if err := cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("exit: %v\n%s", err, tm.screen)
+	}
+}
+
+// TestFlagsCommandAndStrings: the words after -- go to Command's slice
+// (the command a proxy runs, its own flags untouched), a repeatable flag
+// collects every use, and both are listed by --help in their group.
+func TestFlagsCommandAndStrings(t *testing.T) {
+	var help bytes.Buffer
+	a := &app{stdout: io.Discard, stderr: &help, getenv: func(string) string { return "" }}
+	var (
+		command, env []string
+		era          string
+	)
+	newSet := func() *flags {
+		command, env, era = nil, nil, ""
+		f := a.newFlags("proxy", "mrtr proxy [flags] -- COMMAND [ARG...]", "")
+		f.Strings(groupUpstream, &env, "upstream-env", "`K=V` for the command's environment")
+		f.Choice(groupUpstream, &era, "upstream-era", "auto", []string{"auto", "modern", "legacy"}, "the upstream's protocol era")
+		f.Command(&command, "COMMAND [ARG...]")
+		return f
+	}
+	if err := newSet().parse(a.getenv, []string{"--upstream-env", "A=1", "--upstream-env=B=2", "--upstream-era", "legacy", "--", "npx", "-y", "pkg", "--upstream-era", "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(command, " ") != "npx -y pkg --upstream-era x" || strings.Join(env, ",") != "A=1,B=2" || era != "legacy" {
+		t.Fatalf("command %q, env %q, era %q", command, env, era)
+	}
+	if err := newSet().parse(a.getenv, []string{"npx"}); err == nil {
+		t.Fatal("a command without -- accepted")
+	}
+	help.Reset()
+	newSet().parse(a.getenv, []string{"--help"})
+	for _, want := range []string{"Upstream:\n  --upstream-env K=V\n", "(repeatable)", "  --upstream-era auto|modern|legacy\n", "After the flags: -- COMMAND [ARG...]"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("--help lacks %q:\n%s", want, help.String())
+		}
+	}
+}

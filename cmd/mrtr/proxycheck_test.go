@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// logLines are the JSON log lines of logs with message msg.
+func logLines(logs *syncBuffer, msg string) []map[string]any {
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	for sc.Scan() {
+		var l map[string]any
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l["msg"] == msg {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// postList sends a non-pausable tools/list through the proxy.
+func postList(t *testing.T, url string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/list"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestProxyUpstreamNotFound pins issue 21 item 11: an upstream that
+// answers 404 to everything (a forgotten /mcp) is reported at startup (a
+// warning: the proxy starts), each failed call is logged at debug and a
+// run of them at warn, /readyz says not_found, and once the upstream
+// answers the proxy says so and is ready.
+func TestProxyUpstreamNotFound(t *testing.T) {
+	var ok atomic.Bool
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !ok.Load() {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}`))
+	}))
+	defer up.Close()
+	url, logs := startProxyCmd(t, "--upstream", up.URL, "--log-level", "debug")
+	start := logLines(logs, "mrtr proxy: the upstream does not serve MCP yet; calls fail until it does")
+	if len(start) != 1 || !strings.Contains(start[0]["error"].(string), "HTTP 404") || !strings.Contains(start[0]["error"].(string), "/mcp") || start[0]["level"] != "WARN" {
+		t.Fatalf("startup warning: %v\n%s", start, logs)
+	}
+	base := strings.TrimSuffix(url, "/mcp")
+	if code, body := probe(t, base+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","upstream":"not_found"}}` {
+		t.Errorf("/readyz with a 404 upstream: %d %s", code, body)
+	}
+	before := len(logLines(logs, "proxy: upstream answered an HTTP error"))
+	for range 3 {
+		if code := postList(t, url); code != http.StatusNotFound {
+			t.Fatalf("tools/list: HTTP %d", code)
+		}
+	}
+	if n := len(logLines(logs, "proxy: upstream answered an HTTP error")) - before; n != 3 {
+		t.Errorf("%d debug lines for 3 failed calls:\n%s", n, logs)
+	}
+	warns := logLines(logs, "proxy: the upstream failed several requests in a row; check --upstream and that it runs")
+	if len(warns) != 1 || warns[0]["level"] != "WARN" {
+		t.Errorf("warnings for a run of failures: %v", warns)
+	}
+	ok.Store(true)
+	if code := postList(t, url); code != http.StatusOK {
+		t.Fatalf("tools/list once the upstream answers: HTTP %d", code)
+	}
+	if len(logLines(logs, "proxy: the upstream answers again")) != 1 {
+		t.Errorf("no line saying the upstream answers again:\n%s", logs)
+	}
+	if code, body := probe(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","upstream":"ok"}}` {
+		t.Errorf("/readyz once the upstream answers: %d %s", code, body)
+	}
+}
+
+// TestProxyUpstreamUnreachable pins issue 21 item 11: an upstream that is
+// not there yet is a warning at startup, not a refusal, and /readyz says
+// unreachable.
+func TestProxyUpstreamUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	url, logs := startProxyCmd(t, "--upstream", "http://"+addr+"/mcp")
+	if len(logLines(logs, "mrtr proxy: the upstream does not serve MCP yet; calls fail until it does")) != 1 {
+		t.Fatalf("no startup warning:\n%s", logs)
+	}
+	base := strings.TrimSuffix(url, "/mcp")
+	if code, body := probe(t, base+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","upstream":"unreachable"}}` {
+		t.Errorf("/readyz with no upstream: %d %s", code, body)
+	}
+}
