@@ -103,7 +103,7 @@ type pipeT struct {
 	recv chan []byte
 }
 
-func (p *pipeT) Send(b []byte) error  { p.sent <- append([]byte(nil), b...); return nil }
+func (p *pipeT) Send(b []byte) error { p.sent <- append([]byte(nil), b...); return nil }
 func (p *pipeT) Recv() <-chan []byte { return p.recv }
 
 // TestConn: the connection's own ids, responses routed to their caller,
