@@ -68,6 +68,7 @@ type HTTPSession struct {
 	id       string // Mcp-Session-Id, once the initialize response gave one
 	version  string // MCP-Protocol-Version, once initialize was answered
 	initID   string // the id of the initialize request in flight
+	inflight map[string]json.RawMessage // requests whose answer is awaited, by id
 	ended    bool
 	getting  bool // the GET stream was started
 	wg       sync.WaitGroup
@@ -82,7 +83,7 @@ func NewHTTPSession(o HTTPOptions) *HTTPSession {
 		panic("bridge: NewHTTPSession needs HTTPOptions.URL")
 	}
 	s := &HTTPSession{o: o, tr: o.Transport, log: o.Logger, max: o.MaxMessage,
-		recv: make(chan []byte, 16), finished: make(chan struct{})}
+		recv: make(chan []byte, 16), finished: make(chan struct{}), inflight: map[string]json.RawMessage{}}
 	if s.tr == nil {
 		s.tr = http.DefaultTransport
 	}
@@ -147,7 +148,7 @@ func (s *HTTPSession) Send(msg []byte) error {
 	default:
 		// A server may answer with a body or a stream even here: read
 		// what it carries, as for a request, without holding up Send.
-		if !s.spawn(func() { s.read(resp, nil); done() }) {
+		if !s.spawn(func() { _, _ = s.read(resp, nil); done() }) {
 			done()
 		}
 	}
@@ -225,6 +226,14 @@ func (s *HTTPSession) do(ctx context.Context, method string, body []byte, lastEv
 
 // request POSTs one request and delivers its answer.
 func (s *HTTPSession) request(id json.RawMessage, msg []byte) {
+	s.mu.Lock()
+	s.inflight[string(id)] = id
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.inflight, string(id))
+		s.mu.Unlock()
+	}()
 	resp, err := s.do(s.ctx, http.MethodPost, msg, "")
 	if err != nil {
 		if s.ctx.Err() == nil {
@@ -250,23 +259,33 @@ func (s *HTTPSession) request(id json.RawMessage, msg []byte) {
 		s.httpError(id, resp)
 		return
 	}
-	if !s.read(resp, id) && s.ctx.Err() == nil {
+	switch got, err := s.read(resp, id); {
+	case got || s.ctx.Err() != nil:
+	case errors.Is(err, errTooLarge):
+		s.fail(id, "the upstream's answer exceeds the proxy's message limit")
+	default:
 		s.fail(id, "the upstream ended its answer without a response")
 	}
 }
 
+// errTooLarge is read's error for a message beyond the limit.
+var errTooLarge = errors.New("bridge: an upstream message exceeds the limit")
+
 // read delivers the messages of a POST's answer; it reports whether the
 // response to id was among them (a stream the upstream cut short, with
 // event ids, is resumed on a GET with Last-Event-ID).
-func (s *HTTPSession) read(resp *http.Response, id json.RawMessage) bool {
+func (s *HTTPSession) read(resp *http.Response, id json.RawMessage) (bool, error) {
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch ct {
 	case "application/json":
 		b, err := io.ReadAll(io.LimitReader(resp.Body, int64(s.max)+1))
-		if err != nil || len(b) > s.max {
-			return false
+		if err != nil {
+			return false, err
 		}
-		return s.deliver(b, id)
+		if len(b) > s.max {
+			return false, errTooLarge
+		}
+		return s.deliver(b, id), nil
 	case "text/event-stream":
 		got, last, err := s.events(resp.Body, id)
 		for tries := 0; !got && last != "" && id != nil && s.ctx.Err() == nil && tries < 3; tries++ {
@@ -286,14 +305,13 @@ func (s *HTTPSession) read(resp *http.Response, id json.RawMessage) bool {
 			if l != "" {
 				last = l
 			}
-			_ = err
 		}
 		if err != nil && !got && s.ctx.Err() == nil {
 			s.log.Warn("bridge: upstream event stream failed", "error", err)
 		}
-		return got
+		return got, err
 	}
-	return false
+	return false, fmt.Errorf("bridge: the upstream answered with Content-Type %q", ct)
 }
 
 // events delivers every event of a stream; got reports whether one was
@@ -474,32 +492,55 @@ func (s *HTTPSession) end() {
 	})
 }
 
-// Close implements Upstream: it ends the session with a DELETE (when the
-// upstream gave it an id), stops every request and stream, and returns
-// once they are done or ctx ends.
+// closeTimeout bounds each step of Close on its own: a caller may pass
+// a context that never ends.
+const closeTimeout = 10 * time.Second
+
+// Close implements Upstream: it cancels the requests still in flight
+// (notifications/cancelled: a server may wait for its handlers before it
+// ends a session), ends the session with a DELETE (when the upstream gave
+// it an id), stops every request and stream, and returns once they are
+// done or ctx ends.
 func (s *HTTPSession) Close(ctx context.Context) error {
 	s.mu.Lock()
 	id, ended := s.id, s.ended
+	var pending []json.RawMessage
+	for _, rid := range s.inflight {
+		pending = append(pending, rid)
+	}
 	s.mu.Unlock()
-	s.end()
 	var err error
 	if id != "" && !ended {
-		var resp *http.Response
-		if resp, err = s.do(ctx, http.MethodDelete, nil, ""); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode/100 != 2 && resp.StatusCode != http.StatusMethodNotAllowed && resp.StatusCode != http.StatusNotFound {
-				err = fmt.Errorf("end the upstream session: HTTP %d", resp.StatusCode)
-			}
-		} else {
-			err = fmt.Errorf("end the upstream session: %w", err)
+		for _, rid := range pending {
+			params, _ := json.Marshal(map[string]any{"requestId": rid, "reason": "the proxy ended the session"})
+			b, _ := (&rpc.Message{Method: "notifications/cancelled", Params: params}).Encode()
+			s.closeStep(ctx, http.MethodPost, b)
+		}
+		if status, derr := s.closeStep(ctx, http.MethodDelete, nil); derr != nil {
+			err = fmt.Errorf("end the upstream session: %w", derr)
+		} else if status/100 != 2 && status != http.StatusMethodNotAllowed && status != http.StatusNotFound {
+			err = fmt.Errorf("end the upstream session: HTTP %d", status)
 		}
 	}
+	s.end()
 	select {
 	case <-s.finished:
 	case <-ctx.Done():
 		return errors.Join(err, ctx.Err())
 	}
 	return err
+}
+
+// closeStep sends one request of Close, bounded by closeTimeout.
+func (s *HTTPSession) closeStep(ctx context.Context, method string, body []byte) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, closeTimeout)
+	defer cancel()
+	resp, err := s.do(ctx, method, body, "")
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }
 
 // TODO(i19-wire): replace eventReader with mcpwire.NewEventReader (the
@@ -527,7 +568,7 @@ func newEventReader(r io.Reader, max int) *eventReader {
 }
 
 // errEventTooLarge is the error of an event beyond the reader's limit.
-var errEventTooLarge = errors.New("bridge: a server-sent event exceeds the message limit")
+var errEventTooLarge = errTooLarge
 
 // Next returns the next event; io.EOF at the end of the stream.
 func (er *eventReader) Next() (*sseEvent, error) {
