@@ -65,9 +65,9 @@ type HTTPSession struct {
 	cancel context.CancelFunc
 
 	mu       sync.Mutex
-	id       string // Mcp-Session-Id, once the initialize response gave one
-	version  string // MCP-Protocol-Version, once initialize was answered
-	initID   string // the id of the initialize request in flight
+	id       string                     // Mcp-Session-Id, once the initialize response gave one
+	version  string                     // MCP-Protocol-Version, once initialize was answered
+	initID   string                     // the id of the initialize request in flight
 	inflight map[string]json.RawMessage // requests whose answer is awaited, by id
 	ended    bool
 	getting  bool // the GET stream was started
