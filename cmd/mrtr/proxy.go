@@ -95,6 +95,7 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	}
 	defer stopMetrics()
 	hosts := c.allowedHostList()
+	c.upstreamConfig.url, c.upstreamConfig.dialTimeout = c.upstream, c.dialTimeout
 	tr, stopUpstream, err := c.upstreamTransport(ctx, log, guard)
 	if err != nil {
 		return err
