@@ -17,8 +17,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/bridge"
+	"github.com/mrtr-go/mrtr/internal/observe"
 	"github.com/mrtr-go/mrtr/internal/rpc"
 	"github.com/mrtr-go/mrtr/internal/stdio"
 	"github.com/mrtr-go/mrtr/proxy"
@@ -39,7 +42,8 @@ const stdioUpstreamURL = "http://stdio.upstream/mcp"
 // upstreamConfig is what `mrtr proxy` knows of an upstream that is a
 // command, or that may speak 2025-11-25 only.
 type upstreamConfig struct {
-	command  []string // after --; empty for --upstream URL
+	obs      *telemetry // set by the proxy: where /readyz and /metrics learn of the upstream
+	command  []string   // after --; empty for --upstream URL
 	era      string
 	env      []string // --upstream-env K=V
 	roots    []string // --roots URI
@@ -62,6 +66,29 @@ func upstreamFlags(f *flags, c *upstreamConfig) {
 		"most upstream processes (legacy sessions on HTTP) open at once; a call needing one more gets an error")
 	f.Int(&c.maxHolds, "max-holds", bridge.DefaultMaxHolds, 1,
 		"most legacy calls held waiting for a client's answers; a call that would pause beyond it gets an error")
+}
+
+// instrument adds the command upstream to /readyz (unready while it
+// cannot be started) and to /metrics: the processes running, the idle
+// ones among them and the calls held for an answer.
+func (c *upstreamConfig) instrument(ready func(context.Context) error, stats func() (procs, idle, holds int)) {
+	if c.obs == nil {
+		return
+	}
+	c.obs.health.Checks = append(c.obs.health.Checks, observe.Check{Name: "upstream", Fn: ready})
+	if c.obs.registry == nil {
+		return
+	}
+	for _, g := range []struct {
+		name, help string
+		v          func() int
+	}{
+		{"mrtr_upstream_processes", "Upstream processes running (a command upstream's children).", func() int { p, _, _ := stats(); return p }},
+		{"mrtr_upstream_processes_idle", "Upstream processes idle, kept for their caller's next call.", func() int { _, i, _ := stats(); return i }},
+		{"mrtr_bridge_held_calls", "Calls of a 2025-11-25 upstream held for a client's answers.", func() int { _, _, h := stats(); return h }},
+	} {
+		_ = c.obs.registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help}, func() float64 { return float64(g.v()) }))
+	}
 }
 
 // childUpstream is a stdio child as the bridge's Upstream.
@@ -111,6 +138,12 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 		log.Info("mrtr proxy: the upstream speaks 2026-07-28: its pauses are sealed; all clients share one process, their ids and progress tokens remapped",
 			"upstream", name, "era", era)
 		d := bridge.NewDirect(dial, childLog)
+		c.instrument(d.Ready, func() (procs, idle, holds int) {
+			if d.Running() {
+				procs = 1
+			}
+			return procs, 0, 0
+		})
 		return d, d.Close, nil
 	}
 	b := c.newBridge(guard, dial, nil, childLog)
@@ -124,7 +157,7 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 func (c *upstreamConfig) newBridge(guard *mrtr.Guard, dial func(context.Context) (bridge.Upstream, error), passthrough http.RoundTripper, log *slog.Logger) *bridge.Bridge {
 	p := guard.Policy()
 	lee := max(p.Leeway, 0)
-	return bridge.New(bridge.Options{
+	b := bridge.New(bridge.Options{
 		Dial:             dial,
 		Roots:            c.roots,
 		MaxSessions:      c.maxProcs,
@@ -136,6 +169,11 @@ func (c *upstreamConfig) newBridge(guard *mrtr.Guard, dial func(context.Context)
 		Logger:           log,
 		Passthrough:      passthrough,
 	})
+	c.instrument(b.Ready, func() (procs, idle, holds int) {
+		st := b.Stats()
+		return st.Sessions, st.Idle, st.Holds
+	})
+	return b
 }
 
 // httpTransport is upstreamTransport for --upstream URL: nil (the proxy's

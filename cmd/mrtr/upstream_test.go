@@ -180,3 +180,35 @@ func TestParseProxyCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyCommandUpstreamObserved: /metrics counts a command upstream's
+// processes and held calls, and /readyz turns unready while the upstream
+// cannot be started.
+func TestProxyCommandUpstreamObserved(t *testing.T) {
+	url, logs := startProxyCmd(t, "--metrics-addr", "127.0.0.1:0", "--upstream-env", stdioServerEnv+"=legacy", "--", os.Args[0])
+	metrics := logURL(t, logs, "mrtr metrics serving")
+	base := strings.TrimSuffix(url, "/mcp")
+	res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "a"}})
+	if e != nil || string(res["resultType"]) != `"input_required"` {
+		t.Fatalf("pause: %v %v", res, e)
+	}
+	_, body := probe(t, metrics)
+	for _, want := range []string{"mrtr_bridge_held_calls 1", "mrtr_upstream_processes 1", "mrtr_upstream_processes_idle 0"} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if code, body := probe(t, base+"/readyz"); code != 200 || !strings.Contains(body, `"upstream":"ok"`) {
+		t.Fatalf("/readyz: %d %s", code, body)
+	}
+
+	// An upstream that exits at once: the proxy serves, but is not ready.
+	url, _ = startProxyCmd(t, "--upstream-era", "legacy", "--", "/bin/false")
+	base = strings.TrimSuffix(url, "/mcp")
+	if _, e := rpcPost(t, url, "tools/list", map[string]any{}); e == nil || !strings.Contains(string(e["message"]), "could not be") {
+		t.Fatalf("a call to an upstream that cannot start: %v", e)
+	}
+	if code, body := probe(t, base+"/readyz"); code != 503 || !strings.Contains(body, `"upstream"`) {
+		t.Fatalf("/readyz with an upstream that cannot start: %d %s", code, body)
+	}
+}

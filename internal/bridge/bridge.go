@@ -126,6 +126,7 @@ type Bridge struct {
 	starting int // sessions being opened, counted against MaxSessions
 	closed   bool
 	info     *initResult // of the first initialized session: what discover tells
+	dialErr  error       // why the last session could not be opened; nil once one could
 }
 
 // New returns a Bridge. A nil Dial panics.
@@ -209,6 +210,15 @@ func (b *Bridge) Stats() Stats {
 		s.Idle += len(l)
 	}
 	return s
+}
+
+// Ready reports why the upstream cannot be used: the last session that
+// should have opened did not (its start or initialize failed). It is nil
+// before the first attempt and once one succeeded.
+func (b *Bridge) Ready(context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.dialErr
 }
 
 // Close stops every session; held calls are lost. The Bridge refuses
@@ -297,6 +307,7 @@ func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
 	s, err := b.open(ctx, caller)
 	b.mu.Lock()
 	b.starting--
+	b.dialErr = err
 	if err == nil {
 		if b.closed {
 			b.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -384,5 +385,126 @@ func TestBridgeIsolation(t *testing.T) {
 	stolen := call(t, e, "mallory", "tools/call", tool("delete", map[string]any{"item": "x"}, r.Result.RequestState, map[string]any{k: approve(true)}), nil)
 	if stolen.Error == nil || !strings.Contains(string(stolen.Error.Data), "invalid") {
 		t.Fatalf("another caller's token: %s", stolen.raw)
+	}
+}
+
+// recordingDialer is dialer, keeping every upstream it opened.
+type recordingDialer struct {
+	mu  sync.Mutex
+	ups []*pipeUpstream
+}
+
+func (r *recordingDialer) wrap(d func(context.Context) (bridge.Upstream, error)) func(context.Context) (bridge.Upstream, error) {
+	return func(ctx context.Context) (bridge.Upstream, error) {
+		up, err := d(ctx)
+		if err == nil {
+			r.mu.Lock()
+			r.ups = append(r.ups, up.(*pipeUpstream))
+			r.mu.Unlock()
+		}
+		return up, err
+	}
+}
+
+func (r *recordingDialer) last() *pipeUpstream {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ups[len(r.ups)-1]
+}
+
+// newEnvWith is newEnv with a server of the test's own.
+func newEnvWith(t *testing.T, srv *mcp.Server, o bridge.Options, rec *recordingDialer) *env {
+	e := &env{}
+	o.Dial = rec.wrap(dialer(t, srv, &e.dials))
+	e.b = bridge.New(o)
+	t.Cleanup(func() { e.b.Close(context.Background()) })
+	ring, _ := reqstate.GenerateKeyRing("k1", nil)
+	h, err := proxy.New(proxy.Options{Upstream: "http://legacy.bridge/mcp", Transport: e.b,
+		Guard: mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil)})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	e.px = s.URL + "/mcp"
+	return e
+}
+
+// TestHoldExpires: a held call nobody resumes is cancelled upstream when
+// its hold expires, its session goes back to the pool, and the late
+// resume is told to start over.
+func TestHoldExpires(t *testing.T) {
+	cancelled := make(chan error, 1)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
+		_, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "?", RequestedSchema: &jsonschema.Schema{Type: "object"}})
+		cancelled <- err
+		return nil, nil, err
+	})
+	rec := &recordingDialer{}
+	// The hold's lifetime is what is tested: whatever the machine's speed,
+	// it ends, and nothing else waits on it.
+	e := newEnvWith(t, srv, bridge.Options{HoldTTL: 50 * time.Millisecond}, rec)
+	r := call(t, e, "", "tools/call", tool("ask", nil, "", nil), nil)
+	k, _ := onlyKey(t, r)
+	select {
+	case err := <-cancelled:
+		if err == nil {
+			t.Fatal("the upstream's elicitation returned without an error after the hold expired")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the upstream's call was not cancelled when its hold expired")
+	}
+	if st := e.b.Stats(); st.Holds != 0 || st.Idle != 1 {
+		t.Fatalf("after expiry: %+v, want no hold and the session idle", st)
+	}
+	late := call(t, e, "", "tools/call", tool("ask", nil, r.Result.RequestState, map[string]any{k: map[string]any{"action": "accept", "content": map[string]any{}}}), nil)
+	if late.Error == nil || !strings.Contains(late.Error.Message, "start the call over") {
+		t.Fatalf("late resume: %s", late.raw)
+	}
+}
+
+// TestChildLostWhileHeld: the upstream dies while a call waits for its
+// answer: the resume gets an error, and the next call works on a new
+// session.
+func TestChildLostWhileHeld(t *testing.T) {
+	var deleted atomic.Int32
+	rec := &recordingDialer{}
+	e := newEnvWith(t, legacyServer(&deleted), bridge.Options{}, rec)
+	r := call(t, e, "", "tools/call", tool("delete", map[string]any{"item": "a"}, "", nil), nil)
+	k, _ := onlyKey(t, r)
+	rec.last().close()
+	lost := call(t, e, "", "tools/call", tool("delete", map[string]any{"item": "a"}, r.Result.RequestState, map[string]any{k: approve(true)}), nil)
+	if lost.Error == nil || lost.Error.Code != -32603 {
+		t.Fatalf("resume after the upstream died: %s", lost.raw)
+	}
+	r = call(t, e, "", "tools/call", tool("delete", map[string]any{"item": "b"}, "", nil), nil)
+	k, _ = onlyKey(t, r)
+	done := call(t, e, "", "tools/call", tool("delete", map[string]any{"item": "b"}, r.Result.RequestState, map[string]any{k: approve(true)}), nil)
+	if done.text() != "deleted b" || e.dials.Load() != 2 {
+		t.Fatalf("the next call: %s (%d sessions opened)", done.raw, e.dials.Load())
+	}
+}
+
+// TestBridgeBounds: beyond --max-procs and --max-holds a new call gets a
+// clear error naming the flag; the calls already held go on.
+func TestBridgeBounds(t *testing.T) {
+	var deleted atomic.Int32
+	rec := &recordingDialer{}
+	e := newEnvWith(t, legacyServer(&deleted), bridge.Options{MaxSessions: 1}, rec)
+	r := call(t, e, "", "tools/call", tool("delete", map[string]any{"item": "a"}, "", nil), nil)
+	k, _ := onlyKey(t, r)
+	busy := call(t, e, "", "tools/call", tool("delete", map[string]any{"item": "b"}, "", nil), nil)
+	if busy.Error == nil || !strings.Contains(busy.Error.Message, "--max-procs") {
+		t.Fatalf("beyond --max-procs: %s", busy.raw)
+	}
+	if done := call(t, e, "", "tools/call", tool("delete", map[string]any{"item": "a"}, r.Result.RequestState, map[string]any{k: approve(true)}), nil); done.text() != "deleted a" {
+		t.Fatalf("the held call: %s", done.raw)
+	}
+	e2 := newEnvWith(t, legacyServer(&deleted), bridge.Options{MaxHolds: 1}, &recordingDialer{})
+	onlyKey(t, call(t, e2, "", "tools/call", tool("delete", map[string]any{"item": "a"}, "", nil), nil))
+	full := call(t, e2, "", "tools/call", tool("delete", map[string]any{"item": "b"}, "", nil), nil)
+	if full.Error == nil || !strings.Contains(full.Error.Message, "--max-holds") {
+		t.Fatalf("beyond --max-holds: %s", full.raw)
 	}
 }

@@ -28,8 +28,9 @@ type Direct struct {
 	dial func(ctx context.Context) (Upstream, error)
 	log  *slog.Logger
 
-	mu  sync.Mutex
-	cur *directConn
+	mu      sync.Mutex
+	cur     *directConn
+	dialErr error // why the upstream last failed to start
 }
 
 type directConn struct {
@@ -53,6 +54,29 @@ func NewDirect(dial func(ctx context.Context) (Upstream, error), log *slog.Logge
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Direct{dial: dial, log: log}
+}
+
+// Ready reports why the upstream cannot be used: it failed to start the
+// last time it had to. Nil before the first start and once it started.
+func (d *Direct) Ready(context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.dialErr
+}
+
+// Running reports whether the upstream process is up.
+func (d *Direct) Running() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cur == nil {
+		return false
+	}
+	select {
+	case <-d.cur.conn.Done():
+		return false
+	default:
+		return true
+	}
 }
 
 // Close stops the upstream, if it runs.
@@ -82,6 +106,7 @@ func (d *Direct) conn(ctx context.Context) (*directConn, error) {
 		}
 	}
 	up, err := d.dial(ctx)
+	d.dialErr = err
 	if err != nil {
 		return nil, err
 	}
