@@ -191,7 +191,7 @@ func (c *upstreamConfig) httpTransport(ctx context.Context, log *slog.Logger, gu
 		var err error
 		era, err = probeHTTP(ctx, tr, c.url)
 		if err != nil {
-			log.Warn("mrtr proxy: the upstream could not be reached to tell its era: taking it as 2026-07-28 (--upstream-era legacy bridges a 2025-11-25 one)",
+			log.Warn("mrtr proxy: the upstream's era could not be told: taking it as 2026-07-28 (--upstream-era legacy bridges a 2025-11-25 one)",
 				"upstream", name, "error", err)
 			era = eraModern
 		}
@@ -233,7 +233,8 @@ const probeHTTPTimeout = 30 * time.Second
 // error (-32020, -32021, -32022, or -32601 with 404), means modern;
 // anything else legacy. A -32022 whose data.supported lists only older
 // versions is a legacy server's answer (go-sdk's stateful server gives
-// it): legacy. An error means the upstream could not be reached.
+// it): legacy. An error means the answer tells nothing: the upstream
+// could not be reached, wants credentials (401, 403) or failed (5xx).
 func probeHTTP(ctx context.Context, tr http.RoundTripper, target string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeHTTPTimeout)
 	defer cancel()
@@ -255,6 +256,14 @@ func probeHTTP(ctx context.Context, tr http.RoundTripper, target string) (string
 		return "", err
 	}
 	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		// Says nothing of the era: the proxy's own request carries no
+		// client's credentials.
+		return "", fmt.Errorf("the upstream answered HTTP %d (it needs credentials)", resp.StatusCode)
+	case resp.StatusCode >= 500:
+		return "", fmt.Errorf("the upstream answered HTTP %d", resp.StatusCode)
+	}
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "text/event-stream" {
 		for l := range bytes.SplitSeq(raw, []byte("\n")) {

@@ -95,7 +95,9 @@ func TestProbeHTTP(t *testing.T) {
 		{"method not found, 400", 400, `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"m"}}`, eraLegacy},
 		{"not initialized (TypeScript SDK 1.x)", 400, `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Server not initialized"}}`, eraLegacy},
 		{"plain text", 400, `Bad Request: No valid session ID provided`, eraLegacy},
-		{"server error", 500, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"m"}}`, eraLegacy},
+		{"server error", 500, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"m"}}`, ""},
+		{"unauthorized", 401, `{"error":"invalid_token"}`, ""},
+		{"forbidden", 403, `forbidden`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -108,6 +110,12 @@ func TestProbeHTTP(t *testing.T) {
 			}))
 			defer srv.Close()
 			era, err := probeHTTP(context.Background(), http.DefaultTransport, srv.URL+"/mcp")
+			if tc.want == "" { // the answer tells nothing: the proxy warns and takes it as modern
+				if err == nil {
+					t.Fatalf("era %q, want an error", era)
+				}
+				return
+			}
 			if err != nil || era != tc.want {
 				t.Fatalf("era %q (%v), want %q", era, err, tc.want)
 			}
@@ -122,7 +130,7 @@ func TestProxyHTTPUpstreamUnreachable(t *testing.T) {
 	up := srv.URL + "/mcp"
 	srv.Close()
 	_, logs := startProxyCmd(t, "--upstream", up)
-	if !strings.Contains(logs.String(), "could not be reached to tell its era") {
+	if !strings.Contains(logs.String(), "era could not be told: taking it as 2026-07-28") {
 		t.Fatalf("no warning:\n%s", logs.String())
 	}
 }
