@@ -85,6 +85,7 @@ func bridgedClient(t *testing.T, ctx context.Context, url string, seal http.Roun
 			return &mcp.CreateMessageResult{Role: "assistant", Model: "test-model", Content: &mcp.TextContent{Text: "sampled by the test"}}, nil
 		},
 	})
+	client.AddRoots(&mcp.Root{URI: "file:///srv/project", Name: "project"})
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: seal}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +164,7 @@ const bridgeSecret = "bridge-http-e2e-secret-of-32-bytes-or-more"
 // TestBridgeHTTPServerEverything: npm's server-everything@2026.8.31 over
 // Streamable HTTP, a 2025-11-25 server, behind `mrtr proxy --upstream
 // URL`: the proxy tells its era, and a 2026-07-28 go-sdk client completes
-// its elicitation and sampling tools through the bridge, each round
+// its elicitation, sampling and roots tools through the bridge, each round
 // sealed; a replayed token is refused.
 func TestBridgeHTTPServerEverything(t *testing.T) {
 	up := serverEverythingHTTP(t)
@@ -175,8 +176,9 @@ func TestBridgeHTTPServerEverything(t *testing.T) {
 	callAll(t, ctx, cs, []toolCase{
 		{"trigger-elicitation-request", map[string]any{}, "Ada Lovelace"},
 		{"trigger-sampling-request", map[string]any{"prompt": "hello", "maxTokens": 10}, "sampled by the test"},
+		{"get-roots-list", map[string]any{}, "file:///srv/project"},
 	})
-	if seal.tokens < 2 {
+	if seal.tokens < 3 {
 		t.Fatalf("%d sealed rounds seen, want one per tool at least", seal.tokens)
 	}
 
