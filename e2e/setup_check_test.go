@@ -87,6 +87,7 @@ func TestSetupChecksInstallNothing(t *testing.T) {
 	})
 	t.Run("everything-server", func(t *testing.T) {
 		missing(t, "everything-setup.sh", requireEnv, "everything-server is missing")
+		missing(t, "everything-setup.sh", requireEnv, "everything-server-v1.4.1 is missing")
 		// Some other binary in its place.
 		putFile(t, filepath.Join(root, "conformance", "bin", "everything-server"), "#!/bin/sh\n", 0o755)
 		missing(t, "everything-setup.sh", requireEnv, "is not a Go binary")

@@ -100,6 +100,7 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	}
 	defer stopMetrics()
 	hosts := c.allowedHostList()
+	c.upstreamConfig.url, c.upstreamConfig.dialTimeout = c.upstream, c.dialTimeout
 	c.upstreamConfig.obs = c.commonConfig.tel
 	tr, stopUpstream, err := c.upstreamTransport(ctx, log, guard)
 	if err != nil {

@@ -118,7 +118,8 @@ func TestProxyCommand(t *testing.T) {
 	}))
 	defer up.Close()
 	secret := strings.Repeat("s", 32)
-	url, logs := startProxyCmd(t, "--upstream", up.URL, "--auth-hs256-secret", secret)
+	// A scripted upstream, not a real server: no era probe.
+	url, logs := startProxyCmd(t, "--upstream", up.URL, "--upstream-era", "modern", "--auth-hs256-secret", secret)
 	if !strings.Contains(logs.String(), "NO KEY RING GIVEN") {
 		t.Error("no loud warning for an ephemeral key ring")
 	}

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"mime"
+	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +24,7 @@ import (
 	"github.com/mrtr-go/mrtr/internal/bridge"
 	"github.com/mrtr-go/mrtr/internal/rpc"
 	"github.com/mrtr-go/mrtr/internal/stdio"
+	"github.com/mrtr-go/mrtr/proxy"
 )
 
 // The --upstream-era values.
@@ -42,12 +49,17 @@ type upstreamConfig struct {
 	roots    []string // --roots URI
 	maxProcs int
 	maxHolds int
+	// url and dialTimeout are --upstream and --upstream-dial-timeout, set
+	// by the proxy command: an HTTP upstream's era is probed, and a legacy
+	// one bridged, with the proxy's own dial settings.
+	url         string
+	dialTimeout time.Duration
 }
 
 // upstreamFlags registers the flags of upstreamConfig.
 func upstreamFlags(f *flags, c *upstreamConfig) {
 	f.Choice(groupUpstream, &c.era, "upstream-era", eraAuto, []string{eraAuto, eraModern, eraLegacy},
-		"`ERA` of the upstream: auto (probe it: server/discover on stdio), modern (2026-07-28) or legacy (2025-11-25: its mid-call elicitation, sampling and roots requests become sealed rounds)")
+		"`ERA` of the upstream: auto (probe it: server/discover on stdio, a 2026-07-28 request over HTTP), modern (2026-07-28) or legacy (2025-11-25: its mid-call elicitation, sampling and roots requests become sealed rounds)")
 	f.List(groupUpstream, &c.env, "upstream-env", "\n", "`K=V` added to a command upstream's environment (repeatable; the variable: one per line); the proxy's MRTR_* variables never reach it")
 	f.List(groupUpstream, &c.roots, "roots", ",", "`URI` of a root the proxy answers a legacy upstream's roots/list with when no call is waiting for one (repeatable; the variable: comma-separated)")
 	f.Int(groupLimits, &c.maxProcs, "max-procs", bridge.DefaultMaxSessions, 1,
@@ -100,10 +112,7 @@ func commandName(cmd []string) string { return filepath.Base(cmd[0]) }
 // upstream of the modern era it returns nil: the proxy's own transport.
 func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger, guard *mrtr.Guard) (http.RoundTripper, func(context.Context) error, error) {
 	if len(c.command) == 0 {
-		if c.era == eraLegacy {
-			return nil, nil, flagErr("upstream-era", "legacy is bridged for a command upstream (mrtr proxy [flags] -- COMMAND [ARG...]); a 2025-11-25 upstream over HTTP is passed through for 2025-11-25 clients only")
-		}
-		return nil, nil, nil
+		return c.httpTransport(ctx, log, guard)
 	}
 	if _, err := stdio.Environ(nil, c.env); err != nil {
 		return nil, nil, flagErr("upstream-env", "%v", err)
@@ -137,6 +146,15 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 		})
 		return d, d.Close, nil
 	}
+	b := c.newBridge(guard, dial, nil, childLog)
+	log.Info("mrtr proxy: the upstream speaks 2025-11-25: 2026-07-28 calls are bridged, its mid-call elicitation, sampling and roots requests become sealed input_required rounds; one process per caller and call",
+		"upstream", name, "era", era, "max_procs", c.maxProcs, "max_holds", c.maxHolds, "roots", len(c.roots))
+	return b, b.Close, nil
+}
+
+// newBridge is the bridge in front of a legacy upstream reached by dial;
+// passthrough carries older clients' own traffic (HTTP upstreams only).
+func (c *upstreamConfig) newBridge(guard *mrtr.Guard, dial func(context.Context) (bridge.Upstream, error), passthrough http.RoundTripper, log *slog.Logger) *bridge.Bridge {
 	p := guard.Policy()
 	lee := max(p.Leeway, 0)
 	b := bridge.New(bridge.Options{
@@ -148,15 +166,149 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 		AnonymousHoldTTL: p.AnonymousTTL + 2*lee,
 		ClientName:       "mrtr-proxy",
 		ClientVersion:    version,
-		Logger:           childLog,
+		Logger:           log,
+		Passthrough:      passthrough,
 	})
 	c.instrument(b.Ready, func() (procs, idle, holds int) {
 		st := b.Stats()
 		return st.Sessions, st.Idle, st.Holds
 	})
-	log.Info("mrtr proxy: the upstream speaks 2025-11-25: 2026-07-28 calls are bridged, its mid-call elicitation, sampling and roots requests become sealed input_required rounds; one process per caller and call",
+	return b
+}
+
+// httpTransport is upstreamTransport for --upstream URL: nil (the proxy's
+// own transport) for a modern upstream; for a legacy one a bridge whose
+// sessions are 2025-11-25 Streamable HTTP sessions with the upstream, and
+// which passes 2025-11-25 clients' own traffic straight through.
+func (c *upstreamConfig) httpTransport(ctx context.Context, log *slog.Logger, guard *mrtr.Guard) (http.RoundTripper, func(context.Context) error, error) {
+	name := c.url
+	if u, err := url.Parse(c.url); err == nil {
+		name = u.Redacted()
+	}
+	tr := upstreamHTTPTransport(c.dialTimeout)
+	era := c.era
+	if era == eraAuto {
+		var err error
+		era, err = probeHTTP(ctx, tr, c.url)
+		if err != nil {
+			log.Warn("mrtr proxy: the upstream's era could not be told: taking it as 2026-07-28 (--upstream-era legacy bridges a 2025-11-25 one)",
+				"upstream", name, "error", err)
+			era = eraModern
+		}
+	}
+	if era == eraModern {
+		log.Info("mrtr proxy: the upstream speaks 2026-07-28: its pauses are sealed", "upstream", name, "era", era)
+		return nil, nil, nil
+	}
+	upLog := log.With("upstream", name)
+	dial := func(context.Context) (bridge.Upstream, error) {
+		return bridge.NewHTTPSession(bridge.HTTPOptions{URL: c.url, Transport: tr, Logger: upLog}), nil
+	}
+	b := c.newBridge(guard, dial, tr, upLog)
+	log.Info("mrtr proxy: the upstream speaks 2025-11-25: 2026-07-28 calls are bridged, its mid-call elicitation, sampling and roots requests become sealed input_required rounds; one upstream session per caller and call; 2025-11-25 clients are passed through",
 		"upstream", name, "era", era, "max_procs", c.maxProcs, "max_holds", c.maxHolds, "roots", len(c.roots))
 	return b, b.Close, nil
+}
+
+// upstreamHTTPTransport is the proxy's transport to an HTTP upstream
+// (proxy.New's default): dials bounded by dialTimeout, many idle
+// connections kept.
+func upstreamHTTPTransport(dialTimeout time.Duration) *http.Transport {
+	if dialTimeout <= 0 {
+		dialTimeout = proxy.DefaultDialTimeout
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	t.MaxIdleConnsPerHost = 256
+	return t
+}
+
+// probeHTTPTimeout bounds the era probe of an HTTP upstream.
+const probeHTTPTimeout = 30 * time.Second
+
+// probeHTTP tells an HTTP upstream's era the way the spec's client era
+// detection does on HTTP: a modern request (server/discover with the
+// 2026-07-28 _meta and headers). A result (a DiscoverResult, unless its
+// supportedVersions lack 2026-07-28), or a 4xx whose body is a modern
+// error (-32020, -32021, -32022, or -32601 with 404), means modern;
+// anything else legacy. A -32022 whose data.supported lists only older
+// versions is a legacy server's answer (go-sdk's stateful server gives
+// it): legacy. An error means the answer tells nothing: the upstream
+// could not be reached, wants credentials (401, 403) or failed (5xx).
+func probeHTTP(ctx context.Context, tr http.RoundTripper, target string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeHTTPTimeout)
+	defer cancel()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": map[string]any{"_meta": map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    bridge.ModernVersion,
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+		"io.modelcontextprotocol/clientInfo":         map[string]string{"name": "mrtr-proxy", "version": version},
+	}}})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", bridge.ModernVersion)
+	req.Header.Set("Mcp-Method", "server/discover")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		// Says nothing of the era: the proxy's own request carries no
+		// client's credentials.
+		return "", fmt.Errorf("the upstream answered HTTP %d (it needs credentials)", resp.StatusCode)
+	case resp.StatusCode >= 500:
+		return "", fmt.Errorf("the upstream answered HTTP %d", resp.StatusCode)
+	}
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "text/event-stream" {
+		for l := range bytes.SplitSeq(raw, []byte("\n")) {
+			if d, ok := bytes.CutPrefix(bytes.TrimRight(l, "\r"), []byte("data:")); ok {
+				raw = bytes.TrimSpace(d)
+				break
+			}
+		}
+	}
+	var m struct {
+		Result *struct {
+			SupportedVersions []string `json:"supportedVersions"`
+		} `json:"result"`
+		Error *struct {
+			Code int `json:"code"`
+			Data struct {
+				Supported []string `json:"supported"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(raw, &m) != nil {
+		return eraLegacy, nil
+	}
+	switch {
+	case resp.StatusCode/100 == 2 && m.Result != nil:
+		// A 2025-11-25 server answers nothing before initialize; one that
+		// answers is modern unless it names only older versions.
+		if m.Result.SupportedVersions == nil || slices.Contains(m.Result.SupportedVersions, bridge.ModernVersion) {
+			return eraModern, nil
+		}
+	case resp.StatusCode/100 == 4 && m.Error != nil:
+		switch m.Error.Code {
+		case -32020, -32021:
+			return eraModern, nil
+		case -32022:
+			if len(m.Error.Data.Supported) == 0 || slices.Contains(m.Error.Data.Supported, bridge.ModernVersion) {
+				return eraModern, nil
+			}
+		case -32601:
+			if resp.StatusCode == http.StatusNotFound {
+				return eraModern, nil
+			}
+		}
+	}
+	return eraLegacy, nil
 }
 
 // probeTimeout bounds the era probe of a command upstream, start-up

@@ -29,6 +29,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -43,6 +44,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
 	"github.com/mrtr-go/mrtr/internal/rpc"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
@@ -98,6 +100,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Passthrough, when set, carries every request that is not a
+	// 2026-07-28 one straight to the upstream, untouched: an older
+	// client's own session (initialize, requests with its Mcp-Session-Id,
+	// the GET stream, DELETE), as the proxy passes such traffic through in
+	// front of any HTTP upstream. A request is 2026-07-28 when it carries
+	// no Mcp-Session-Id and its params' _meta names a protocol version or
+	// its MCP-Protocol-Version header is ModernVersion. Nil serves every
+	// request as 2026-07-28 (an older one is refused with -32022): an
+	// upstream that is a command has no HTTP endpoint to pass to.
+	Passthrough http.RoundTripper
 }
 
 // Bridge serves modern requests from legacy sessions. It is safe for
@@ -562,8 +574,12 @@ func parseState(st string) (id string, round int, ok bool) {
 	return id, round, err == nil
 }
 
-// RoundTrip serves one request as a 2026-07-28 server would.
+// RoundTrip serves one request as a 2026-07-28 server would, or passes it
+// to Options.Passthrough.
 func (b *Bridge) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.o.Passthrough != nil && r.Method != http.MethodPost {
+		return b.o.Passthrough.RoundTrip(r)
+	}
 	var body []byte
 	if r.Body != nil {
 		var err error
@@ -573,6 +589,12 @@ func (b *Bridge) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
+	if b.o.Passthrough != nil && !modernRequest(r, body) {
+		out := r.Clone(r.Context())
+		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		return b.o.Passthrough.RoundTrip(out)
+	}
 	pr, pw := io.Pipe()
 	w := &pipeWriter{header: http.Header{}, pw: pw, ready: make(chan *http.Response, 1), body: pr, req: r}
 	go func() {
@@ -581,6 +603,23 @@ func (b *Bridge) RoundTrip(r *http.Request) (*http.Response, error) {
 		pw.Close()
 	}()
 	return <-w.ready, nil
+}
+
+// modernRequest reports whether a POST is a 2026-07-28 request (see
+// Options.Passthrough).
+func modernRequest(r *http.Request, body []byte) bool {
+	if r.Header.Get("Mcp-Session-Id") != "" {
+		return false
+	}
+	if r.Header.Get("Mcp-Protocol-Version") == ModernVersion {
+		return true
+	}
+	m, err := rpc.Parse(body)
+	if err != nil || len(m.Params) == 0 || m.Params[0] != '{' {
+		return false
+	}
+	v, _ := mcpwire.Member(mcpwire.SplitObject(mcpwire.TrimSpace(m.Params))["_meta"], mcpwire.MetaProtocolVersion)
+	return len(v) > 0
 }
 
 // pipeWriter is the http.ResponseWriter of a request served in process:

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// legacyHTTPServer is go-sdk's Streamable HTTP server in stateful mode: a
+// 2025-11-25 server over HTTP (its DiscoverResult lists only older
+// versions, and it refuses modern calls). Its tool asks for input the
+// legacy way, mid-call.
+func legacyHTTPServer(t *testing.T) string {
+	s := mcp.NewServer(&mcp.Implementation{Name: "http-legacy", Version: "1"}, nil)
+	type item struct {
+		Item string `json:"item"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "delete"}, func(ctx context.Context, req *mcp.CallToolRequest, in item) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Delete " + in.Item + "?", RequestedSchema: &jsonschema.Schema{
+			Type: "object", Properties: map[string]*jsonschema.Schema{"ok": {Type: "boolean"}},
+		}})
+		if err != nil {
+			return nil, nil, err
+		}
+		if res.Action != "accept" || res.Content["ok"] != true {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "kept " + in.Item}}}, nil, nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deleted " + in.Item}}}, nil, nil
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+// TestProxyHTTPLegacyUpstream: `mrtr proxy --upstream URL` tells a
+// 2025-11-25 HTTP upstream by the spec's era detection and bridges it: a
+// mid-call elicitation becomes a sealed round, the retry completes it, a
+// replay is refused. --upstream-era legacy, once refused for HTTP, forces
+// the bridge.
+func TestProxyHTTPLegacyUpstream(t *testing.T) {
+	for _, era := range []string{"auto", "legacy"} {
+		t.Run(era, func(t *testing.T) {
+			up := legacyHTTPServer(t)
+			url, logs := startProxyCmd(t, "--upstream", up, "--upstream-era", era)
+			if !strings.Contains(logs.String(), "the upstream speaks 2025-11-25") {
+				t.Fatalf("no startup line naming the legacy era:\n%s", logs.String())
+			}
+			args := map[string]any{"item": "a"}
+			res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": args})
+			var tok string
+			json.Unmarshal(res["requestState"], &tok)
+			var irs map[string]json.RawMessage
+			json.Unmarshal(res["inputRequests"], &irs)
+			if e != nil || string(res["resultType"]) != `"input_required"` || !strings.HasPrefix(tok, "v1.") || len(irs) != 1 {
+				t.Fatalf("first call: %v %v", res, e)
+			}
+			var key string
+			for key = range irs {
+			}
+			answers := map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}
+			res, e = rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": args, "requestState": tok, "inputResponses": answers})
+			if e != nil || !strings.Contains(string(res["content"]), "deleted a") {
+				t.Fatalf("resume: %v %v", res, e)
+			}
+			_, e = rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": args, "requestState": tok, "inputResponses": answers})
+			if e == nil || !strings.Contains(string(e["data"]), "replayed") {
+				t.Fatalf("replay: %v", e)
+			}
+		})
+	}
+}
+
+// TestProbeHTTP: the era of an HTTP upstream from its answer to a modern
+// server/discover, as the spec's client era detection reads it.
+func TestProbeHTTP(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+		want   string
+	}{
+		{"DiscoverResult", 200, `{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","supportedVersions":["2026-07-28"]}}`, eraModern},
+		{"DiscoverResult of older versions only", 200, `{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2025-11-25"]}}`, eraLegacy},
+		{"header mismatch", 400, `{"jsonrpc":"2.0","id":1,"error":{"code":-32020,"message":"m"}}`, eraModern},
+		{"missing capability", 400, `{"jsonrpc":"2.0","id":1,"error":{"code":-32021,"message":"m"}}`, eraModern},
+		{"unsupported version", 400, `{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"m","data":{"supported":["2026-07-28","2027-01-01"]}}}`, eraModern},
+		{"unsupported version, older ones named", 400, `{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"m","data":{"supported":["2025-11-25"]}}}`, eraLegacy},
+		{"method not found, 404", 404, `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"m"}}`, eraModern},
+		{"method not found, 400", 400, `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"m"}}`, eraLegacy},
+		{"not initialized (TypeScript SDK 1.x)", 400, `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Server not initialized"}}`, eraLegacy},
+		{"plain text", 400, `Bad Request: No valid session ID provided`, eraLegacy},
+		{"server error", 500, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"m"}}`, ""},
+		{"unauthorized", 401, `{"error":"invalid_token"}`, ""},
+		{"forbidden", 403, `forbidden`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Mcp-Protocol-Version") != "2026-07-28" || r.Header.Get("Mcp-Method") != "server/discover" {
+					t.Errorf("probe headers %v", r.Header)
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.status)
+				w.Write([]byte(tc.body))
+			}))
+			defer srv.Close()
+			era, err := probeHTTP(context.Background(), http.DefaultTransport, srv.URL+"/mcp")
+			if tc.want == "" { // the answer tells nothing: the proxy warns and takes it as modern
+				if err == nil {
+					t.Fatalf("era %q, want an error", era)
+				}
+				return
+			}
+			if err != nil || era != tc.want {
+				t.Fatalf("era %q (%v), want %q", era, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestProxyHTTPUpstreamUnreachable: an upstream that cannot be reached at
+// startup is taken as modern with a warning; the proxy starts.
+func TestProxyHTTPUpstreamUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	up := srv.URL + "/mcp"
+	srv.Close()
+	_, logs := startProxyCmd(t, "--upstream", up)
+	if !strings.Contains(logs.String(), "era could not be told: taking it as 2026-07-28") {
+		t.Fatalf("no warning:\n%s", logs.String())
+	}
+}
