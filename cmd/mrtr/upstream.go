@@ -285,6 +285,12 @@ func probeHTTP(ctx context.Context, tr http.RoundTripper, target string) (string
 		} `json:"error"`
 	}
 	if json.Unmarshal(raw, &m) != nil {
+		if resp.StatusCode == http.StatusNotFound {
+			// No MCP server answers a 404 without a JSON-RPC body: most
+			// likely the URL's path is wrong (a forgotten /mcp), which
+			// says nothing of the era.
+			return "", fmt.Errorf("the upstream answered HTTP 404 without a JSON-RPC body (is the path of --upstream right, e.g. /mcp?)")
+		}
 		return eraLegacy, nil
 	}
 	switch {
