@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -261,7 +260,7 @@ func (s *HTTPSession) request(id json.RawMessage, msg []byte) {
 	}
 	switch got, err := s.read(resp, id); {
 	case got || s.ctx.Err() != nil:
-	case errors.Is(err, errTooLarge):
+	case errors.Is(err, errTooLarge), errors.Is(err, mcpwire.ErrEventTooLarge):
 		s.fail(id, "the upstream's answer exceeds the proxy's message limit")
 	default:
 		s.fail(id, "the upstream ended its answer without a response")
@@ -317,7 +316,7 @@ func (s *HTTPSession) read(resp *http.Response, id json.RawMessage) (bool, error
 // events delivers every event of a stream; got reports whether one was
 // the response to id, last is the last event id seen.
 func (s *HTTPSession) events(body io.Reader, id json.RawMessage) (got bool, last string, err error) {
-	er := newEventReader(body, s.max)
+	er := mcpwire.NewEventReader(body, s.max)
 	defer er.Close()
 	for {
 		ev, err := er.Next()
@@ -448,7 +447,7 @@ func (s *HTTPSession) listen() {
 // eventsFrom is events for the GET stream: got reports whether any event
 // arrived; last stays the previous id when the stream gave none.
 func (s *HTTPSession) eventsFrom(body io.Reader, prev string) (got bool, last string, err error) {
-	er := newEventReader(body, s.max)
+	er := mcpwire.NewEventReader(body, s.max)
 	defer er.Close()
 	last = prev
 	for {
@@ -543,79 +542,3 @@ func (s *HTTPSession) closeStep(ctx context.Context, method string, body []byte)
 	return resp.StatusCode, nil
 }
 
-// TODO(i19-wire): replace eventReader with mcpwire.NewEventReader (the
-// shared event-stream reader, same Next/Close shape) once it is merged;
-// this minimal one exists only so the session does not depend on an
-// unmerged branch.
-
-// sseEvent is one server-sent event: its data lines joined with "\n" and
-// its other field lines.
-type sseEvent struct {
-	Data  []byte
-	Other [][]byte
-}
-
-// eventReader splits an event stream into events of at most max bytes.
-// Lines end in "\n" or "\r\n" (a lone CR is not a line end here; the
-// shared reader handles it).
-type eventReader struct {
-	br  *bufio.Reader
-	max int
-}
-
-func newEventReader(r io.Reader, max int) *eventReader {
-	return &eventReader{br: bufio.NewReaderSize(r, 16<<10), max: max}
-}
-
-// errEventTooLarge is the error of an event beyond the reader's limit.
-var errEventTooLarge = errTooLarge
-
-// Next returns the next event; io.EOF at the end of the stream.
-func (er *eventReader) Next() (*sseEvent, error) {
-	ev, size, seen := &sseEvent{}, 0, false
-	var data [][]byte
-	for {
-		line, err := er.br.ReadSlice('\n')
-		size += len(line)
-		if size > er.max || errors.Is(err, bufio.ErrBufferFull) && size+er.br.Buffered() > er.max {
-			return nil, errEventTooLarge
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A long line: gather it whole.
-			full := bytes.Clone(line)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = er.br.ReadSlice('\n')
-				size += len(line)
-				if size > er.max {
-					return nil, errEventTooLarge
-				}
-				full = append(full, line...)
-			}
-			line = full
-		}
-		body := bytes.TrimRight(line, "\r\n")
-		switch {
-		case len(line) > 0 && len(body) == 0:
-			if seen {
-				ev.Data = bytes.Join(data, []byte("\n"))
-				return ev, nil
-			}
-		case bytes.HasPrefix(body, []byte("data:")):
-			data = append(data, bytes.Clone(bytes.TrimPrefix(body[len("data:"):], []byte(" "))))
-			seen = true
-		case len(body) > 0:
-			ev.Other = append(ev.Other, bytes.Clone(body))
-			seen = true
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) && seen {
-				ev.Data = bytes.Join(data, []byte("\n"))
-				return ev, nil
-			}
-			return nil, err
-		}
-	}
-}
-
-// Close is the shared reader's: nothing to return here.
-func (er *eventReader) Close() {}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -53,12 +52,12 @@ func (b *Bridge) serve(ctx context.Context, w *pipeWriter, r *http.Request, body
 		out.fail(http.StatusBadRequest, -32022, "unsupported protocol version: this endpoint serves MCP "+ModernVersion+" in front of a "+LegacyVersion+" upstream", data)
 		return
 	}
-	switch m.Method {
-	case "server/discover":
+	switch {
+	case m.Method == "server/discover":
 		b.discover(ctx, out)
-	case "tools/call", "prompts/get", "resources/read":
+	case mcpwire.Pausable(m.Method):
 		b.pausable(ctx, out, m, params)
-	case "subscriptions/listen":
+	case m.Method == "subscriptions/listen":
 		out.fail(http.StatusNotFound, -32601, "method not found: subscriptions are not bridged to a "+LegacyVersion+" upstream", nil)
 	default:
 		b.passOn(ctx, out, m, params)
@@ -519,5 +518,5 @@ func writeMsg(w http.ResponseWriter, status int, b []byte) {
 }
 
 func writeEvent(w http.ResponseWriter, b []byte) {
-	_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\n", b)
+	_, _ = w.Write(mcpwire.AppendEvent(nil, [][]byte{[]byte("event: message")}, b))
 }
