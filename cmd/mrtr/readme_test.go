@@ -175,7 +175,11 @@ func TestREADMETour(t *testing.T) {
 						continue
 					}
 					addr = c.addr
-					checkServed(t, line, c.upstream, listening)
+					if len(c.command) == 0 {
+						checkServed(t, line, c.upstream, listening)
+					} else if c.command[0] != "mrtr" {
+						t.Errorf("tour line %q runs %s as the upstream, which a fresh machine lacks", line, c.command[0])
+					}
 				}
 				if prev, ok := listening[addr]; ok {
 					t.Errorf("tour line %q listens on %s, as %q already does", line, addr, prev)
