@@ -541,4 +541,3 @@ func (s *HTTPSession) closeStep(ctx context.Context, method string, body []byte)
 	resp.Body.Close()
 	return resp.StatusCode, nil
 }
-
