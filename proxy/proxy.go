@@ -227,7 +227,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: a "+r.Method+" request has no body", nil)
 			return
 		}
-		h.rp.ServeHTTP(w, r)
+		if r = h.withCaller(w, r, nil); r != nil {
+			h.rp.ServeHTTP(w, r)
+		}
 		return
 	default:
 		// PUT, PATCH and the rest are no MCP request: refused, never
@@ -285,11 +287,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel = context.WithTimeout(ctx, h.timeout)
 		defer cancel()
 	}
-	r2 := r.Clone(ctx)
+	r2 := h.withCaller(w, r.Clone(ctx), req.id)
+	if r2 == nil {
+		return
+	}
 	r2.Body = io.NopCloser(bytes.NewReader(out))
 	r2.ContentLength = int64(len(out))
 	r2.GetBody = nil
 	h.rp.ServeHTTP(w, r2)
+}
+
+// withCaller returns r with its caller (Options.Principal) in the context,
+// for a transport that serves callers separately (the bridge: sessions and
+// 2025-11-25 session ids are never shared between callers), or nil after
+// answering 401 when the principal cannot be had.
+func (h *Handler) withCaller(w http.ResponseWriter, r *http.Request, id json.RawMessage) *http.Request {
+	p, err := h.principal(r)
+	if err != nil {
+		writeError(w, http.StatusUnauthorized, id, mcpwire.CodeInvalidRequest, "unauthorized", nil)
+		return nil
+	}
+	return r.WithContext(bridge.WithCaller(r.Context(), p))
 }
 
 type idKey struct{}

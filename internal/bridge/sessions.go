@@ -179,12 +179,13 @@ func (ss *sessions) lruIdle() *lsession {
 
 // lsession is one 2025-11-25 client session and its child.
 type lsession struct {
-	ss   *sessions
-	id   string
-	up   Upstream
-	done chan struct{} // closed when the session has ended
-	once sync.Once
-	err  error // of stopping the child
+	ss     *sessions
+	id     string
+	caller string // the principal that initialized it (key of callerOf): only it may use the session
+	up     Upstream
+	done   chan struct{} // closed when the session has ended
+	once   sync.Once
+	err    error // of stopping the child
 
 	mu      sync.Mutex
 	posts   []*post // requests in flight, oldest first
@@ -277,7 +278,7 @@ func (ss *sessions) serve(ctx context.Context, w *pipeWriter, r *http.Request, b
 		ss.initialize(ctx, w, r, m, body)
 		return
 	}
-	s := ss.lookup(id)
+	s := ss.lookup(id, key(callerOf(ctx)))
 	if s == nil {
 		writeMsg(w, http.StatusNotFound, errorMessage(idOf(m), -32001, "session not found: it ended or expired; initialize a new one", nil))
 		return
@@ -307,12 +308,15 @@ func idOf(m *rpc.Message) json.RawMessage {
 	return m.ID
 }
 
-// lookup returns the live session id names and marks it busy.
-func (ss *sessions) lookup(id string) *lsession {
+// lookup returns the live session id names and marks it busy, if caller
+// is the principal that initialized it: a session id another caller
+// learnt is as unknown to it as one that never existed (the 2025-11-25
+// spec's binding of a session to its user).
+func (ss *sessions) lookup(id, caller string) *lsession {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	s := ss.byID[id]
-	if s == nil {
+	if s == nil || s.caller != caller {
 		return nil
 	}
 	s.mu.Lock()
@@ -372,7 +376,7 @@ func (ss *sessions) initialize(ctx context.Context, w *pipeWriter, r *http.Reque
 		writeMsg(w, http.StatusOK, errorMessage(m.ID, mrtr.CodeInternalError, "upstream unavailable: it could not be started", nil))
 		return
 	}
-	s := &lsession{ss: ss, id: newHoldID(), up: up, done: make(chan struct{}), busy: 1, usedAt: time.Now()}
+	s := &lsession{ss: ss, id: newHoldID(), caller: key(callerOf(ctx)), up: up, done: make(chan struct{}), busy: 1, usedAt: time.Now()}
 	go s.read()
 	w.Header().Set(sessionHeader, s.id)
 	if !s.request(ctx, w, r, m, body, true) {

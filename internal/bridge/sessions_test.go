@@ -483,3 +483,40 @@ func TestOldClientGetStream(t *testing.T) {
 		})
 	}
 }
+
+// TestOldClientSessionBoundToCaller: a 2025-11-25 session id is its
+// initializing caller's: another caller presenting it gets the 404 of an
+// unknown session, never the other's child.
+func TestOldClientSessionBoundToCaller(t *testing.T) {
+	e := newEnv(t, nil)
+	post := func(user, session, body string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, e.px, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("X-Test-User", user)
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, body := post("alice", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || sid == "" {
+		t.Fatalf("initialize: %d %s", resp.StatusCode, body)
+	}
+	post("alice", sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`
+	if resp, body := post("mallory", sid, list); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("another caller with alice's session id: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := post("alice", sid, list); resp.StatusCode != 200 || !strings.Contains(body, `"delete"`) {
+		t.Fatalf("alice with her session id: %d %s", resp.StatusCode, body)
+	}
+}
