@@ -580,14 +580,9 @@ func (b *Bridge) RoundTrip(r *http.Request) (*http.Response, error) {
 	if b.o.Passthrough != nil && r.Method != http.MethodPost {
 		return b.o.Passthrough.RoundTrip(r)
 	}
-	var body []byte
-	if r.Body != nil {
-		var err error
-		body, err = io.ReadAll(io.LimitReader(r.Body, 64<<20))
-		r.Body.Close()
-		if err != nil {
-			return nil, err
-		}
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
 	}
 	if b.o.Passthrough != nil && !modernRequest(r, body) {
 		out := r.Clone(r.Context())
@@ -595,14 +590,32 @@ func (b *Bridge) RoundTrip(r *http.Request) (*http.Response, error) {
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		return b.o.Passthrough.RoundTrip(out)
 	}
+	return serveInProcess(r, body, b.serve), nil
+}
+
+// readBody reads and closes a request's body (the proxy has capped it
+// already; this bound only keeps a caller that did not from growing
+// without limit).
+func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	defer r.Body.Close()
+	return io.ReadAll(io.LimitReader(r.Body, 64<<20))
+}
+
+// serveInProcess runs serve for r as an HTTP handler would, and returns
+// the response as soon as serve writes its header: what it writes after
+// streams to the response's body.
+func serveInProcess(r *http.Request, body []byte, serve func(context.Context, *pipeWriter, *http.Request, []byte)) *http.Response {
 	pr, pw := io.Pipe()
 	w := &pipeWriter{header: http.Header{}, pw: pw, ready: make(chan *http.Response, 1), body: pr, req: r}
 	go func() {
-		b.serve(r.Context(), w, r, body)
+		serve(r.Context(), w, r, body)
 		w.WriteHeader(http.StatusOK)
 		pw.Close()
 	}()
-	return <-w.ready, nil
+	return <-w.ready
 }
 
 // modernRequest reports whether a POST is a 2026-07-28 request (see

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -201,23 +200,11 @@ func (c *directConn) handle(m *rpc.Message) {
 
 // RoundTrip serves one request through the shared connection.
 func (d *Direct) RoundTrip(r *http.Request) (*http.Response, error) {
-	var body []byte
-	if r.Body != nil {
-		var err error
-		body, err = io.ReadAll(io.LimitReader(r.Body, 64<<20))
-		r.Body.Close()
-		if err != nil {
-			return nil, err
-		}
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
 	}
-	pr, pw := io.Pipe()
-	w := &pipeWriter{header: http.Header{}, pw: pw, ready: make(chan *http.Response, 1), body: pr, req: r}
-	go func() {
-		d.serve(r.Context(), w, r, body)
-		w.WriteHeader(http.StatusOK)
-		pw.Close()
-	}()
-	return <-w.ready, nil
+	return serveInProcess(r, body, d.serve), nil
 }
 
 func (d *Direct) serve(ctx context.Context, w *pipeWriter, r *http.Request, body []byte) {
