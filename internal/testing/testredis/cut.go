@@ -14,32 +14,19 @@ import (
 // close before any reply, which is when go-redis sends the request again.
 // It is closed when the test ends.
 type CutLink struct {
-	ln     net.Listener
-	target string
-
-	mu     sync.Mutex
-	armed  chan struct{} // non-nil after Cut: closed when the reply is lost
+	relay
+	armed  chan struct{} // under mu; non-nil after Cut: closed when the reply is lost
 	marker []byte
-	conns  []net.Conn
-	wg     sync.WaitGroup
 }
 
 // StartCutLink starts a proxy to target that passes everything through
 // until Cut.
 func StartCutLink(t testing.TB, target string) *CutLink {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &CutLink{ln: ln, target: target}
-	l.wg.Go(l.serve)
-	t.Cleanup(l.Close)
+	l := &CutLink{}
+	l.listen(t, target, l.pump)
 	return l
 }
-
-// Addr is the proxy's host:port; clients connect there instead of target.
-func (l *CutLink) Addr() string { return l.ln.Addr().String() }
 
 // Cut makes the link lose the reply to the next request (what a client
 // sent on one connection since the server last answered there) that
@@ -51,76 +38,52 @@ func (l *CutLink) Cut(marker string) <-chan struct{} {
 	return l.armed
 }
 
-// Close stops the proxy and closes its connections.
-func (l *CutLink) Close() {
-	_ = l.ln.Close()
-	l.mu.Lock()
-	for _, c := range l.conns {
-		_ = c.Close()
-	}
-	l.mu.Unlock()
-	l.wg.Wait()
-}
-
-func (l *CutLink) serve() {
-	for {
-		down, err := l.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", l.target)
-		if err != nil {
-			_ = down.Close()
-			continue
-		}
-		l.mu.Lock()
-		l.conns = append(l.conns, down, up)
-		l.mu.Unlock()
-		var (
-			mu   sync.Mutex
-			sent []byte // what the client sent since the last reply
-		)
-		l.wg.Go(func() { // client to target, as it comes
-			defer func() { _ = up.Close() }()
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := down.Read(buf)
-				if n > 0 {
-					mu.Lock()
-					sent = append(sent, buf[:n]...)
-					mu.Unlock()
-					if _, err := up.Write(buf[:n]); err != nil {
-						return
-					}
-				}
-				if err != nil {
+// pump passes one connection through, dropping the reply Cut armed.
+func (l *CutLink) pump(down, up net.Conn) {
+	var (
+		mu   sync.Mutex
+		sent []byte // what the client sent since the last reply
+	)
+	l.wg.Go(func() { // client to target, as it comes
+		defer func() { _ = up.Close() }()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := down.Read(buf)
+			if n > 0 {
+				mu.Lock()
+				sent = append(sent, buf[:n]...)
+				mu.Unlock()
+				if _, err := up.Write(buf[:n]); err != nil {
 					return
 				}
 			}
-		})
-		l.wg.Go(func() {
-			defer func() { _ = up.Close(); _ = down.Close() }()
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := up.Read(buf)
-				if n > 0 {
-					mu.Lock()
-					req := sent
-					sent = nil
-					mu.Unlock()
-					if l.lose(req) {
-						return
-					}
-					if _, err := down.Write(buf[:n]); err != nil {
-						return
-					}
+			if err != nil {
+				return
+			}
+		}
+	})
+	l.wg.Go(func() {
+		defer func() { _ = up.Close(); _ = down.Close() }()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := up.Read(buf)
+			if n > 0 {
+				mu.Lock()
+				req := sent
+				sent = nil
+				mu.Unlock()
+				if l.lose(req) {
+					return
 				}
-				if err != nil {
+				if _, err := down.Write(buf[:n]); err != nil {
 					return
 				}
 			}
-		})
-	}
+			if err != nil {
+				return
+			}
+		}
+	})
 }
 
 // lose reports whether the link was cut and the reply to req is the one

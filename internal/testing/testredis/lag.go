@@ -3,7 +3,6 @@ package testredis
 import (
 	"io"
 	"net"
-	"sync"
 	"testing"
 	"time"
 )
@@ -15,66 +14,29 @@ import (
 // when the primary's host dies with data still in its send queue or on the
 // wire. It is closed when the test ends.
 type LagLink struct {
-	ln     net.Listener
-	target string
-	lag    time.Duration
-
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
+	relay
+	lag time.Duration
 }
 
 // StartLagLink starts a proxy to target whose target-to-client direction
 // lags by lag.
 func StartLagLink(t testing.TB, target string, lag time.Duration) *LagLink {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &LagLink{ln: ln, target: target, lag: lag}
-	l.wg.Go(l.serve)
-	t.Cleanup(l.Close)
+	l := &LagLink{lag: lag}
+	l.listen(t, target, l.pump)
 	return l
 }
-
-// Addr is the proxy's host:port; clients connect there instead of target.
-func (l *LagLink) Addr() string { return l.ln.Addr().String() }
 
 // Port is the proxy's port.
 func (l *LagLink) Port() int { return l.ln.Addr().(*net.TCPAddr).Port }
 
-// Close stops the proxy and closes its connections.
-func (l *LagLink) Close() {
-	_ = l.ln.Close()
-	l.mu.Lock()
-	for _, c := range l.conns {
-		_ = c.Close()
-	}
-	l.mu.Unlock()
-	l.wg.Wait()
-}
-
-func (l *LagLink) serve() {
-	for {
-		down, err := l.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", l.target)
-		if err != nil {
-			_ = down.Close()
-			continue
-		}
-		l.mu.Lock()
-		l.conns = append(l.conns, down, up)
-		l.mu.Unlock()
-		l.wg.Go(func() { // client to target: no lag
-			_, _ = io.Copy(up, down)
-			_ = up.Close()
-		})
-		l.wg.Go(func() { l.lagged(up, down) })
-	}
+// pump passes one connection through, the target's side lagged.
+func (l *LagLink) pump(down, up net.Conn) {
+	l.wg.Go(func() { // client to target: no lag
+		_, _ = io.Copy(up, down)
+		_ = up.Close()
+	})
+	l.wg.Go(func() { l.lagged(up, down) })
 }
 
 // chunk is what the target sent, and when.
