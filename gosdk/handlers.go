@@ -95,6 +95,7 @@ func run[R pausable, C any](ctx context.Context, a *Adapter, c *call, h func(con
 	if err := a.principalOf(ctx, c); err != nil {
 		return zero, err
 	}
+	c.BadState = badState(ctx)
 	legacy := legacySession(c.req)
 	res, err := adapt.Run(ctx, a.guard, &c.Call, recordFrom(ctx), a.logger,
 		func(ctx context.Context, core *adapt.Flow[C]) (R, error) {

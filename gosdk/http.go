@@ -1,7 +1,10 @@
 package gosdk
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -107,11 +110,51 @@ func NewHTTPHandler(s *mcp.Server, opts *HTTPOptions) http.Handler {
 			return
 		}
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= adapt.ModernVersion {
+			if r.Method == http.MethodPost {
+				r = withBadState(r, o.MaxRequestBodyBytes)
+			}
 			modern.ServeHTTP(w, r)
 			return
 		}
 		capped.ServeHTTP(w, r)
 	})
+}
+
+// withBadState reads a 2026-07-28 POST's body for a requestState that
+// is neither a string nor null (adapt.StripBadState): go-sdk would answer
+// it with a -32020 header mismatch before any handler ran. Such a member
+// is removed and the call marked, so the adapter's handler has the guard
+// refuse it as every invalid token is. The body is read up to go-sdk's
+// limit; a longer one goes on whole, for go-sdk to refuse (413).
+func withBadState(r *http.Request, limit int64) *http.Request {
+	if limit <= 0 {
+		limit = mcp.DefaultMaxRequestBodyBytes
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil || int64(len(body)) > limit {
+		// go-sdk reads what was read and the rest, and answers as it does.
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+		return r
+	}
+	r.Body.Close()
+	out, bad := adapt.StripBadState(body)
+	r.Body = io.NopCloser(bytes.NewReader(out))
+	r.ContentLength = int64(len(out))
+	if bad {
+		r = r.WithContext(context.WithValue(r.Context(), badStateKey{}, true))
+	}
+	return r
+}
+
+type badStateKey struct{}
+
+// badState reports whether withBadState marked the call of ctx.
+func badState(ctx context.Context) bool {
+	b, _ := ctx.Value(badStateKey{}).(bool)
+	return b
 }
 
 // hostAllowed is go-sdk's DNS rebinding check with an allow list: a

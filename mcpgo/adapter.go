@@ -116,6 +116,9 @@ func contextPrincipal(ctx context.Context) (reqstate.Principal, error) {
 // to pause; the exchange carries both to Handler and to the resource hook.
 type exchange struct {
 	body []byte // the request body, for nullResponses
+	// badState: the body's requestState was neither a string nor null
+	// (removed by Handler, refused by the guard).
+	badState bool
 
 	nullOnce sync.Once
 	null     bool

@@ -143,12 +143,16 @@ func (a *Adapter) newCall(ctx context.Context, method, target string, args json.
 	if meta != nil {
 		c.Meta = meta.AdditionalFields // for the guard's Observer (trace context)
 	}
+	x := exchangeFrom(ctx)
+	if x != nil {
+		c.BadState = x.badState
+	}
 	if mrt.InputResponses != nil {
 		c.Responses = make(map[string]any, len(mrt.InputResponses))
 		for k, v := range mrt.InputResponses {
 			c.Responses[k] = v
 		}
-	} else if x := exchangeFrom(ctx); x != nil {
+	} else if x != nil {
 		c.NullResponses = x.nullResponses() // mcp-go decodes null as absent
 	}
 	c.Caps = func() mcpwire.Caps { return capsOf(ctx, meta) }

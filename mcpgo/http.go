@@ -65,6 +65,10 @@ func (a *Adapter) Handler(next http.Handler) http.Handler {
 				return
 			}
 			x.body = buf.Bytes()
+			// A requestState that is neither a string nor null: mcp-go would
+			// refuse the body as unparsable (-32600); the guard refuses the
+			// call as invalid instead (adapt.StripBadState).
+			x.body, x.badState = adapt.StripBadState(x.body)
 			r.Body = io.NopCloser(bytes.NewReader(x.body))
 		}
 		rw := &rewriter{w: w, x: x}

@@ -95,6 +95,9 @@ type Call struct {
 	// {}, which is refused (ErrNullResponses).
 	Responses     map[string]any
 	NullResponses bool
+	// BadState marks a requestState member that is neither a string nor
+	// null (StripBadState), which the guard refuses as ReasonInvalid.
+	BadState bool
 	// Meta is the request's _meta, for the guard's Observer (trace
 	// context); nil for none.
 	Meta map[string]any
@@ -126,6 +129,7 @@ func Begin(ctx context.Context, g *mrtr.Guard, c *Call) (*mrtr.Flow, error) {
 		Principal:       c.Principal,
 		Arguments:       c.Arguments,
 		RequestState:    c.State,
+		BadState:        c.BadState,
 		Meta:            c.Meta,
 	}
 	if len(c.Responses) > 0 {

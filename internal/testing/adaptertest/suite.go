@@ -256,6 +256,7 @@ func RunFront(t *testing.T, run Start, fe Front) {
 		{"CapabilityGate", capabilityGate},
 		{"HandSetStateRefused", handSetStateRefused},
 		{"NullInputResponses", nullInputResponses},
+		{"NonStringState", nonStringState},
 		{"InexactNumberArguments", inexactNumberArguments},
 		{"StoreOutage", storeOutage},
 		{"PromptAndResource", promptAndResource},
@@ -498,6 +499,29 @@ func nullInputResponses(t *testing.T, run Start, fe Front) {
 	wantReject(t, "forged token", r, mrtr.ReasonInvalid)
 	if r.Status != fe.rejectStatus() {
 		t.Fatalf("forged token: HTTP %d, want %d", r.Status, fe.rejectStatus())
+	}
+}
+
+// nonStringState: a requestState member that is not a string (only
+// strings are tokens) is refused as invalid by the error contract, as a
+// forged token is, never as a header mismatch or a parse error of the SDK
+// underneath; a null one is no state, as an absent one: a first call.
+func nonStringState(t *testing.T, run Start, fe Front) {
+	e := start(t, run, options{})
+	c := e.client("/mcp", "")
+	tok := pauseDeploy(t, c, prodArgs)
+	for _, v := range []any{5, true, map[string]any{"s": tok}, []any{tok}} {
+		p := resume(tok, prodArgs, accept(map[string]any{"approve": true}))
+		p["requestState"] = v
+		r := c.Call(t, "tools/call", p)
+		wantReject(t, fmt.Sprintf("requestState %v", v), r, mrtr.ReasonInvalid)
+		if r.Status != fe.rejectStatus() {
+			t.Fatalf("requestState %v: HTTP %d, want %d", v, r.Status, fe.rejectStatus())
+		}
+	}
+	// The token itself was never spent by those.
+	if r := c.Call(t, "tools/call", resume(tok, prodArgs, accept(map[string]any{"approve": true}))); r.Error != nil || r.Result["resultType"] != "complete" {
+		t.Fatalf("the intact token after the refusals: %v", r)
 	}
 }
 

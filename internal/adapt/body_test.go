@@ -1,0 +1,82 @@
+package adapt
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
+)
+
+func TestStripBadState(t *testing.T) {
+	for _, c := range []struct {
+		name, body string
+		bad        bool
+	}{
+		{"number", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","requestState":5}}`, true},
+		{"object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","requestState":{"s":"v1.a"}}}`, true},
+		{"array in a prompt", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"x","requestState":["v1.a"]}}`, true},
+		{"bool in a resource", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"x:/","requestState":true}}`, true},
+		{"other case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","RequestState":5}}`, true},
+		{"escaped name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","request\u0053tate":5}}`, true},
+		{"spaces", " {\"method\" : \"tools/call\" , \"params\" : { \"requestState\" : 5 } } ", true},
+		{"string", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","requestState":"v1.a"}}`, false},
+		{"null", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","requestState":null}}`, false},
+		{"no state", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`, false},
+		{"not pausable", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"requestState":5}}`, false},
+		{"in arguments", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"requestState":5}}}`, false},
+		{"invalid JSON", `{"method":"tools/call","params":{"requestState":5}`, false},
+		{"batch", `[{"method":"tools/call","params":{"requestState":5}}]`, false},
+		{"params not an object", `{"method":"tools/call","params":["requestState",5]}`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, bad := StripBadState([]byte(c.body))
+			if bad != c.bad {
+				t.Fatalf("bad = %v, want %v", bad, c.bad)
+			}
+			if !bad {
+				if string(out) != c.body {
+					t.Fatalf("body changed: %s", out)
+				}
+				return
+			}
+			var msg struct {
+				ID     json.RawMessage
+				Method string
+				Params map[string]json.RawMessage
+			}
+			if err := json.Unmarshal(out, &msg); err != nil {
+				t.Fatalf("stripped body %s: %v", out, err)
+			}
+			for k := range msg.Params {
+				if strings.EqualFold(k, "requestState") {
+					t.Fatalf("stripped body still names %s: %s", k, out)
+				}
+			}
+			if msg.Method == "" || !mcpwire.Pausable(msg.Method) || msg.Params == nil {
+				t.Fatalf("stripped body lost the request: %s", out)
+			}
+		})
+	}
+}
+
+func FuzzStripBadState(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","requestState":5}}`))
+	f.Add([]byte(`{"method":"prompts/get","params":{"REQUESTSTATE":{"a":[1,2]},"name":"\u00e9"}}`))
+	f.Add([]byte(`{"method":"resources/read","params":{"requestState":"x"}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		out, bad := StripBadState(body)
+		if !bad {
+			if string(out) != string(body) {
+				t.Fatalf("unchanged body changed")
+			}
+			return
+		}
+		if !json.Valid(out) {
+			t.Fatalf("stripped body is not JSON: %q", out)
+		}
+		if again, bad := StripBadState(out); bad {
+			t.Fatalf("stripped body still has a bad state: %q", again)
+		}
+	})
+}
