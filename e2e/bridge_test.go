@@ -33,7 +33,9 @@ func serverEverything(t *testing.T) (node, script string) {
 
 // sealedOnly is an HTTP transport that fails the test when a response
 // through the proxy carries a requestState that is not an mrtr token or
-// names the bridge's hold (which only the sealed token may carry).
+// names the bridge's hold (which only the sealed token may carry). It
+// checks each line of a body as it passes, so event streams that stay
+// open flow through unbuffered.
 type sealedOnly struct {
 	t      *testing.T
 	mu     sync.Mutex
@@ -45,29 +47,61 @@ func (s *sealedOnly) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	resp.Body = io.NopCloser(bytes.NewReader(b))
-	if bytes.Contains(b, []byte("bridge:")) {
-		s.t.Errorf("a response shows the bridge's own state: %s", b)
-	}
-	for _, m := range bytes.Split(b, []byte("\n")) {
-		m = bytes.TrimPrefix(m, []byte("data: "))
-		var msg struct {
-			Result struct {
-				RequestState *string `json:"requestState"`
-			} `json:"result"`
-		}
-		if json.Unmarshal(m, &msg) == nil && msg.Result.RequestState != nil {
-			if !strings.HasPrefix(*msg.Result.RequestState, "v1.") {
-				s.t.Errorf("an unsealed requestState reached the client: %q", *msg.Result.RequestState)
-			}
-			s.mu.Lock()
-			s.tokens++
-			s.mu.Unlock()
-		}
-	}
+	resp.Body = &sealedBody{ReadCloser: resp.Body, s: s}
 	return resp, nil
+}
+
+// sealed is how many requestStates the responses carried so far.
+func (s *sealedOnly) sealed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tokens
+}
+
+// check checks one line of a response body.
+func (s *sealedOnly) check(line []byte) {
+	if bytes.Contains(line, []byte("bridge:")) {
+		s.t.Errorf("a response shows the bridge's own state: %s", line)
+	}
+	line = bytes.TrimPrefix(line, []byte("data: "))
+	var msg struct {
+		Result struct {
+			RequestState *string `json:"requestState"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(line, &msg) == nil && msg.Result.RequestState != nil {
+		if !strings.HasPrefix(*msg.Result.RequestState, "v1.") {
+			s.t.Errorf("an unsealed requestState reached the client: %q", *msg.Result.RequestState)
+		}
+		s.mu.Lock()
+		s.tokens++
+		s.mu.Unlock()
+	}
+}
+
+// sealedBody hands each complete line read through it to s.check.
+type sealedBody struct {
+	io.ReadCloser
+	s    *sealedOnly
+	line []byte
+}
+
+func (b *sealedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.line = append(b.line, p[:n]...)
+	for {
+		i := bytes.IndexByte(b.line, '\n')
+		if i < 0 {
+			break
+		}
+		b.s.check(b.line[:i])
+		b.line = b.line[i+1:]
+	}
+	if err != nil && len(b.line) > 0 {
+		b.s.check(b.line)
+		b.line = nil
+	}
+	return n, err
 }
 
 // TestBridgeServerEverything: a 2026-07-28 client (go-sdk v1.8.0, its own
@@ -116,8 +150,8 @@ func TestBridgeServerEverything(t *testing.T) {
 			t.Fatalf("the child sees MRTR_* variables: %s", text)
 		}
 	}
-	if seal.tokens < 3 {
-		t.Fatalf("%d sealed rounds seen, want one per input-asking tool at least", seal.tokens)
+	if n := seal.sealed(); n < 3 {
+		t.Fatalf("%d sealed rounds seen, want one per input-asking tool at least", n)
 	}
 }
 

@@ -78,27 +78,40 @@ func TestInspector(t *testing.T) {
 			url := target.start(t)
 			for _, era := range []string{"modern", "legacy"} {
 				t.Run(era, func(t *testing.T) {
-					runInspectorDriver(t, url, target.name, era, artifacts)
+					runInspectorDriver(t, url, target.name, era, "deploy", artifacts)
 				})
 			}
 		})
 	}
 }
 
-// runInspectorDriver runs inspector/drive.mjs with the pinned Node 22 and fails t unless it
-// completes the flow and leaves its screenshot. At the deadline the driver gets SIGTERM (it
+// TestBridgeInspector: the MCP Inspector 2.12.0 in its modern era (2026-07-28) completes
+// server-everything's trigger-elicitation-request through `mrtr proxy -- node ... stdio`
+// (drive.mjs --flow everything-elicitation): the dialog shows the Inspector's MRTR note, the
+// result carries the name and the box ticked in the form, the Protocol tab shows one MRTR
+// conversation of 2 rounds, and the round was sealed (every requestState the Inspector was
+// sent is an mrtr token; the proxy counted the pause). Screenshot: inspector-bridge-modern.png.
+func TestBridgeInspector(t *testing.T) {
+	needInspector(t)
+	b := startBridgedEverything(t)
+	runInspectorDriver(t, b.url, "bridge", "modern", "everything-elicitation", inspectorArtifacts(t))
+	b.wantSealed(t, 1)
+}
+
+// runInspectorDriver runs inspector/drive.mjs --flow flow with the pinned Node 22 and fails t
+// unless it completes the flow and leaves its screenshot. At the deadline the driver gets SIGTERM (it
 // keeps a failure screenshot, then stops the Inspector and the browser it started), and
 // SIGKILL 15 s later. The driver runs in its own process group, which holds the Inspector;
 // whatever is left in that group after the driver exits is killed by the group's id.
 // (Chromium runs in a group of its own, made by playwright-core, and exits when the
 // driver's end of its DevTools pipe closes.)
-func runInspectorDriver(t *testing.T, url, target, era, artifacts string) {
+func runInspectorDriver(t *testing.T, url, target, era, flow, artifacts string) {
 	t.Helper()
 	dir := filepath.Join(repoRoot, "inspector")
 	ctx, cancel := context.WithTimeout(context.Background(), inspectorRunTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(dir, "node_modules", ".bin", "node"), filepath.Join(dir, "drive.mjs"),
-		"--server-url", url, "--era", era, "--name", target, "--out", artifacts, "--timeout", inspectorDriverSecs)
+		"--server-url", url, "--era", era, "--flow", flow, "--name", target, "--out", artifacts, "--timeout", inspectorDriverSecs)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout = &out

@@ -241,6 +241,13 @@ func startProxy(t *testing.T, args ...string) string {
 // startProxyPID is startProxy that also returns the proxy's pid.
 func startProxyPID(t *testing.T, args ...string) (string, int) {
 	t.Helper()
+	u, pid, _ := startProxyLog(t, args...)
+	return u, pid
+}
+
+// startProxyLog is startProxyPID that also returns the proxy's log.
+func startProxyLog(t *testing.T, args ...string) (string, int, *serverLog) {
+	t.Helper()
 	full := append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...)
 	logs := &serverLog{url: make(chan string, 1)}
 	cmd := exec.Command(mrtrBin, full...)
@@ -275,11 +282,11 @@ func startProxyPID(t *testing.T, args ...string) (string, int) {
 	})
 	select {
 	case u := <-logs.url:
-		return u, cmd.Process.Pid
+		return u, cmd.Process.Pid, logs
 	case <-exited:
 		t.Fatalf("mrtr proxy exited before serving (%v):\n%s", waitErr, logs.String())
 	case <-time.After(60 * time.Second):
 		t.Fatalf("mrtr proxy logged no \"mrtr serving\" line within 60 s:\n%s", logs.String())
 	}
-	return "", 0
+	return "", 0, nil
 }

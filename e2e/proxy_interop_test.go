@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -177,21 +175,7 @@ func TestProxyInteropTypeScript(t *testing.T) {
 		{"typescript", startProxied(t, startTSUpstream(t)), "transfer", `{"to":"bob","amount":5}`, "transferred 5 to bob"},
 	} {
 		t.Run(up.name, func(t *testing.T) {
-			dir := filepath.Join(repoRoot, "conformance")
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, filepath.Join(dir, "node_modules", ".bin", "node"), "proxy-interop.mjs", up.url, up.tool, up.args)
-			cmd.Dir = dir
-			out, err := cmd.CombinedOutput()
-			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-			var res struct {
-				Text, Error string
-				IsError     bool
-				States      struct{ Sealed, Plain int }
-			}
-			if jerr := json.Unmarshal([]byte(lines[len(lines)-1]), &res); jerr != nil || err != nil || res.Error != "" {
-				t.Fatalf("proxy-interop.mjs: %v %v %s\n%s", err, jerr, res.Error, out)
-			}
+			res := runTSInterop(t, up.url, up.tool, up.args)
 			if !strings.Contains(res.Text, up.want) || res.IsError {
 				t.Fatalf("result %q (isError %v), want it to contain %q", res.Text, res.IsError, up.want)
 			}

@@ -1,8 +1,8 @@
-// drive.mjs: complete the `deploy` tool of an MCP server in the MCP Inspector's
+// drive.mjs: complete an elicitation flow (by default the `deploy` tool) of an MCP server in the MCP Inspector's
 // web UI, in Debian's headless chromium, and check what the user sees.
 //
 //   node_modules/.bin/node drive.mjs --server-url http://127.0.0.1:PORT/mcp --era modern|legacy \
-//       [--out DIR] [--name LABEL] [--timeout SECONDS]
+//       [--flow deploy|everything-elicitation] [--out DIR] [--name LABEL] [--timeout SECONDS]
 //
 // It starts the pinned Inspector (`--web --transport http --server-url URL --protocol-era ERA`)
 // on a free 127.0.0.1 port with a random API token, opens it in chromium (playwright-core,
@@ -11,6 +11,8 @@
 //   modern (2026-07-28): the dialog carries the Inspector's MRTR note, the result is
 //     "deployed api to staging", and the Protocol tab shows exactly one MRTR conversation of
 //     2 rounds (round 1 input required, round 2 complete).
+// --flow everything-elicitation calls server-everything's trigger-elicitation-request instead,
+// answers name "Ada Lovelace" and check, and wants them in the result; the checks are the same.
 //   legacy (2025-11-25): the same dialog without the MRTR note (the server asks with a
 //     server-to-client elicitation/create on the session), the same result, and no MRTR group.
 // It writes a screenshot of the finished call to DIR/inspector-LABEL-ERA.png (on failure
@@ -42,11 +44,45 @@ const ERAS = {
   legacy: { version: '2025-11-25', badge: 'Legacy' },
 };
 const MRTR_NOTE = /your answer is sent back as a retry of the original request \(MRTR\)/;
-const RESULT = 'deployed api to staging';
+
+// The flows --flow picks: the tool to call, how to fill its arguments, the question the
+// Elicitation Request dialog asks, how to answer it, and the text the result must show.
+const FLOWS = {
+  // deploy {service: "api", env: "staging"} of mrtr's demo server (mrtr serve).
+  deploy: {
+    tool: 'deploy',
+    button: { name: 'deploy', exact: true }, // the tool's entry in the list
+    async fill(page) {
+      await page.getByRole('textbox', { name: 'service', exact: true }).fill('api');
+      await page.getByRole('textbox', { name: 'env', exact: true }).click();
+      await page.getByRole('option', { name: 'staging', exact: true }).click();
+    },
+    question: 'Deploy api to staging?',
+    async answer(dialog) {
+      await dialog.getByRole('checkbox', { name: 'approve' }).check();
+    },
+    result: 'deployed api to staging',
+  },
+  // trigger-elicitation-request of @modelcontextprotocol/server-everything (a 2025-11-25
+  // server, put behind mrtr proxy's bridge): a form of many fields, only name required.
+  'everything-elicitation': {
+    tool: 'trigger-elicitation-request',
+    // Titled tools are listed as "TITLE name"; -async is another tool.
+    button: { name: /\btrigger-elicitation-request$/ },
+    async fill() {},
+    question: 'Please provide inputs for the following fields:',
+    async answer(dialog) {
+      // The form labels each field by its title: name is "String" (required), check "Boolean".
+      await dialog.getByRole('textbox', { name: /^String\s*\*?$/ }).fill('Ada Lovelace');
+      await dialog.getByRole('checkbox', { name: 'Boolean', exact: true }).check();
+    },
+    result: /- Name: Ada Lovelace\s+- Agreed to terms: true/,
+  },
+};
 
 function usage(msg) {
   console.error(`drive.mjs: ${msg}`);
-  console.error('usage: drive.mjs --server-url URL --era modern|legacy [--out DIR] [--name LABEL] [--timeout SECONDS]');
+  console.error(`usage: drive.mjs --server-url URL --era modern|legacy [--flow ${Object.keys(FLOWS).join('|')}] [--out DIR] [--name LABEL] [--timeout SECONDS]`);
   process.exit(2);
 }
 
@@ -56,6 +92,7 @@ try {
     options: {
       'server-url': { type: 'string' },
       era: { type: 'string' },
+      flow: { type: 'string', default: 'deploy' },
       out: { type: 'string' },
       name: { type: 'string', default: 'serve' },
       timeout: { type: 'string', default: '90' },
@@ -68,6 +105,8 @@ const serverURL = opts['server-url'];
 const era = opts.era;
 if (!serverURL || !/^https?:\/\//.test(serverURL)) usage('--server-url http://HOST:PORT/mcp is required');
 if (!ERAS[era]) usage(`--era must be modern or legacy, not ${JSON.stringify(era)}`);
+if (!Object.hasOwn(FLOWS, opts.flow)) usage(`--flow must be one of ${Object.keys(FLOWS).join(', ')}, not ${JSON.stringify(opts.flow)}`);
+const flow = FLOWS[opts.flow];
 if (!/^[A-Za-z0-9_.-]+$/.test(opts.name)) usage(`--name must match [A-Za-z0-9_.-]+, not ${JSON.stringify(opts.name)}`);
 const budgetSec = Number(opts.timeout);
 if (!(budgetSec > 0)) usage(`--timeout must be a positive number of seconds, not ${JSON.stringify(opts.timeout)}`);
@@ -230,22 +269,20 @@ async function main() {
     await page.getByText(`MCP ${ERAS[era].version}`, { exact: true }).waitFor();
   });
 
-  await step('open deploy in the Tools tab', async () => {
+  await step(`open ${flow.tool} in the Tools tab`, async () => {
     await page.getByRole('banner').getByText('Tools', { exact: true }).click();
-    await page.getByRole('button', { name: 'deploy', exact: true }).click();
+    await page.getByRole('button', flow.button).click();
   });
 
   await step('fill the arguments and execute', async () => {
-    await page.getByRole('textbox', { name: 'service', exact: true }).fill('api');
-    await page.getByRole('textbox', { name: 'env', exact: true }).click();
-    await page.getByRole('option', { name: 'staging', exact: true }).click();
+    await flow.fill(page);
     await page.getByRole('button', { name: 'Execute Tool' }).click();
   });
 
   const dialog = page.getByRole('dialog', { name: 'Elicitation Request' });
   await step('the Elicitation Request dialog asks', async () => {
     await dialog.waitFor();
-    await dialog.getByText('Deploy api to staging?').waitFor();
+    await dialog.getByText(flow.question).waitFor();
     const note = dialog.getByText(MRTR_NOTE);
     if (era === 'modern') {
       await note.waitFor();
@@ -255,15 +292,15 @@ async function main() {
     }
   });
 
-  await step('approve and submit', async () => {
-    await dialog.getByRole('checkbox', { name: 'approve' }).check();
+  await step('answer and submit', async () => {
+    await flow.answer(dialog);
     await dialog.getByRole('button', { name: 'Submit' }).click();
     await dialog.waitFor({ state: 'hidden' });
   });
 
-  await step(`the result reads "${RESULT}"`, async () => {
+  await step(`the result reads ${flow.result}`, async () => {
     await page.getByRole('heading', { name: 'Results' }).waitFor();
-    await page.getByText(RESULT, { exact: true }).waitFor();
+    await page.getByText(flow.result, { exact: true }).first().waitFor();
   });
 
   await step('the Protocol tab shows the call', async () => {
@@ -296,8 +333,8 @@ async function main() {
     if (await group.getByText('Round 3', { exact: true }).count() !== 0) throw new Error('the MRTR conversation has a third round');
     await group.getByText('input required', { exact: true }).waitFor(); // round 1's status
     await group.getByText('complete', { exact: true }).waitFor(); // round 2's (the header says "Complete")
-    const deploys = await group.getByText('deploy', { exact: true }).count();
-    if (deploys !== 2) throw new Error(`want both rounds to be tools/call deploy, found deploy ${deploys} times`);
+    const calls = await group.getByText(flow.tool, { exact: true }).count();
+    if (calls !== 2) throw new Error(`want both rounds to be tools/call ${flow.tool}, found ${flow.tool} ${calls} times`);
     // For the screenshot: the whole conversation in view, no tooltip over it.
     await group.evaluate((e) => e.scrollIntoView({ block: 'start' }));
   });
@@ -307,7 +344,7 @@ async function main() {
     await page.evaluate(() => document.activeElement?.blur()); // no focus tooltip over the result
     await page.screenshot({ path: shotOK });
   });
-  console.log(`drive: OK [${opts.name}/${era}] deploy completed in ${elapsed()}; screenshot: ${shotOK}`);
+  console.log(`drive: OK [${opts.name}/${era}] ${flow.tool} completed in ${elapsed()}; screenshot: ${shotOK}`);
   await cleanup();
   process.exit(0);
 }

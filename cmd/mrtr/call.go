@@ -675,7 +675,7 @@ func (a *app) list(ctx context.Context, cs *mcp.ClientSession) error {
 			fmt.Fprintf(w, "  %s%s\n", printable(t.Name), summary(t.Description))
 			fields := parseElicitSchema(t.InputSchema)
 			for _, f := range fields {
-				fmt.Fprintf(w, "    %s (%s)%s\n", f.name, strings.Join(f.facts(), ", "), summary(f.title+" "+f.desc))
+				fmt.Fprintf(w, "    %s (%s)%s\n", f.name, strings.Join(f.listFacts(), ", "), summary(f.title+" "+f.desc))
 			}
 		}
 	}

@@ -161,7 +161,7 @@ func TestCallList(t *testing.T) {
 		"Tools (mrtr call URL TOOL --arg k=v):\n",
 		"  deploy: Deploys a service",
 		"    service (string, required, at least 1 characters, at most 64 characters, pattern ^[A-Za-z0-9][A-Za-z0-9._-]*$): service name\n",
-		"    env (choose one: number or value, required): target environment\n",
+		"    env (one of: staging, production, required): target environment\n",
 		"  guess_number: ",
 		"    max (integer, optional, >= 1, <= 1000): upper end of the range\n",
 		"Prompts (mrtr call URL --prompt NAME --arg k=v):\n",

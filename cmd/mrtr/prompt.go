@@ -432,6 +432,31 @@ func (f *field) facts() []string {
 	return append(facts, f.limits...)
 }
 
+// listFacts is facts for a listing of a tool's inputs, where no numbered
+// choices follow: a choice shows its values (what --arg takes, each with
+// its title if it has one), not how to pick one at a prompt.
+func (f *field) listFacts() []string {
+	facts := f.facts()
+	if len(f.choices) == 0 {
+		return facts
+	}
+	values := make([]string, len(f.choices))
+	for i, c := range f.choices {
+		v := oneLine(printable(valueString(c.value)))
+		if c.label != "" && c.label != v {
+			v += " (" + oneLine(c.label) + ")"
+		}
+		values[i] = v
+	}
+	switch f.kind {
+	case kindChoice:
+		facts[0] = "one of: " + strings.Join(values, ", ")
+	case kindChoices:
+		facts[0] = "any of: " + strings.Join(values, ", ")
+	}
+	return facts
+}
+
 // inputPrompt is the line the answer is typed on.
 func (f *field) inputPrompt() string {
 	if f.kind == kindBoolean {

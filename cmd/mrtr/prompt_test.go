@@ -326,3 +326,29 @@ func TestElicitHintOnce(t *testing.T) {
 		t.Fatalf("output %q\nwant   %q", out.String(), want)
 	}
 }
+
+// A tool's listing (mrtr call URL) names an enum's values, which is what
+// --arg takes; "choose one: number or value" is for a prompt, where the
+// numbered choices follow.
+func TestListFactsShowEnumValues(t *testing.T) {
+	fields := parseElicitSchema(form(t, "", `{"type":"object","required":["env"],"properties":{
+		"env":{"type":"string","enum":["staging","production"]},
+		"size":{"type":"string","enum":["s","l"],"enumNames":["Small","Large"]},
+		"hero":{"type":"string","oneOf":[{"const":"hero-1","title":"Superman"},{"const":"hero-2"}]},
+		"tags":{"type":"array","items":{"type":"string","enum":["a","b"]},"maxItems":2},
+		"n":{"type":"integer","minimum":1}}}`).RequestedSchema)
+	got := map[string]string{}
+	for _, f := range fields {
+		got[f.name] = strings.Join(f.listFacts(), ", ")
+	}
+	want := map[string]string{
+		"env":  "one of: staging, production, required",
+		"size": "one of: s (Small), l (Large), optional",
+		"hero": "one of: hero-1 (Superman), hero-2, optional",
+		"tags": "any of: a, b, optional, at most 2 chosen",
+		"n":    "integer, optional, >= 1",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("listFacts:\n got %q\nwant %q", got, want)
+	}
+}
