@@ -18,16 +18,23 @@ import (
 )
 
 // memUpstream answers in memory, without a network: a call without
-// requestState pauses with a plain state, one with a state completes.
-type memUpstream struct{}
+// requestState pauses with a plain state, one with a state completes. With
+// sse set it answers as go-sdk's servers do, with a per-POST event stream
+// holding the one response.
+type memUpstream struct{ sse bool }
 
-func (memUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
+func (m memUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 	const pauseBody = `{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"confirm":{"method":"elicitation/create","params":{"message":"Deploy web to production?","requestedSchema":{"type":"object","properties":{"approve":{"type":"boolean"}},"required":["approve"]}}}},"requestState":"{\"service\":\"web\",\"env\":\"production\",\"step\":1}"}}`
 	const doneBody = `{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","content":[{"type":"text","text":"deployed web to production"}]}}`
 	body, _ := io.ReadAll(r.Body)
 	out := pauseBody
 	if bytes.Contains(body, []byte(`"requestState"`)) {
 		out = doneBody
+	}
+	if m.sse {
+		out = "event: message\nid: 1_0\ndata: " + out + "\n\n"
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}, "Cache-Control": {"no-cache, no-transform"}},
+			Body: io.NopCloser(bytes.NewReader([]byte(out))), ContentLength: -1, Request: r}, nil
 	}
 	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}, "Content-Length": {strconv.Itoa(len(out))}},
 		Body: io.NopCloser(bytes.NewReader([]byte(out))), ContentLength: int64(len(out)), Request: r}, nil
@@ -50,25 +57,35 @@ func benchBody(id int, state string) []byte {
 
 // BenchmarkHandlerFlow measures the proxy's own cost of one 2-round flow,
 // without any network: the handler is called directly and the upstream
-// answers in memory. reverseproxy is net/http/httputil.ReverseProxy over
-// the same in-memory upstream, for scale.
+// answers in memory, as JSON and (sse/) as an event stream, as go-sdk's
+// servers do. reverseproxy is net/http/httputil.ReverseProxy over the same
+// in-memory upstream, for scale.
 func BenchmarkHandlerFlow(b *testing.B) {
 	ring, err := reqstate.GenerateKeyRing("bench", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	guard := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil)})
-	px, err := proxy.New(proxy.Options{Upstream: "http://upstream.invalid/mcp", Guard: guard, Transport: memUpstream{}})
-	if err != nil {
-		b.Fatal(err)
-	}
 	u, _ := url.Parse("http://upstream.invalid/mcp")
-	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.Out.URL.Path = u.Path }, Transport: memUpstream{}}
-	first := benchBody(1, "")
-	for _, c := range []struct {
+	type contender struct {
 		name string
 		h    http.Handler
-	}{{"mrtr", px}, {"reverseproxy", rp}} {
+	}
+	var cs []contender
+	for _, sse := range []bool{false, true} {
+		px, err := proxy.New(proxy.Options{Upstream: u.String(), Guard: guard, Transport: memUpstream{sse}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.Out.URL.Path = u.Path }, Transport: memUpstream{sse}, FlushInterval: -1}
+		prefix := ""
+		if sse {
+			prefix = "sse/"
+		}
+		cs = append(cs, contender{prefix + "mrtr", px}, contender{prefix + "reverseproxy", rp})
+	}
+	first := benchBody(1, "")
+	for _, c := range cs {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -79,7 +96,7 @@ func BenchmarkHandlerFlow(b *testing.B) {
 				var res struct {
 					Result struct{ RequestState string } `json:"result"`
 				}
-				json.Unmarshal(w.Body.Bytes(), &res)
+				json.Unmarshal(payload(w.Body.Bytes()), &res)
 				w = httptest.NewRecorder()
 				r = httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", bytes.NewReader(benchBody(2, res.Result.RequestState)))
 				r.Header.Set("Content-Type", "application/json")
@@ -90,4 +107,16 @@ func BenchmarkHandlerFlow(b *testing.B) {
 			}
 		})
 	}
+}
+
+// payload is the message of a response: its body, or the data of the one
+// event of an event stream.
+func payload(b []byte) []byte {
+	if i := bytes.Index(b, []byte("data: ")); i >= 0 && !bytes.HasPrefix(b, []byte("{")) {
+		b = b[i+len("data: "):]
+		if j := bytes.IndexByte(b, '\n'); j >= 0 {
+			b = b[:j]
+		}
+	}
+	return b
 }

@@ -158,3 +158,37 @@ func TestSSEHeaderFlushedWhenSlow(t *testing.T) {
 		t.Fatalf("final event: %q", b)
 	}
 }
+
+// A pausable call reaches the upstream in one write, headers and body
+// together: an *http.Transport flushes the headers of a body it does not
+// know to be in memory on their own first (net/http issue 22088), one more
+// write and TCP segment per call.
+func TestUpstreamRequestOneWrite(t *testing.T) {
+	writes := new(atomic.Int32)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	dialer := &net.Dialer{}
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countConn{c, writes}, nil
+	}
+	ring, err := reqstate.GenerateKeyRing("k1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Options{Upstream: sseUpstream(t, nil), Guard: mrtr.New(reqstate.New(ring, nil), nil), Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	b, err := io.ReadAll(post(t, t.Context(), srv.URL).Body)
+	if err != nil || !bytes.Contains(b, []byte(`"requestState":"v1.k1.`)) {
+		t.Fatalf("sealed event: %q, %v", b, err)
+	}
+	if n := writes.Load(); n != 1 {
+		t.Fatalf("the call went to the upstream in %d writes, want 1", n)
+	}
+}

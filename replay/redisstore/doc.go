@@ -18,11 +18,14 @@
 // Options.Prefix followed by the id ("mrtr:replay:" by default). Its value
 // names the state and the reservation that wrote it:
 //
-//	reserved:<owner>   reserved, until the token expires (Redis expires the key)
-//	consumed:<owner>   committed, until the token expires
-//	replayed:<owner>   committed by a reservation whose claim the server had
-//	                   lost and which took the id from a later one, until the
+//	reserved:<owner>   reserved, until the token expires (Redis expires the key);
+//	                   with Options.Replicas zero also what a committed id
+//	                   holds (Commit writes nothing)
+//	consumed:<owner>   committed with Options.Replicas above zero, until the
 //	                   token expires
+//	replayed:<owner>   committed (Replicas above zero) by a reservation whose
+//	                   claim the server had lost and which took the id from a
+//	                   later one, until the token expires
 //
 // The owner is a random token (128 bits and more, from crypto/rand) that
 // Reserve draws for each reservation. Every key lives until the expiry the
@@ -48,27 +51,45 @@
 // copy wrote; Reserve then keeps the reservation instead of reporting its own
 // claim as a replay.
 //
-// Commit and Release are Lua scripts, run with EVALSHA (and EVAL when the
-// server's script cache does not have them, after a restart say), so that
-// reading the key and acting on what it holds is one atomic step:
+// Release is a Lua script, run with EVALSHA (and EVAL when the server's
+// script cache does not have it, after a restart say), so that reading the
+// key and acting on what it holds is one atomic step: it deletes the key
+// only if it still holds reserved:<owner>. A stale Release, after the token
+// expired and another reservation claimed the id, leaves that reservation
+// alone.
 //
-//   - Release deletes the key only if it still holds reserved:<owner>. A
-//     stale Release, after the token expired and another reservation claimed
-//     the id, leaves that reservation alone.
-//   - Commit writes consumed:<owner> with the remaining lifetime if the key
-//     holds reserved:<owner>, or holds nothing (the server lost the claim in
-//     a restart and nobody claimed the id since). If another reservation
-//     holds the id (the server lost this one's claim, and a second resume
-//     took it), Commit overwrites it with replayed:<owner> and returns
-//     ErrReplayed, so the id stays consumed whatever the other one does. If
-//     the id is consumed already, Commit returns ErrReplayed and changes
-//     nothing. A Commit for a token that has expired returns nil without a
-//     round trip.
+// # Commit
+//
+// With Options.Replicas zero (the default), Commit makes no round trip: it
+// only marks the reservation settled, so that a later Release does nothing.
+// The reservation already holds the id until the token expires, which is
+// all a consumed mark would: the key, its value and its expiry stay as
+// Reserve wrote them, and the token is refused until it expires. This saves
+// a round trip and its CPU on every resume. What it gives up is the
+// script's repair of a claim the server lost between Reserve and Commit (a
+// restart without persistence, a failover to a replica that had not
+// received the SET): a commit used to write the mark again, or report the
+// replay with ErrReplayed; now that id stays unclaimed, exactly as do the
+// ids committed before the loss, which no commit can bring back. So nothing
+// that Replicas zero guarantees changes (single use as long as Redis keeps
+// its writes, see "Deployment" and "Replicas and failover"); the window
+// that a loss of writes opens is the same one, seen by the resumes in
+// flight as well.
+//
+// With Replicas above zero, Commit is a Lua script like Release, sent with
+// WAIT (below): it writes consumed:<owner> with the remaining lifetime if
+// the key holds reserved:<owner>, or holds nothing (the server lost the
+// claim in a restart and nobody claimed the id since). If another
+// reservation holds the id (the server lost this one's claim, and a second
+// resume took it), Commit overwrites it with replayed:<owner> and returns
+// ErrReplayed, so the id stays consumed whatever the other one does. If the
+// id is consumed already, Commit returns ErrReplayed and changes nothing. A
+// Commit for a token that has expired returns nil without a round trip.
 //
 // Both scripts recognize their own earlier write, so a Commit or Release
 // retried after an error returns what the lost first attempt would have.
 //
-// Expiry is judged by two clocks. Reserve and Commit compute lifetimes from
+// Expiry is judged by two clocks. Reserve and an acknowledged Commit compute lifetimes from
 // Options.Now (the clock that also judges the tokens) and hand Redis relative
 // durations (PX), never absolute times, so a Redis host whose clock is off
 // cannot shorten how long a used token stays consumed.
@@ -85,15 +106,21 @@
 //
 // Options.Timeout (500ms by default) bounds every call, go-redis's own
 // retries included, even when the client would wait longer: a Redis that
-// stops answering costs each request at most the timeout. go-redis redials
+// stops answering costs each request at most the timeout. A client passed
+// to [New] may ignore context deadlines on its sockets, so each of its
+// round trips runs on a goroutine of its own that the caller stops waiting
+// for at the timeout; the client [NewFromURL] makes honours them
+// (ContextTimeoutEnabled), and its round trips run on the caller's
+// goroutine. go-redis redials
 // by itself, so once Redis is back the same Store works again; there is
 // nothing to recreate.
 //
 // A call that fails may still have taken effect on the server. A Reserve
 // that returned an error may have claimed the id: the token is then refused
-// until it expires. A Commit or Release that returned an error may be
-// retried; if it is not, the id stays claimed until the token expires, as
-// package replay documents: a lost Commit never reopens a token.
+// until it expires. A Commit (Replicas above zero) or Release that returned
+// an error may be retried; if it is not, the id stays claimed until the
+// token expires, as package replay documents: a lost Commit never reopens a
+// token. A Commit with Replicas zero fails only on a done context.
 //
 // # Deployment
 //

@@ -113,8 +113,9 @@ func TestGuardClockSkew(t *testing.T) {
 }
 
 // A client that hangs up right after the handler cancels the request's
-// context; the commit must still land on Redis, which refuses a call whose
-// context is done.
+// context; the commit must still take effect (here, with no replicas to
+// wait for, by keeping the reservation, which a canceled context would have
+// failed).
 func TestGuardCommitAfterHangUp(t *testing.T) {
 	url := testredis.Start(t)
 	raw := newClient(t, url)
@@ -131,8 +132,8 @@ func TestGuardCommitAfterHangUp(t *testing.T) {
 		t.Fatalf("End after the client hung up = %v, want the commit to land", err)
 	}
 	keys := raw.Keys(t.Context(), prefix+"*").Val()
-	if len(keys) != 1 || !strings.HasPrefix(raw.Get(t.Context(), keys[0]).Val(), "consumed:") {
-		t.Fatalf("keys %v, want one consumed mark", keys)
+	if len(keys) != 1 || !strings.HasPrefix(raw.Get(t.Context(), keys[0]).Val(), "reserved:") {
+		t.Fatalf("keys %v, want the one reservation, kept", keys)
 	}
 	_, err = g.Begin(t.Context(), call)
 	wantReason(t, err, mrtr.ReasonReplayed)
@@ -140,15 +141,17 @@ func TestGuardCommitAfterHangUp(t *testing.T) {
 
 // A commit lost to a Redis that stopped answering leaves the token reserved:
 // a replay two minutes and a second later (past the lease reservations used
-// to have), within the token's lifetime, is refused.
+// to have), within the token's lifetime, is refused. Only an acknowledged
+// commit (Replicas above zero) talks to Redis at all; see
+// TestGuardCommitWithoutRoundTrip for Replicas zero.
 func TestGuardCommitLost(t *testing.T) {
-	srv := testredis.StartServer(t)
+	srv := testredis.StartReplicated(t, 1).Primary
 	raw := newClient(t, srv.URL())
 	prefix := newPrefix()
 	clk := newAgedClock(t, raw, prefix)
 	// The calls that must succeed have all the time they need; the
 	// commit to the frozen server, a short timeout.
-	store := newStore(t, srv.URL(), &redisstore.Options{Prefix: prefix, Now: clk.Now, Timeout: bound})
+	store := newStore(t, srv.URL(), &redisstore.Options{Prefix: prefix, Now: clk.Now, Timeout: bound, Replicas: 1})
 	g := mrtr.New(newCodec(t), &mrtr.Options{TTL: guardTTL, Leeway: guardLeeway, Store: store, Now: clk.Now, StoreTimeout: 2 * bound})
 	call := pauseOn(t, g)
 	f, err := g.Begin(t.Context(), call)
@@ -164,6 +167,31 @@ func TestGuardCommitLost(t *testing.T) {
 		t.Fatalf("End on a frozen Redis = %v, want a timeout", err)
 	}
 	clk.Advance(2*time.Minute + time.Second)
+	_, err = g.Begin(t.Context(), call)
+	wantReason(t, err, mrtr.ReasonReplayed)
+}
+
+// With Replicas zero a commit makes no round trip: the reservation already
+// holds the id until the token expires, so a resume is settled even while
+// Redis does not answer, and the token stays spent.
+func TestGuardCommitWithoutRoundTrip(t *testing.T) {
+	srv := testredis.StartServer(t)
+	prefix := newPrefix()
+	store := newStore(t, srv.URL(), &redisstore.Options{Prefix: prefix, Timeout: bound})
+	g := mrtr.New(newCodec(t), &mrtr.Options{TTL: guardTTL, Leeway: guardLeeway, Store: store, StoreTimeout: 2 * bound})
+	call := pauseOn(t, g)
+	f, err := g.Begin(t.Context(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	redisstore.SetTimeout(store, short) // a round trip would fail
+	err = f.End(t.Context(), nil)
+	srv.Resume()
+	redisstore.SetTimeout(store, bound)
+	if err != nil {
+		t.Fatalf("End on a frozen Redis = %v, want nil: a commit without replicas needs no round trip", err)
+	}
 	_, err = g.Begin(t.Context(), call)
 	wantReason(t, err, mrtr.ReasonReplayed)
 }

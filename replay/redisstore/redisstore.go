@@ -112,6 +112,7 @@ type Options struct {
 type Store struct {
 	client      redis.UniversalClient
 	owned       bool // created by NewFromURL: Close closes the client
+	direct      bool // the client honours context deadlines (NewFromURL): roundTrip calls op itself
 	prefix      string
 	timeout     time.Duration
 	errTimeout  error
@@ -225,6 +226,7 @@ func NewFromURL(rawURL string, opts *Options) (*Store, error) {
 	}
 	s := New(client, opts)
 	s.owned = true
+	s.direct = true // parseClient sets ContextTimeoutEnabled
 	return s, nil
 }
 
@@ -310,6 +312,11 @@ type reservation struct {
 }
 
 // Commit implements [replay.Reservation].
+//
+// With Options.Replicas zero it makes no round trip: the reservation
+// already holds the id until the token expires, which is all a commit
+// would write (see "Commit" in the package documentation). With Replicas
+// above zero it writes consumed:<owner> and waits for the acknowledgments.
 func (r *reservation) Commit(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -319,6 +326,10 @@ func (r *reservation) Commit(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redisstore: commit: %w", err)
 	}
+	if r.s.replicas == 0 {
+		r.done = true
+		return nil
+	}
 	px, ok := pxUntil(r.expires, r.s.now())
 	if !ok {
 		// The token has expired and cannot be replayed. The claim ended at
@@ -326,15 +337,7 @@ func (r *reservation) Commit(ctx context.Context) error {
 		r.done = true
 		return nil
 	}
-	var n int64
-	var err error
-	if r.s.replicas > 0 {
-		n, err = r.s.commitAcked(ctx, r, px)
-	} else {
-		n, err = roundTrip(ctx, r.s, func(ctx context.Context) (int64, error) {
-			return commitScript.Run(ctx, r.s.client, []string{r.key}, r.owner, px.Milliseconds()).Int64()
-		})
-	}
+	n, err := r.s.commitAcked(ctx, r, px)
 	switch {
 	case err != nil:
 		return fmt.Errorf("redisstore: commit: %w", err)
@@ -383,6 +386,10 @@ func pxUntil(expires, now time.Time) (px time.Duration, ok bool) {
 	return px, true
 }
 
+// deadlineSlack is how close to its context's deadline an i/o timeout
+// counts as that deadline (see roundTrip).
+const deadlineSlack = 5 * time.Millisecond
+
 // roundTrip runs op with a context that ends after s.timeout, and returns
 // when op does or when that context ends, whichever is first.
 //
@@ -390,34 +397,40 @@ func pxUntil(expires, now time.Time) (px time.Duration, ok bool) {
 // reads: it would wait out its ReadTimeout (seconds) and retry, for each of
 // MaxRetries, on a server that has stopped answering. Running op in its own
 // goroutine keeps the caller's wait bounded by s.timeout whatever the client
-// is configured to do; op then ends by the client's own timeouts.
-// deadlineSlack is how close to its context's deadline an i/o timeout
-// counts as that deadline (see roundTrip).
-const deadlineSlack = 5 * time.Millisecond
-
+// is configured to do; op then ends by the client's own timeouts. A client
+// the store made (s.direct) bounds every dial, write, read and retry by the
+// context, so op runs on the caller's goroutine: no goroutine, channel and
+// closure per call.
 func roundTrip[T any](ctx context.Context, s *Store, op func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, s.errTimeout)
 	defer cancel()
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := op(ctx)
-		done <- result{v, err}
-	}()
-	var r result
-	select {
-	case r = <-done:
-	case <-ctx.Done():
-		select {
-		case r = <-done: // finished at the same moment: keep its answer
-		default:
-			return r.v, context.Cause(ctx)
+	var v T
+	var err error
+	if s.direct {
+		v, err = op(ctx)
+	} else {
+		type result struct {
+			v   T
+			err error
 		}
+		done := make(chan result, 1)
+		go func() {
+			v, err := op(ctx)
+			done <- result{v, err}
+		}()
+		var r result
+		select {
+		case r = <-done:
+		case <-ctx.Done():
+			select {
+			case r = <-done: // finished at the same moment: keep its answer
+			default:
+				return r.v, context.Cause(ctx)
+			}
+		}
+		v, err = r.v, r.err
 	}
-	if r.err != nil && ctx.Err() == nil && errors.Is(r.err, os.ErrDeadlineExceeded) {
+	if err != nil && ctx.Err() == nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		// A socket deadline that go-redis set from ctx's can fire a
 		// moment before ctx's own timer: if ctx is about to end, the
 		// i/o timeout is its deadline. Let it end, and say so below.
@@ -425,14 +438,14 @@ func roundTrip[T any](ctx context.Context, s *Store, op func(context.Context) (T
 			<-ctx.Done()
 		}
 	}
-	if r.err != nil && ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil {
 		// Most likely the deadline made op fail (an i/o timeout from a
 		// client that honours it): say so, for errors.Is.
-		if errors.Is(r.err, ctx.Err()) {
-			r.err = context.Cause(ctx)
+		if errors.Is(err, ctx.Err()) {
+			err = context.Cause(ctx)
 		} else {
-			r.err = fmt.Errorf("%w: %w", context.Cause(ctx), r.err)
+			err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
 		}
 	}
-	return r.v, r.err
+	return v, err
 }

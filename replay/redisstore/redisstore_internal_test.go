@@ -3,8 +3,10 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -152,8 +154,15 @@ func TestNewFromURLTopologies(t *testing.T) {
 // expects of a frozen server. Without the slack, the store returned the bare
 // "i/o timeout" now and then under load.
 func TestRoundTripEarlySocketDeadline(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) { testRoundTripEarlySocketDeadline(t, direct) })
+	}
+}
+
+func testRoundTripEarlySocketDeadline(t *testing.T, direct bool) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), &Options{Timeout: 200 * time.Millisecond})
+		s.direct = direct
 		defer s.client.Close()
 		_, err := roundTrip(t.Context(), s, func(ctx context.Context) (int, error) {
 			dl, _ := ctx.Deadline()
@@ -200,5 +209,38 @@ func TestWaitBelowReadTimeout(t *testing.T) {
 				t.Fatalf("WAIT timeout %d ms, want %d", s.waitMS, c.want)
 			}
 		})
+	}
+}
+
+// A store that made its client (NewFromURL, ContextTimeoutEnabled) runs
+// each round trip on the caller's goroutine: the client bounds it by the
+// context, and a goroutine, a channel and a closure per call would only
+// cost CPU. A caller's client, which may not honour the context, still
+// gets a goroutine of its own.
+func TestRoundTripDirect(t *testing.T) {
+	onCaller := func(s *Store) bool {
+		t.Helper()
+		on, err := roundTrip(t.Context(), s, func(context.Context) (bool, error) {
+			buf := make([]byte, 64<<10)
+			// Only the test's own goroutine runs under testing.tRunner.
+			return strings.Contains(string(buf[:runtime.Stack(buf, false)]), "testing.tRunner("), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return on
+	}
+	owned, err := NewFromURL("redis://127.0.0.1:1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owned.Close()
+	if !onCaller(owned) {
+		t.Error("NewFromURL's store ran a round trip on a goroutine of its own, want the caller's")
+	}
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	if onCaller(New(c, nil)) {
+		t.Error("New's store ran a round trip on the caller's goroutine, want one of its own")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -209,11 +210,14 @@ func TestPrefix(t *testing.T) {
 	if ttl := raw.PTTL(ctx, pa+id).Val(); ttl <= 50*time.Minute || ttl > time.Hour {
 		t.Fatalf("PTTL of a reservation = %v, want about an hour", ttl)
 	}
+	v := raw.Get(ctx, pa+id).Val()
 	if err := ra.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v := raw.Get(ctx, pa+id).Val(); !strings.HasPrefix(v, "consumed:") {
-		t.Fatalf("value after Commit = %q, want consumed:<owner>", v)
+	// Without replicas a Commit keeps the reservation as it is: it already
+	// holds the id until the token expires.
+	if after := raw.Get(ctx, pa+id).Val(); after != v {
+		t.Fatalf("value after Commit = %q, want the reservation %q", after, v)
 	}
 	if ttl := raw.PTTL(ctx, pa+id).Val(); ttl <= 50*time.Minute || ttl > time.Hour {
 		t.Fatalf("PTTL of a consumed id = %v, want about an hour", ttl)
@@ -251,8 +255,12 @@ func TestOutage(t *testing.T) {
 	ctx := t.Context()
 	exp := time.Now().Add(time.Hour)
 
-	held, before := newID(), newID()
+	held, before, released := newID(), newID(), newID()
 	r, err := store.Reserve(ctx, held, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, err := store.Reserve(ctx, released, exp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,22 +271,28 @@ func TestOutage(t *testing.T) {
 	srv.Stop()
 	redisstore.SetTimeout(store, short)
 	failsClosed(t, "Reserve", func() error { _, err := store.Reserve(ctx, before, exp); return err })
-	failsClosed(t, "Commit", func() error { return r.Commit(ctx) })
-	failsClosed(t, "Release", func() error { return r.Release(ctx) })
+	failsClosed(t, "Release", func() error { return rr.Release(ctx) })
 	failsClosed(t, "Ping", func() error { return store.Ping(ctx) })
+	// Without replicas a Commit makes no round trip (the reservation holds
+	// the id until the token expires): it succeeds with Redis down.
+	if err := r.Commit(ctx); err != nil {
+		t.Fatalf("Commit without a server = %v, want nil (no round trip)", err)
+	}
 
 	srv.Start()
 	redisstore.SetTimeout(store, bound)
 	if _, err := store.Reserve(ctx, before, exp); err != nil {
 		t.Fatalf("Reserve after restart = %v", err)
 	}
-	// The restart lost every key and the script cache: the retried Commit
-	// runs the script with EVAL and consumes an id whose key is gone.
-	if err := r.Commit(ctx); err != nil {
-		t.Fatalf("Commit retried after restart = %v, want nil", err)
+	// The restart lost every key and the script cache: the retried
+	// Release runs its script with EVAL, and finds nothing to delete.
+	if err := rr.Release(ctx); err != nil {
+		t.Fatalf("Release retried after restart = %v, want nil", err)
 	}
-	if _, err := store.Reserve(ctx, held, exp); !errors.Is(err, replay.ErrReplayed) {
-		t.Fatalf("Reserve after Commit = %v, want ErrReplayed", err)
+	// What a restart without persistence loses: the claims it forgot,
+	// committed or not (see "Deployment" in the package documentation).
+	if _, err := store.Reserve(ctx, held, exp); err != nil {
+		t.Fatalf("Reserve of an id the restart forgot = %v, want nil", err)
 	}
 }
 
@@ -322,7 +336,6 @@ func TestUnresponsive(t *testing.T) {
 				f    func() error
 			}{
 				{"Reserve", func() error { _, err := store.Reserve(ctx, newID(), exp); return err }},
-				{"Commit", func() error { return r.Commit(ctx) }},
 				{"Release", func() error { return r.Release(ctx) }},
 				{"Ping", func() error { return store.Ping(ctx) }},
 			} {
@@ -337,8 +350,8 @@ func TestUnresponsive(t *testing.T) {
 			if _, err := store.Reserve(ctx, newID(), exp); err != nil {
 				t.Fatalf("Reserve after resume = %v", err)
 			}
-			if err := r.Commit(ctx); err != nil {
-				t.Fatalf("Commit retried after resume = %v, want nil", err)
+			if err := r.Release(ctx); err != nil {
+				t.Fatalf("Release retried after resume = %v, want nil", err)
 			}
 		})
 	}
@@ -559,40 +572,58 @@ func TestCloseLeavesClient(t *testing.T) {
 
 // A claim the server lost (a restart without persistence, a failover to a
 // replica that missed it) can let a second reservation claim the id while the
-// first handler still runs. The first one's Commit then reports ErrReplayed
-// and leaves the id consumed, whatever the second one does.
+// first handler still runs. With Replicas above zero the first one's Commit
+// then reports ErrReplayed and leaves the id consumed, whatever the second
+// one does. With Replicas zero the Commit makes no round trip and cannot
+// notice: the id is held by the second reservation, and free again if that
+// one releases it (what package documentation's "Deployment" says a lost
+// claim costs).
 func TestCommitAfterLostClaim(t *testing.T) {
-	url := testredis.Start(t)
+	rs := testredis.StartReplicated(t, 1)
+	url := rs.Primary.URL()
 	ctx := t.Context()
 	raw := newClient(t, url)
-	prefix := newPrefix()
-	store := newStore(t, url, &redisstore.Options{Prefix: prefix})
-	for _, second := range []string{"releases", "commits"} {
-		t.Run(second, func(t *testing.T) {
-			id, exp := newID(), time.Now().Add(time.Hour)
-			first, err := store.Reserve(ctx, id, exp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw.Del(ctx, prefix+id) // the server forgets the claim
-			other, err := store.Reserve(ctx, id, exp)
-			if err != nil {
-				t.Fatalf("Reserve after the claim was lost = %v", err)
-			}
-			if err := first.Commit(ctx); !errors.Is(err, replay.ErrReplayed) {
-				t.Fatalf("Commit of the first = %v, want ErrReplayed", err)
-			}
-			if second == "releases" {
-				err = other.Release(ctx)
-			} else if err = other.Commit(ctx); errors.Is(err, replay.ErrReplayed) {
-				err = nil
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := store.Reserve(ctx, id, exp); !errors.Is(err, replay.ErrReplayed) {
-				t.Fatalf("Reserve after both = %v, want ErrReplayed", err)
-			}
-		})
+	for _, replicas := range []int{0, 1} {
+		prefix := newPrefix()
+		store := newStore(t, url, &redisstore.Options{Prefix: prefix, Replicas: replicas})
+		for _, second := range []string{"releases", "commits"} {
+			t.Run(fmt.Sprintf("Replicas%d/%s", replicas, second), func(t *testing.T) {
+				id, exp := newID(), time.Now().Add(time.Hour)
+				first, err := store.Reserve(ctx, id, exp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				raw.Del(ctx, prefix+id) // the server forgets the claim
+				other, err := store.Reserve(ctx, id, exp)
+				if err != nil {
+					t.Fatalf("Reserve after the claim was lost = %v", err)
+				}
+				want := replay.ErrReplayed
+				if replicas == 0 {
+					want = nil
+				}
+				if err := first.Commit(ctx); !errors.Is(err, want) {
+					t.Fatalf("Commit of the first = %v, want %v", err, want)
+				}
+				if second == "releases" {
+					err = other.Release(ctx)
+				} else if err = other.Commit(ctx); errors.Is(err, replay.ErrReplayed) {
+					err = nil
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = store.Reserve(ctx, id, exp)
+				if replicas == 0 && second == "releases" {
+					if err != nil {
+						t.Fatalf("Reserve after the second released = %v, want nil (no commit round trip)", err)
+					}
+					return
+				}
+				if !errors.Is(err, replay.ErrReplayed) {
+					t.Fatalf("Reserve after both = %v, want ErrReplayed", err)
+				}
+			})
+		}
 	}
 }
