@@ -2,13 +2,20 @@
 
 package stdio
 
-import "syscall"
+import (
+	"os/exec"
+	"syscall"
+)
 
 // supported is false: Start returns an error wrapping errors.ErrUnsupported.
 const supported = false
 
-func sysProcAttr() *syscall.SysProcAttr { return nil }
+func sysProcAttr(*int) *syscall.SysProcAttr { return nil }
 
-func waitExited(int) bool { return false }
+func startCmd(cmd *exec.Cmd) error { return cmd.Start() }
+
+func endCmd() {}
+
+func waitExited(int, int) bool { return false }
 
 func signalGroup(int, bool) {}

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -131,7 +130,8 @@ func Start(cfg Config) (*Child, error) {
 	}
 	cmd.Env = env
 	cmd.Dir = cfg.Dir
-	cmd.SysProcAttr = sysProcAttr()
+	pidfd := -1
+	cmd.SysProcAttr = sysProcAttr(&pidfd)
 
 	c := &Child{
 		name:       cfg.Path,
@@ -193,12 +193,14 @@ func Start(cfg Config) (*Child, error) {
 	cmd.Stdin, cmd.Stdout = inR, outW
 	c.stdin, c.stdout = inW, outR
 
-	started := make(chan error, 1)
-	go c.run(cmd, childEnds, errR, started)
-	if err := <-started; err != nil {
+	err = startCmd(cmd)
+	closeAll(childEnds)
+	if err != nil {
 		closeAll(parentEnds)
 		return nil, fmt.Errorf("stdio: start %q: %w", cfg.Path, err)
 	}
+	c.pid = cmd.Process.Pid
+	go c.wait(cmd, pidfd, errR)
 	go c.readStdout()
 	if errR != nil {
 		go c.readStderr(errR, cfg.Logger.With("pid", c.pid, "stream", "stderr"))
@@ -208,25 +210,13 @@ func Start(cfg Config) (*Child, error) {
 	return c, nil
 }
 
-// run starts the child and waits for it, on a thread of its own that ends
-// only after the child is reaped: Linux sends Pdeathsig when the thread
-// that started a child exits, so that thread must outlive the child.
-func (c *Child) run(cmd *exec.Cmd, childEnds []*os.File, errR *os.File, started chan<- error) {
-	runtime.LockOSThread()
-	// Never unlocked: the thread ends with this goroutine, after the reap.
-	err := cmd.Start()
-	for _, f := range childEnds {
-		f.Close()
-	}
-	if err == nil {
-		c.pid = cmd.Process.Pid
-	}
-	started <- err
-	if err != nil {
-		return
-	}
-
-	waited := waitExited(c.pid)
+// wait waits for the child to exit and reaps it. On Linux it waits on the
+// child's pidfd in the runtime's poller, so a running child holds no
+// thread; the thread the child was forked from is the spawner's, which
+// outlives it (see spawner).
+func (c *Child) wait(cmd *exec.Cmd, pidfd int, errR *os.File) {
+	defer endCmd()
+	waited := waitExited(pidfd, c.pid)
 	if waited {
 		// Exited, not yet reaped: its group id is still its own, so what is
 		// left in the group can be killed without hitting a stranger.
