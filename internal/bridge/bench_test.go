@@ -527,3 +527,52 @@ func TestBenchServer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSessionCost pins what an idle bridged session (a held call's
+// session, its child aside) costs the proxy in goroutines and threads, the
+// most of a held call's memory (issue 20: at most 32 KiB per held call):
+// at most four goroutines (the child's wait, its stdout and stderr
+// readers, the JSON-RPC reader, which also drops the session when the
+// child ends) and no OS thread (each costs the runtime 48 KiB of stacks).
+func TestSessionCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	const n = 8
+	br := bridge.New(bridge.Options{Dial: dialServer, MaxSessions: n, MaxHolds: n})
+	t.Cleanup(func() { br.Close(context.Background()) })
+	h := benchProxy(t, "http://legacy.bridge/mcp", br)
+	f, err := newProxyFlow(h) // one session, idle again
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := sampleMem()
+	states := make([]string, 0, n)
+	for range n { // n calls held at once: n sessions
+		w := serveOnce(h, round1)
+		st, ok := stateIn(w.Body.Bytes())
+		if !ok {
+			t.Fatalf("round 1: %d %s", w.Code, w.Body)
+		}
+		states = append(states, st)
+	}
+	for _, st := range states {
+		if w := serveOnce(h, round2(f.key, st)); !bytes.Contains(w.Body.Bytes(), []byte("deleted a")) {
+			t.Fatalf("round 2: %d %s", w.Code, w.Body)
+		}
+	}
+	after := sampleMem()
+	if s := br.Stats(); s.Sessions != n || s.Idle != n {
+		t.Fatalf("stats %+v, want %d idle sessions", s, n)
+	}
+	// One more goroutine may not have returned yet from serving the last
+	// request; five per session would be 5*(n-1).
+	if g := after.goroutines - before.goroutines; g > 4*(n-1)+1 {
+		t.Errorf("%d more idle sessions added %d goroutines, want at most %d", n-1, g, 4*(n-1)+1)
+	}
+	// The runtime may add a thread of its own (Go never ends one); one per
+	// child would add n-1.
+	if th := after.threads - before.threads; th > 2 {
+		t.Errorf("%d more idle sessions added %d OS threads, want at most 2", n-1, th)
+	}
+}

@@ -384,8 +384,7 @@ func (b *Bridge) open(ctx context.Context, caller string) (*session, error) {
 		return nil, fmt.Errorf("the upstream could not be initialized: %w", err)
 	}
 	s.info = &info
-	go func() { // a session whose upstream ends is dropped
-		<-s.conn.Done()
+	s.conn.AfterDone(func() { // a session whose upstream ends is dropped
 		s.mu.Lock()
 		s.dead = true
 		a := s.active
@@ -394,7 +393,7 @@ func (b *Bridge) open(ctx context.Context, caller string) (*session, error) {
 		if a != nil {
 			a.push(nil) // wakes the call: the upstream is gone
 		}
-	}()
+	})
 	b.log.Info("bridge: upstream session started", "protocol_version", info.ProtocolVersion)
 	return s, nil
 }
