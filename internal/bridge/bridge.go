@@ -222,17 +222,27 @@ func key(p reqstate.Principal) string {
 	return strconv.Itoa(len(p.Issuer)) + ":" + p.Issuer + p.Subject
 }
 
-// Stats is what the bridge holds right now.
+// Stats is what a Bridge or a Direct holds right now.
 type Stats struct {
-	Sessions, Idle, Holds int
+	// Sessions counts the upstream connections open (on stdio, the
+	// children running): a Bridge's sessions, a Direct's shared child, and
+	// the sessions of 2025-11-25 clients (one child each).
+	Sessions int
+	// Idle counts those of them kept for their caller's next call, with
+	// nothing in flight.
+	Idle int
+	// Holds counts the calls held for a client's answers.
+	Holds int
 }
 
 // Stats reports the open sessions, the idle ones among them and the held
-// calls.
+// calls. The sessions of 2025-11-25 clients count among the sessions, and
+// as idle while they serve no request but their GET stream.
 func (b *Bridge) Stats() Stats {
+	open, idle := b.legacy.stats()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := Stats{Sessions: len(b.sessions), Holds: len(b.holds)}
+	s := Stats{Sessions: len(b.sessions) + open, Idle: idle, Holds: len(b.holds)}
 	for _, l := range b.idle {
 		s.Idle += len(l)
 	}
