@@ -573,27 +573,28 @@ func readChunks(f *os.File, each func([]byte) bool) error {
 	if err != nil {
 		return err
 	}
+	var (
+		bp   *[]byte
+		n    int
+		rerr error
+	)
+	read := func(fd uintptr) bool { // one closure for every read: no allocation per chunk
+		bp = readBufs.get()
+		for {
+			n, rerr = syscall.Read(int(fd), *bp)
+			if rerr != syscall.EINTR {
+				break
+			}
+		}
+		if rerr == syscall.EAGAIN {
+			readBufs.put(bp)
+			bp = nil
+			return false // wait for data, holding no buffer
+		}
+		return true
+	}
 	for {
-		var (
-			bp   *[]byte
-			n    int
-			rerr error
-		)
-		err := rc.Read(func(fd uintptr) bool {
-			bp = readBufs.get()
-			for {
-				n, rerr = syscall.Read(int(fd), *bp)
-				if rerr != syscall.EINTR {
-					break
-				}
-			}
-			if rerr == syscall.EAGAIN {
-				readBufs.put(bp)
-				bp = nil
-				return false // wait for data, holding no buffer
-			}
-			return true
-		})
+		err := rc.Read(read)
 		switch {
 		case err != nil:
 			return err
