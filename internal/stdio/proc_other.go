@@ -3,6 +3,7 @@
 package stdio
 
 import (
+	"errors"
 	"os/exec"
 	"syscall"
 )
@@ -19,3 +20,5 @@ func endCmd() {}
 func waitExited(int, int) bool { return false }
 
 func signalGroup(int, bool) {}
+
+func readFD(uintptr, []byte) (int, bool, error) { return 0, false, errors.ErrUnsupported }

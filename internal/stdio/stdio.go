@@ -580,13 +580,9 @@ func readChunks(f *os.File, each func([]byte) bool) error {
 	)
 	read := func(fd uintptr) bool { // one closure for every read: no allocation per chunk
 		bp = readBufs.get()
-		for {
-			n, rerr = syscall.Read(int(fd), *bp)
-			if rerr != syscall.EINTR {
-				break
-			}
-		}
-		if rerr == syscall.EAGAIN {
+		var again bool
+		n, again, rerr = readFD(fd, *bp)
+		if again {
 			readBufs.put(bp)
 			bp = nil
 			return false // wait for data, holding no buffer
