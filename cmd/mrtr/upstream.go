@@ -139,10 +139,8 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 			"upstream", name, "era", era)
 		d := bridge.NewDirectWith(bridge.DirectOptions{Dial: dial, Logger: childLog, MaxProcs: c.maxProcs})
 		c.instrument(d.Ready, func() (procs, idle, holds int) {
-			if d.Running() {
-				procs = 1
-			}
-			return procs, 0, 0
+			st := d.Stats() // the shared child and 2025-11-25 clients' children
+			return st.Sessions, st.Idle, st.Holds
 		})
 		return d, d.Close, nil
 	}

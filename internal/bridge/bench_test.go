@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -410,8 +411,8 @@ func BenchmarkBridge(b *testing.B) {
 const heldCalls = 64
 
 type memSample struct {
-	heap, stack uint64
-	goroutines  int
+	heap, stack         uint64
+	goroutines, threads int
 }
 
 func sampleMem() memSample {
@@ -419,7 +420,21 @@ func sampleMem() memSample {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return memSample{heap: ms.HeapAlloc, stack: ms.StackInuse, goroutines: runtime.NumGoroutine()}
+	return memSample{heap: ms.HeapAlloc, stack: ms.StackInuse, goroutines: runtime.NumGoroutine(), threads: osThreads()}
+}
+
+// osThreads is the process's thread count (Linux: /proc/self/status), 0
+// where it cannot be read. A thread the runtime keeps costs two stacks of
+// its own (16 and 32 KiB), counted in StackInuse.
+func osThreads() int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	_, rest, _ := bytes.Cut(b, []byte("\nThreads:"))
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	n, _ := strconv.Atoi(string(bytes.TrimSpace(line)))
+	return n
 }
 
 // BenchmarkBridgeHeld measures what a held call costs this process (its
@@ -427,10 +442,10 @@ func sampleMem() memSample {
 // session, so its own child), samples the live heap and the goroutine
 // stacks after a GC, and resumes them all. hold-B is the live heap a
 // held call adds to an idle session of its caller, hold-stack-B its
-// stacks; session-B, session-stack-B and session-goroutines are what an
-// idle session (the proxy's side of a child: pipes, readers, the JSON-RPC
-// connection) costs, measured once, before the loop. The client's tokens are not
-// counted.
+// stacks; session-B, session-stack-B, session-goroutines and
+// session-threads are what an idle session (the proxy's side of a child:
+// pipes, readers, the JSON-RPC connection) costs, measured once, before
+// the loop. The client's tokens are not counted.
 func BenchmarkBridgeHeld(b *testing.B) {
 	br := bridge.New(bridge.Options{Dial: dialServer, MaxSessions: heldCalls, MaxHolds: heldCalls})
 	b.Cleanup(func() { br.Close(context.Background()) })
@@ -484,6 +499,7 @@ func BenchmarkBridgeHeld(b *testing.B) {
 	b.ReportMetric(float64(int64(idle.heap-before.heap))/(heldCalls-1), "session-B")
 	b.ReportMetric(float64(int64(idle.stack-before.stack))/(heldCalls-1), "session-stack-B")
 	b.ReportMetric(float64(idle.goroutines-before.goroutines)/(heldCalls-1), "session-goroutines")
+	b.ReportMetric(float64(idle.threads-before.threads)/(heldCalls-1), "session-threads")
 	b.ReportMetric(float64(heap)/float64(b.N*heldCalls), "hold-B")
 	b.ReportMetric(float64(stack)/float64(b.N*heldCalls), "hold-stack-B")
 }
@@ -509,5 +525,54 @@ func TestBenchServer(t *testing.T) {
 	}
 	if _, err := floor.run(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSessionCost pins what an idle bridged session (a held call's
+// session, its child aside) costs the proxy in goroutines and threads, the
+// most of a held call's memory (issue 20: at most 32 KiB per held call):
+// at most four goroutines (the child's wait, its stdout and stderr
+// readers, the JSON-RPC reader, which also drops the session when the
+// child ends) and no OS thread (each costs the runtime 48 KiB of stacks).
+func TestSessionCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	const n = 8
+	br := bridge.New(bridge.Options{Dial: dialServer, MaxSessions: n, MaxHolds: n})
+	t.Cleanup(func() { br.Close(context.Background()) })
+	h := benchProxy(t, "http://legacy.bridge/mcp", br)
+	f, err := newProxyFlow(h) // one session, idle again
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := sampleMem()
+	states := make([]string, 0, n)
+	for range n { // n calls held at once: n sessions
+		w := serveOnce(h, round1)
+		st, ok := stateIn(w.Body.Bytes())
+		if !ok {
+			t.Fatalf("round 1: %d %s", w.Code, w.Body)
+		}
+		states = append(states, st)
+	}
+	for _, st := range states {
+		if w := serveOnce(h, round2(f.key, st)); !bytes.Contains(w.Body.Bytes(), []byte("deleted a")) {
+			t.Fatalf("round 2: %d %s", w.Code, w.Body)
+		}
+	}
+	after := sampleMem()
+	if s := br.Stats(); s.Sessions != n || s.Idle != n {
+		t.Fatalf("stats %+v, want %d idle sessions", s, n)
+	}
+	// One more goroutine may not have returned yet from serving the last
+	// request; five per session would be 5*(n-1).
+	if g := after.goroutines - before.goroutines; g > 4*(n-1)+1 {
+		t.Errorf("%d more idle sessions added %d goroutines, want at most %d", n-1, g, 4*(n-1)+1)
+	}
+	// The runtime may add a thread of its own (Go never ends one); one per
+	// child would add n-1.
+	if th := after.threads - before.threads; th > 2 {
+		t.Errorf("%d more idle sessions added %d OS threads, want at most 2", n-1, th)
 	}
 }

@@ -190,6 +190,29 @@ func callerOf(ctx context.Context) reqstate.Principal {
 	return p
 }
 
+type authKey struct{}
+
+// withAuthorization returns ctx carrying the Authorization header of the
+// request being served, which the proxy leaves on it only when it
+// forwards it (proxy.Options.ForwardAuthorization).
+func withAuthorization(ctx context.Context, v string) context.Context {
+	if v == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, authKey{}, v)
+}
+
+func authorizationOf(ctx context.Context) string {
+	v, _ := ctx.Value(authKey{}).(string)
+	return v
+}
+
+// authorizer is an Upstream that sends its caller's Authorization header
+// (HTTPSession); open hands it the one of the request it opens for.
+type authorizer interface {
+	authorize(string)
+}
+
 // key is a principal as a map key; issuer and subject are
 // length-prefixed, so no two principals share one.
 func key(p reqstate.Principal) string {
@@ -199,17 +222,27 @@ func key(p reqstate.Principal) string {
 	return strconv.Itoa(len(p.Issuer)) + ":" + p.Issuer + p.Subject
 }
 
-// Stats is what the bridge holds right now.
+// Stats is what a Bridge or a Direct holds right now.
 type Stats struct {
-	Sessions, Idle, Holds int
+	// Sessions counts the upstream connections open (on stdio, the
+	// children running): a Bridge's sessions, a Direct's shared child, and
+	// the sessions of 2025-11-25 clients (one child each).
+	Sessions int
+	// Idle counts those of them kept for their caller's next call, with
+	// nothing in flight.
+	Idle int
+	// Holds counts the calls held for a client's answers.
+	Holds int
 }
 
 // Stats reports the open sessions, the idle ones among them and the held
-// calls.
+// calls. The sessions of 2025-11-25 clients count among the sessions, and
+// as idle while they serve no request but their GET stream.
 func (b *Bridge) Stats() Stats {
+	open, idle := b.legacy.stats()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := Stats{Sessions: len(b.sessions), Holds: len(b.holds)}
+	s := Stats{Sessions: len(b.sessions) + open, Idle: idle, Holds: len(b.holds)}
 	for _, l := range b.idle {
 		s.Idle += len(l)
 	}
@@ -262,6 +295,7 @@ type session struct {
 	up     Upstream
 	conn   *rpc.Conn
 	caller string
+	auth   string // the Authorization it was opened with; reused only with the same
 	info   *initResult
 
 	mu     sync.Mutex
@@ -285,9 +319,18 @@ func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
 		b.mu.Unlock()
 		return nil, errClosed
 	}
-	for l := b.idle[caller]; len(l) > 0; l = b.idle[caller] {
-		s := l[len(l)-1]
-		b.idle[caller] = l[:len(l)-1]
+	auth := authorizationOf(ctx)
+	for {
+		l := b.idle[caller]
+		i := len(l) - 1
+		for i >= 0 && l[i].auth != auth {
+			i--
+		}
+		if i < 0 {
+			break
+		}
+		s := l[i]
+		b.idle[caller] = append(l[:i:i], l[i+1:]...)
 		if len(b.idle[caller]) == 0 {
 			delete(b.idle, caller)
 		}
@@ -354,7 +397,10 @@ func (b *Bridge) open(ctx context.Context, caller string) (*session, error) {
 		b.log.Error("bridge: start the upstream", "error", err)
 		return nil, fmt.Errorf("the upstream could not be started: %w", err)
 	}
-	s := &session{b: b, up: up, caller: caller}
+	s := &session{b: b, up: up, caller: caller, auth: authorizationOf(ctx)}
+	if a, ok := up.(authorizer); ok {
+		a.authorize(s.auth)
+	}
 	s.conn = rpc.NewConn(up, s.handle)
 	params, _ := json.Marshal(map[string]any{
 		"protocolVersion": LegacyVersion,
@@ -384,8 +430,7 @@ func (b *Bridge) open(ctx context.Context, caller string) (*session, error) {
 		return nil, fmt.Errorf("the upstream could not be initialized: %w", err)
 	}
 	s.info = &info
-	go func() { // a session whose upstream ends is dropped
-		<-s.conn.Done()
+	s.conn.AfterDone(func() { // a session whose upstream ends is dropped
 		s.mu.Lock()
 		s.dead = true
 		a := s.active
@@ -394,7 +439,7 @@ func (b *Bridge) open(ctx context.Context, caller string) (*session, error) {
 		if a != nil {
 			a.push(nil) // wakes the call: the upstream is gone
 		}
-	}()
+	})
 	b.log.Info("bridge: upstream session started", "protocol_version", info.ProtocolVersion)
 	return s, nil
 }
@@ -589,6 +634,9 @@ func (b *Bridge) RoundTrip(r *http.Request) (*http.Response, error) {
 		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		return b.o.Passthrough.RoundTrip(out)
+	}
+	if v := r.Header.Get("Authorization"); v != "" {
+		r = r.WithContext(withAuthorization(r.Context(), v))
 	}
 	return serveInProcess(r, body, b.serve), nil
 }

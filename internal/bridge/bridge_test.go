@@ -183,6 +183,16 @@ var allCaps = map[string]any{"elicitation": map[string]any{}, "sampling": map[st
 
 func call(t *testing.T, e *env, user, method string, params map[string]any, caps map[string]any) result {
 	t.Helper()
+	hdr := http.Header{}
+	if user != "" {
+		hdr.Set("X-Test-User", user)
+	}
+	return callWith(t, e, hdr, method, params, caps)
+}
+
+// callWith is call with the client's own extra headers.
+func callWith(t *testing.T, e *env, hdr http.Header, method string, params map[string]any, caps map[string]any) result {
+	t.Helper()
 	if caps == nil {
 		caps = allCaps
 	}
@@ -191,8 +201,8 @@ func call(t *testing.T, e *env, user, method string, params map[string]any, caps
 	req, _ := http.NewRequest(http.MethodPost, e.px, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	if user != "" {
-		req.Header.Set("X-Test-User", user)
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

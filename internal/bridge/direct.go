@@ -114,6 +114,19 @@ func (d *Direct) Running() bool {
 	}
 }
 
+// Stats reports the upstream processes running: the shared child, when
+// it runs, and the children of 2025-11-25 client sessions; Idle counts
+// those of the latter that serve no request but their GET stream (the
+// shared child is never idle: it serves every 2026-07-28 client). Holds
+// is 0: a Direct holds no call.
+func (d *Direct) Stats() Stats {
+	open, idle := d.legacy.stats()
+	if d.Running() {
+		open++
+	}
+	return Stats{Sessions: open, Idle: idle}
+}
+
 // Close stops the upstream, if it runs, and the children of 2025-11-25
 // client sessions.
 func (d *Direct) Close(ctx context.Context) error {

@@ -48,6 +48,12 @@ type HTTPOptions struct {
 // (404 to a request carrying its id) ends Recv. It is safe for concurrent
 // use.
 //
+// Opened by a Bridge, the session sends the Authorization header of the
+// request it was opened for, which the proxy passes on only when
+// proxy.Options.ForwardAuthorization is set (by default it is dropped,
+// as on the proxy's other paths); a caller's session is reused only by
+// requests with the same Authorization.
+//
 // Sends are ordered as far as HTTP allows: a notification or a response
 // returns once the upstream accepted it (202), so notifications/initialized
 // reaches the upstream before the next request; a request returns as soon
@@ -64,6 +70,7 @@ type HTTPSession struct {
 	cancel context.CancelFunc
 
 	mu       sync.Mutex
+	auth     string                     // Authorization sent on every request; "" sends none
 	id       string                     // Mcp-Session-Id, once the initialize response gave one
 	version  string                     // MCP-Protocol-Version, once initialize was answered
 	initID   string                     // the id of the initialize request in flight
@@ -94,6 +101,16 @@ func NewHTTPSession(o HTTPOptions) *HTTPSession {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
+}
+
+// authorize sets the Authorization header of the session's requests:
+// the caller's, which the bridge has only when the proxy forwards it
+// (proxy.Options.ForwardAuthorization). The bridge calls it before the
+// session's first Send.
+func (s *HTTPSession) authorize(v string) {
+	s.mu.Lock()
+	s.auth = v
+	s.mu.Unlock()
 }
 
 // ErrSessionEnded is Send's error once the session was closed or lost.
@@ -209,8 +226,11 @@ func (s *HTTPSession) do(ctx context.Context, method string, body []byte, lastEv
 		req.Header.Set("Accept", "text/event-stream")
 	}
 	s.mu.Lock()
-	id, version := s.id, s.version
+	id, version, auth := s.id, s.version, s.auth
 	s.mu.Unlock()
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
 	if id != "" {
 		req.Header.Set("Mcp-Session-Id", id)
 	}

@@ -36,10 +36,24 @@ type httpUpstream struct {
 
 	getReady chan struct{} // closed when a GET stream is connected
 	getOnce  sync.Once
+
+	authMu sync.Mutex
+	auths  map[string]int // Authorization header of each request -> how many
+}
+
+// authorizations returns what auths counted so far.
+func (u *httpUpstream) authorizations() map[string]int {
+	u.authMu.Lock()
+	defer u.authMu.Unlock()
+	m := make(map[string]int, len(u.auths))
+	for k, v := range u.auths {
+		m[k] = v
+	}
+	return m
 }
 
 func newHTTPUpstream(t *testing.T) *httpUpstream {
-	u := &httpUpstream{getReady: make(chan struct{})}
+	u := &httpUpstream{getReady: make(chan struct{}), auths: map[string]int{}}
 	u.srv = legacyServer(&u.deleted)
 	mcp.AddTool(u.srv, &mcp.Tool{Name: "roots-later"}, func(ctx context.Context, req *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
 		select {
@@ -64,6 +78,9 @@ func newHTTPUpstream(t *testing.T) *httpUpstream {
 	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.srv }, nil)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.authMu.Lock()
+		u.auths[r.Header.Get("Authorization")]++
+		u.authMu.Unlock()
 		switch {
 		case r.Method == http.MethodDelete && r.Header.Get("Mcp-Session-Id") != "":
 			u.deletes.Add(1)
@@ -99,6 +116,11 @@ func (f *flushSignal) Unwrap() http.ResponseWriter { return f.ResponseWriter }
 // in front of u; passthrough, when true, passes what is not 2026-07-28
 // straight to u.
 func newHTTPEnv(t *testing.T, u *httpUpstream, bo *bridge.Options, max int, passthrough bool) *env {
+	return newHTTPEnvAuth(t, u, bo, max, passthrough, false)
+}
+
+// newHTTPEnvAuth is newHTTPEnv with proxy.Options.ForwardAuthorization.
+func newHTTPEnvAuth(t *testing.T, u *httpUpstream, bo *bridge.Options, max int, passthrough, fwdAuth bool) *env {
 	e := &env{}
 	o := bridge.Options{}
 	if bo != nil {
@@ -118,9 +140,10 @@ func newHTTPEnv(t *testing.T, u *httpUpstream, bo *bridge.Options, max int, pass
 		t.Fatal(err)
 	}
 	h, err := proxy.New(proxy.Options{
-		Upstream:  u.url,
-		Guard:     mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil)}),
-		Transport: e.b,
+		Upstream:             u.url,
+		Guard:                mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil)}),
+		Transport:            e.b,
+		ForwardAuthorization: fwdAuth,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -186,6 +209,57 @@ func TestHTTPBridgedElicitation(t *testing.T) {
 	if n := u.deletes.Load(); int(n) != sessions {
 		t.Fatalf("%d DELETEs for %d sessions", n, sessions)
 	}
+}
+
+// TestHTTPBridgedAuthorization: the bridge's HTTP sessions follow
+// proxy.Options.ForwardAuthorization as the proxy's other paths do: by
+// default the client's Authorization reaches the upstream on none of the
+// session's requests; with it set, every request of the session
+// (initialize, the call, the answer, the GET stream) carries the header
+// of the caller it was opened for, and a request with another
+// Authorization does not reuse that session.
+func TestHTTPBridgedAuthorization(t *testing.T) {
+	flow := func(t *testing.T, e *env, auth, item string) {
+		t.Helper()
+		hdr := http.Header{"Authorization": {auth}}
+		r := callWith(t, e, hdr, "tools/call", tool("delete", map[string]any{"item": item}, "", nil), nil)
+		k, _ := onlyKey(t, r)
+		done := callWith(t, e, hdr, "tools/call", tool("delete", map[string]any{"item": item}, r.Result.RequestState, map[string]any{k: approve(true)}), nil)
+		if done.text() != "deleted "+item {
+			t.Fatalf("resume: %s", done.raw)
+		}
+	}
+	t.Run("dropped", func(t *testing.T) {
+		u := newHTTPUpstream(t)
+		e := newHTTPEnvAuth(t, u, nil, 0, false, false)
+		flow(t, e, "Bearer tok-a", "a")
+		if got := u.authorizations(); len(got) != 1 || got[""] == 0 {
+			t.Fatalf("Authorization headers upstream: %v, want none", got)
+		}
+	})
+	t.Run("forwarded", func(t *testing.T) {
+		u := newHTTPUpstream(t)
+		e := newHTTPEnvAuth(t, u, nil, 0, false, true)
+		flow(t, e, "Bearer tok-a", "a")
+		got := u.authorizations()
+		// initialize, initialized, the call, the answer (and the GET
+		// stream, maybe not yet).
+		if len(got) != 1 || got["Bearer tok-a"] < 4 {
+			t.Fatalf("Authorization headers upstream: %v, want only tok-a on each request", got)
+		}
+		flow(t, e, "Bearer tok-b", "b") // the same (anonymous) caller, another token
+		if n := e.dials.Load(); n != 2 {
+			t.Fatalf("%d sessions opened, want 2 (one per Authorization)", n)
+		}
+		after := u.authorizations()
+		if len(after) != 2 || after["Bearer tok-b"] < 4 {
+			t.Fatalf("Authorization headers upstream: %v, want tok-a's and tok-b's only", after)
+		}
+		flow(t, e, "Bearer tok-a", "c") // reuses tok-a's idle session
+		if n := e.dials.Load(); n != 2 {
+			t.Fatalf("%d sessions opened, want 2", n)
+		}
+	})
 }
 
 // TestHTTPBridgedRootsOnGET: a roots/list the upstream sends on the

@@ -97,6 +97,28 @@ func (ss *sessions) count() int {
 	return len(ss.byID)
 }
 
+// stats reports the open sessions (each one upstream connection: a child
+// on stdio) and the idle ones among them, with no request in flight but
+// their GET stream.
+func (ss *sessions) stats() (open, idle int) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, s := range ss.byID {
+		s.mu.Lock()
+		if s.idleLocked() {
+			idle++
+		}
+		s.mu.Unlock()
+	}
+	return len(ss.byID), idle
+}
+
+// idleLocked reports whether s serves no request but its GET stream; s.mu
+// held.
+func (s *lsession) idleLocked() bool {
+	return s.busy == 0 || (s.busy == 1 && s.get != nil)
+}
+
 // close ends every session; later requests get 404, initialize an error.
 func (ss *sessions) close(ctx context.Context) error {
 	ss.mu.Lock()
@@ -168,7 +190,7 @@ func (ss *sessions) lruIdle() *lsession {
 	for _, s := range ss.byID {
 		s.mu.Lock()
 		streams := s.get != nil
-		ok := s.busy == 0 || (s.busy == 1 && streams)
+		ok := s.idleLocked()
 		if ok && (v == nil || (vStreams && !streams) || (vStreams == streams && s.usedAt.Before(at))) {
 			v, vStreams, at = s, streams, s.usedAt
 		}

@@ -113,6 +113,7 @@ type oldEnv struct {
 	px      string
 	kids    *children
 	entered chan struct{}
+	stats   func() bridge.Stats // of the Bridge or Direct
 }
 
 // newOldEnv puts the proxy, with a Bridge or a Direct as its transport,
@@ -126,11 +127,11 @@ func newOldEnv(t *testing.T, kind string, maxProcs int) *oldEnv {
 	case "bridge":
 		b := bridge.New(bridge.Options{Dial: e.kids.dial, MaxSessions: maxProcs})
 		t.Cleanup(func() { b.Close(context.Background()) })
-		tr = b
+		tr, e.stats = b, b.Stats
 	case "direct":
 		d := bridge.NewDirectWith(bridge.DirectOptions{Dial: e.kids.dial, MaxProcs: maxProcs})
 		t.Cleanup(func() { d.Close(context.Background()) })
-		tr = d
+		tr, e.stats = d, d.Stats
 	}
 	ring, err := reqstate.GenerateKeyRing("k1", nil)
 	if err != nil {
@@ -519,4 +520,99 @@ func TestOldClientSessionBoundToCaller(t *testing.T) {
 	if resp, body := post("alice", sid, list); resp.StatusCode != 200 || !strings.Contains(body, `"delete"`) {
 		t.Fatalf("alice with her session id: %d %s", resp.StatusCode, body)
 	}
+}
+
+// rawInit opens a 2025-11-25 session with raw POSTs (no GET stream) and
+// returns its id.
+func rawInit(t *testing.T, url string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}}})
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		t.Fatalf("initialize: %d %s", resp.StatusCode, b)
+	}
+	if status, b := rawPost(t, url, id, map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"}); status != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", status, b)
+	}
+	return id
+}
+
+// TestOldClientStats: the children of 2025-11-25 client sessions count
+// in Stats (mrtr_upstream_processes and _idle), on a Bridge and on a
+// Direct, where the shared child of 2026-07-28 clients counts too.
+func TestOldClientStats(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			e := newOldEnv(t, kind, 0)
+			t.Cleanup(func() { // first: a call left waiting ends with its child
+				for _, k := range e.kids.list() {
+					k.kill()
+				}
+			})
+			if st := e.stats(); st != (bridge.Stats{}) {
+				t.Fatalf("before any session: %+v", st)
+			}
+			a, b := rawInit(t, e.px), rawInit(t, e.px)
+			if status, body := rawPost(t, e.px, a, map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": map[string]any{"name": "count", "arguments": map[string]any{}}}); status != http.StatusOK || !bytes.Contains(body, []byte(`"1"`)) {
+				t.Fatalf("count: %d %s", status, body)
+			}
+			if st := e.stats(); st.Sessions != 2 || st.Idle != 2 {
+				t.Fatalf("two idle client sessions: %+v", st)
+			}
+			done := make(chan struct{})
+			go func() { // a call in flight on b's child until it dies
+				defer close(done)
+				postHdr(e.px, http.Header{"Mcp-Protocol-Version": {"2025-11-25"}, "Mcp-Session-Id": {b}},
+					map[string]any{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": map[string]any{"name": "wait", "arguments": map[string]any{}}})
+			}()
+			<-e.entered
+			if st := e.stats(); st.Sessions != 2 || st.Idle != 1 {
+				t.Fatalf("one client session busy: %+v", st)
+			}
+			if kind == "direct" { // a 2026-07-28 call starts the shared child
+				status, body := postHdr(e.px, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"count"}},
+					map[string]any{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": map[string]any{"name": "count", "arguments": map[string]any{},
+						"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{}, "io.modelcontextprotocol/clientInfo": map[string]any{"name": "m", "version": "1"}}}})
+				if status != http.StatusOK || !bytes.Contains(body, []byte(`"1"`)) {
+					t.Fatalf("modern count: %d %s", status, body)
+				}
+				if st := e.stats(); st.Sessions != 3 || st.Idle != 1 {
+					t.Fatalf("with the shared child: %+v", st)
+				}
+			}
+			for _, k := range e.kids.list() {
+				k.kill()
+			}
+			<-done
+		})
+	}
+}
+
+// postHdr sends one message with the given headers; status 0 when it could
+// not be sent.
+func postHdr(url string, hdr http.Header, msg map[string]any) (int, []byte) {
+	body, _ := json.Marshal(msg)
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
 }

@@ -108,7 +108,8 @@ type Conn struct {
 
 	mu      sync.Mutex
 	next    int64
-	pending map[string]chan *Message
+	pending map[string]chan *Message // nil once the connection has ended
+	after   []func()                 // of AfterDone, run when it ends
 }
 
 // NewConn starts reading t. handler receives every request and
@@ -129,8 +130,13 @@ func (c *Conn) read() {
 			delete(c.pending, k)
 		}
 		c.pending = nil
+		after := c.after
+		c.after = nil
 		c.mu.Unlock()
 		close(c.done)
+		for _, f := range after {
+			f()
+		}
 	}()
 	for b := range c.t.Recv() {
 		m, err := Parse(b)
@@ -158,6 +164,22 @@ func (c *Conn) read() {
 
 // Done is closed once the server's connection has ended.
 func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// AfterDone arranges for f to run once, when the server's connection has
+// ended: on the reading goroutine, after every call in flight was closed
+// and Done was, or at once on the caller's goroutine when it has ended
+// already. It spares a caller a goroutine of its own waiting on Done (its
+// stack, for every connection held open).
+func (c *Conn) AfterDone(f func()) {
+	c.mu.Lock()
+	if c.pending == nil {
+		c.mu.Unlock()
+		f()
+		return
+	}
+	c.after = append(c.after, f)
+	c.mu.Unlock()
+}
 
 // Call is one request in flight.
 type Call struct {

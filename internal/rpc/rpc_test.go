@@ -153,3 +153,40 @@ func TestConn(t *testing.T) {
 		t.Fatalf("start after the end: %v", err)
 	}
 }
+
+// TestAfterDone: a function registered before the end runs once it came,
+// after the calls in flight were closed and Done was; one registered after
+// it runs at once.
+func TestAfterDone(t *testing.T) {
+	p := &pipeT{sent: make(chan []byte, 8), recv: make(chan []byte, 8)}
+	c := NewConn(p, nil)
+	cl, err := c.Start("never", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan string, 2)
+	c.AfterDone(func() {
+		select {
+		case <-c.Done():
+		default:
+			t.Error("AfterDone ran before Done was closed")
+		}
+		if _, ok := <-cl.Response(); ok {
+			t.Error("a response for a call of an ended connection")
+		}
+		ran <- "first"
+	})
+	close(p.recv)
+	if got := <-ran; got != "first" {
+		t.Fatal(got)
+	}
+	c.AfterDone(func() { ran <- "late" })
+	select {
+	case got := <-ran:
+		if got != "late" {
+			t.Fatal(got)
+		}
+	default:
+		t.Fatal("AfterDone after the end did not run at once")
+	}
+}

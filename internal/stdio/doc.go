@@ -37,11 +37,14 @@
 // On Linux the child also gets Pdeathsig = SIGKILL: it dies if the proxy
 // dies, even by SIGKILL. Linux sends that signal when the thread that
 // started the child exits, not the process, and Go may end threads (a
-// goroutine that exits while locked to its thread ends it). So each child is
-// started from a goroutine locked to its own thread, which then waits for
-// the child and exits only after reaping it. Pdeathsig does not reach the
-// child's own children: they are killed with the group when the child ends
-// while the proxy lives, and see stdin EOF when the proxy is gone.
+// goroutine that exits while locked to its thread ends it). So every child
+// is forked from one goroutine locked to its thread, which exits only once
+// the last child it started is reaped. The children's exits are awaited on
+// their pidfds in the runtime's poller, so a running child holds no thread
+// of the proxy (without pidfds, one thread per child blocks in waitid).
+// Pdeathsig does not reach the child's own children: they are killed with
+// the group when the child ends while the proxy lives, and see stdin EOF
+// when the proxy is gone.
 //
 // Other Unix systems get the process group but no Pdeathsig; on them the
 // leftover group members are not killed after the child exits on its own,

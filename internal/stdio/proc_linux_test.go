@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime"
@@ -161,5 +162,51 @@ func TestStartThreadExitDoesNotKillChild(t *testing.T) {
 	}
 	if got := string(recv(t, c)); got != `{"alive":true}` {
 		t.Fatalf("got %s", got)
+	}
+}
+
+// threads is this process's thread count.
+func threads(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := bytes.Cut(b, []byte("\nThreads:"))
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	n, err := strconv.Atoi(strings.TrimSpace(string(line)))
+	if err != nil {
+		t.Fatalf("Threads of /proc/self/status: %v", err)
+	}
+	return n
+}
+
+// A running child holds no thread of the proxy: its exit is awaited in the
+// runtime's poller (pidfd), and every child is forked from one thread. A
+// thread per child would cost about 48 KiB of runtime stacks each, the
+// most of what a bridged session cost (issue 20).
+func TestChildrenHoldNoThread(t *testing.T) {
+	const n = 16
+	log := slog.New(slog.DiscardHandler) // stderr read too
+	first := start(t, "echo", Config{Logger: log})
+	if err := first.Send([]byte(`{"n":0}`)); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, first)
+	before := threads(t)
+	for i := range n {
+		c := start(t, "echo", Config{Logger: log})
+		msg := fmt.Sprintf(`{"n":%d}`, i+1)
+		if err := c.Send([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(recv(t, c)); got != msg {
+			t.Fatalf("got %s, want %s", got, msg)
+		}
+	}
+	// The runtime may add a thread or two of its own meanwhile (Go never
+	// ends one); a thread per child would add n.
+	if grown := threads(t) - before; grown > n/4 {
+		t.Fatalf("%d children running added %d threads, want at most %d", n, grown, n/4)
 	}
 }

@@ -2,13 +2,23 @@
 
 package stdio
 
-import "syscall"
+import (
+	"errors"
+	"os/exec"
+	"syscall"
+)
 
 // supported is false: Start returns an error wrapping errors.ErrUnsupported.
 const supported = false
 
-func sysProcAttr() *syscall.SysProcAttr { return nil }
+func sysProcAttr(*int) *syscall.SysProcAttr { return nil }
 
-func waitExited(int) bool { return false }
+func startCmd(cmd *exec.Cmd) error { return cmd.Start() }
+
+func endCmd() {}
+
+func waitExited(int, int) bool { return false }
 
 func signalGroup(int, bool) {}
+
+func readFD(uintptr, []byte) (int, bool, error) { return 0, false, errors.ErrUnsupported }

@@ -2,19 +2,29 @@
 
 package stdio
 
-import "syscall"
+import (
+	"os/exec"
+	"syscall"
+)
 
 const supported = true
 
 // sysProcAttr puts the child in a process group of its own (its pid is the
-// group id). There is no Pdeathsig outside Linux.
-func sysProcAttr() *syscall.SysProcAttr {
+// group id). There is no Pdeathsig outside Linux, and no pidfd: *pidfd is
+// left -1.
+func sysProcAttr(*int) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
 
+// startCmd starts cmd: without Pdeathsig, any thread may fork.
+func startCmd(cmd *exec.Cmd) error { return cmd.Start() }
+
+// endCmd has nothing to release here.
+func endCmd() {}
+
 // waitExited cannot wait without reaping here: the caller falls back to
 // exec.Cmd.Wait alone.
-func waitExited(int) bool { return false }
+func waitExited(int, int) bool { return false }
 
 // signalGroup sends SIGTERM, or SIGKILL, to the process group pgid.
 func signalGroup(pgid int, kill bool) {

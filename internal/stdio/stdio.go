@@ -1,7 +1,6 @@
 package stdio
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,8 +31,8 @@ const StderrLineBytes = 4 << 10
 // TruncatedMarker ends a stderr line that was cut to StderrLineBytes.
 const TruncatedMarker = " …[truncated]"
 
-// readBufBytes is the stdout read buffer: lines longer than that are
-// assembled from pieces, up to MaxMessageBytes.
+// readBufBytes is the read buffer lent to a reader (readBufs): lines
+// longer than that are assembled from pieces, up to MaxMessageBytes.
 const readBufBytes = 4 << 10
 
 var (
@@ -131,7 +129,8 @@ func Start(cfg Config) (*Child, error) {
 	}
 	cmd.Env = env
 	cmd.Dir = cfg.Dir
-	cmd.SysProcAttr = sysProcAttr()
+	pidfd := -1
+	cmd.SysProcAttr = sysProcAttr(&pidfd)
 
 	c := &Child{
 		name:       cfg.Path,
@@ -193,12 +192,14 @@ func Start(cfg Config) (*Child, error) {
 	cmd.Stdin, cmd.Stdout = inR, outW
 	c.stdin, c.stdout = inW, outR
 
-	started := make(chan error, 1)
-	go c.run(cmd, childEnds, errR, started)
-	if err := <-started; err != nil {
+	err = startCmd(cmd)
+	closeAll(childEnds)
+	if err != nil {
 		closeAll(parentEnds)
 		return nil, fmt.Errorf("stdio: start %q: %w", cfg.Path, err)
 	}
+	c.pid = cmd.Process.Pid
+	go c.wait(cmd, pidfd, errR)
 	go c.readStdout()
 	if errR != nil {
 		go c.readStderr(errR, cfg.Logger.With("pid", c.pid, "stream", "stderr"))
@@ -208,25 +209,13 @@ func Start(cfg Config) (*Child, error) {
 	return c, nil
 }
 
-// run starts the child and waits for it, on a thread of its own that ends
-// only after the child is reaped: Linux sends Pdeathsig when the thread
-// that started a child exits, so that thread must outlive the child.
-func (c *Child) run(cmd *exec.Cmd, childEnds []*os.File, errR *os.File, started chan<- error) {
-	runtime.LockOSThread()
-	// Never unlocked: the thread ends with this goroutine, after the reap.
-	err := cmd.Start()
-	for _, f := range childEnds {
-		f.Close()
-	}
-	if err == nil {
-		c.pid = cmd.Process.Pid
-	}
-	started <- err
-	if err != nil {
-		return
-	}
-
-	waited := waitExited(c.pid)
+// wait waits for the child to exit and reaps it. On Linux it waits on the
+// child's pidfd in the runtime's poller, so a running child holds no
+// thread; the thread the child was forked from is the spawner's, which
+// outlives it (see spawner).
+func (c *Child) wait(cmd *exec.Cmd, pidfd int, errR *os.File) {
+	defer endCmd()
+	waited := waitExited(pidfd, c.pid)
 	if waited {
 		// Exited, not yet reaped: its group id is still its own, so what is
 		// left in the group can be killed without hitting a stranger.
@@ -441,81 +430,181 @@ func (c *Child) setProtoErr(err error) {
 }
 
 // readStdout splits stdout into messages, holding at most about
-// MaxMessageBytes of one line.
+// MaxMessageBytes of one line, and no read buffer while it waits.
 func (c *Child) readStdout() {
 	defer close(c.msgs)
 	defer close(c.stdoutDone)
 	defer c.stdout.Close()
-	br := bufio.NewReaderSize(c.stdout, readBufBytes)
 	var line []byte
 	broken := false // after a protocol error: drain, deliver nothing
-	for {
-		frag, err := br.ReadSlice('\n')
-		if !broken {
-			if contentLen(line, frag, err == nil) > c.max {
+	_ = readChunks(c.stdout, func(chunk []byte) bool {
+		for len(chunk) > 0 {
+			frag, complete := chunk, false
+			if i := bytes.IndexByte(chunk, '\n'); i >= 0 {
+				frag, complete = chunk[:i+1], true
+			}
+			chunk = chunk[len(frag):]
+			if broken {
+				continue
+			}
+			if contentLen(line, frag, complete) > c.max {
 				broken, line = true, nil
 				c.setProtoErr(fmt.Errorf("%s (pid %d): stdout line longer than %d bytes: %w", c.name, c.pid, c.max, ErrMessageTooLong))
 				c.beginStop()
-			} else {
-				line = append(line, frag...)
+				continue
 			}
-		}
-		switch {
-		case err == nil:
-			if !broken {
-				msg := bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
-				line = nil
-				if len(bytes.TrimSpace(msg)) > 0 {
-					select {
-					case c.msgs <- msg:
-					case <-c.abandon:
-						return
-					}
+			line = append(line, frag...) // the receiver's own: never the read buffer
+			if !complete {
+				continue
+			}
+			msg := trimEOL(line)
+			line = nil
+			if len(bytes.TrimSpace(msg)) > 0 {
+				select {
+				case c.msgs <- msg:
+				case <-c.abandon:
+					return false
 				}
 			}
-		case errors.Is(err, bufio.ErrBufferFull):
-		default:
-			// io.EOF, or the file closed by Stop giving up on it. An
-			// unterminated last line is not a message.
-			return
 		}
-	}
+		return true
+	})
+	// io.EOF, or the file closed by Stop giving up on it. An unterminated
+	// last line is not a message.
 }
 
-// readStderr logs each stderr line, cut to StderrLineBytes.
+// readStderr logs each stderr line, cut to StderrLineBytes; an
+// unterminated last line is logged too.
 func (c *Child) readStderr(r *os.File, log *slog.Logger) {
 	defer close(c.stderrDone)
 	defer r.Close()
-	br := bufio.NewReaderSize(r, StderrLineBytes)
 	ctx := context.Background()
-	for {
-		frag, err := br.ReadSlice('\n')
-		text := string(trimEOL(frag))
-		total := len(text)
-		cut := false
-		for errors.Is(err, bufio.ErrBufferFull) {
-			// Longer than the cap: keep the head, count and drop the rest.
-			frag, err = br.ReadSlice('\n')
-			if rest := len(trimEOL(frag)); rest > 0 {
-				total += rest
-				cut = true
-			}
+	var head []byte   // the line's first StderrLineBytes+1 bytes (room for a '\r' before the '\n')
+	n, cr := 0, false // the line's length so far, its line ending not counted; whether its last byte is '\r'
+	emit := func() {
+		content := n
+		if cr {
+			content--
 		}
-		if cut {
-			text = validPrefix(text) + TruncatedMarker
-		}
-		if strings.TrimSpace(text) != "" {
-			if cut {
-				log.LogAttrs(ctx, slog.LevelInfo, text, slog.Int("line_bytes", total))
-			} else {
+		if content <= StderrLineBytes {
+			if text := string(head[:content]); strings.TrimSpace(text) != "" {
 				log.LogAttrs(ctx, slog.LevelInfo, text)
 			}
+		} else {
+			// Longer than the cap: keep the head, count and drop the rest.
+			text := validPrefix(string(head[:StderrLineBytes])) + TruncatedMarker
+			log.LogAttrs(ctx, slog.LevelInfo, text, slog.Int("line_bytes", content))
 		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, os.ErrClosed) {
-				log.LogAttrs(ctx, slog.LevelWarn, "reading stderr of the upstream", slog.String("error", err.Error()))
+		head, n, cr = nil, 0, false
+	}
+	err := readChunks(r, func(chunk []byte) bool {
+		for len(chunk) > 0 {
+			frag, complete := chunk, false
+			if i := bytes.IndexByte(chunk, '\n'); i >= 0 {
+				frag, complete = chunk[:i], true
+				chunk = chunk[i+1:]
+			} else {
+				chunk = nil
 			}
-			return
+			if len(frag) > 0 {
+				head = append(head, frag[:min(len(frag), StderrLineBytes+1-len(head))]...)
+				n += len(frag)
+				cr = frag[len(frag)-1] == '\r'
+			}
+			if complete {
+				emit()
+			}
+		}
+		return true
+	})
+	if n > 0 {
+		emit()
+	}
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, os.ErrClosed) {
+		log.LogAttrs(ctx, slog.LevelWarn, "reading stderr of the upstream", slog.String("error", err.Error()))
+	}
+}
+
+// readBufs lends the readers of every child a read buffer only while
+// there is data to read: a child that writes nothing holds none (two 4 KiB
+// buffers of its own were most of an idle child's heap in the proxy).
+var readBufs bufList
+
+// maxFreeBufs bounds the buffers readBufs keeps for the next reader.
+const maxFreeBufs = 32
+
+// bufList is a free list of read buffers. Not a sync.Pool: under the race
+// detector that drops a quarter of what it is given, so a long read would
+// allocate a buffer every few chunks.
+type bufList struct {
+	mu   sync.Mutex
+	free []*[]byte
+}
+
+func (l *bufList) get() *[]byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.free); n > 0 {
+		b := l.free[n-1]
+		l.free = l.free[:n-1]
+		return b
+	}
+	b := make([]byte, readBufBytes)
+	return &b
+}
+
+func (l *bufList) put(b *[]byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.free) < maxFreeBufs {
+		l.free = append(l.free, b)
+	}
+}
+
+// readChunks reads f until it ends, handing each chunk read to each, in
+// order, until each returns false. It waits for data in the runtime's
+// poller without a buffer, and takes one from readBufs only to read and
+// handle a chunk. (A file the poller does not know is in blocking mode:
+// there the read itself waits, holding its buffer.) It returns io.EOF at
+// the end of f, nil when each stopped it, else the reading error
+// (os.ErrDeadlineExceeded after f's read deadline).
+func readChunks(f *os.File, each func([]byte) bool) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var (
+		bp   *[]byte
+		n    int
+		rerr error
+	)
+	read := func(fd uintptr) bool { // one closure for every read: no allocation per chunk
+		bp = readBufs.get()
+		var again bool
+		n, again, rerr = readFD(fd, *bp)
+		if again {
+			readBufs.put(bp)
+			bp = nil
+			return false // wait for data, holding no buffer
+		}
+		return true
+	}
+	for {
+		err := rc.Read(read)
+		switch {
+		case err != nil:
+			return err
+		case rerr != nil:
+			readBufs.put(bp)
+			return rerr
+		case n <= 0:
+			readBufs.put(bp)
+			return io.EOF
+		}
+		more := each((*bp)[:n])
+		readBufs.put(bp)
+		if !more {
+			return nil
 		}
 	}
 }

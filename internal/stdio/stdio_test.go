@@ -500,3 +500,41 @@ func TestStopContextSkipsGrace(t *testing.T) {
 		t.Fatalf("Err = %v, want killed by SIGKILL", err)
 	}
 }
+
+// An idle child costs the proxy little heap: its readers hold no read
+// buffer while they wait (two 4 KiB buffers of its own did, most of an
+// idle child's heap). The bound leaves room for what a child must keep:
+// the Child, its pipes, channels, process and logger.
+func TestIdleChildHeap(t *testing.T) {
+	const n = 16
+	log := slog.New(slog.DiscardHandler) // stderr read too
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	kids := make([]*Child, 0, n)
+	warm := start(t, "echo", Config{Logger: log})
+	kids = append(kids, warm)
+	before := heap()
+	for range n {
+		kids = append(kids, start(t, "echo", Config{Logger: log}))
+	}
+	for i, c := range kids { // every reader has read something
+		msg := fmt.Sprintf(`{"n":%d}`, i)
+		if err := c.Send([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(recv(t, c)); got != msg {
+			t.Fatalf("got %s, want %s", got, msg)
+		}
+	}
+	per := (int64(heap()) - int64(before)) / n
+	t.Logf("%d B of heap per idle child", per)
+	if per > 8<<10 {
+		t.Fatalf("an idle child holds %d B of heap, want at most %d", per, 8<<10)
+	}
+	runtime.KeepAlive(kids)
+}
