@@ -83,6 +83,20 @@
 // call over). An upstream answering with an HTTP error status is relayed
 // as is.
 //
+// # Replicas
+//
+// An upstream that holds paused calls in process (the bridge of a
+// 2025-11-25 upstream) ties each resume to one proxy. With Options.Peers,
+// a resume is first checked by a guard without a store (every check but
+// single use: a bad token is refused where it arrives), Peers.Locate names
+// the replica holding its call, and the client's request goes there as
+// received, marked with ForwardedHeader, its answer streamed back; the
+// holder checks it again and alone reserves the token. A request that
+// carries ForwardedHeader is never forwarded again. A holder that is gone
+// (ErrHolderGone, a refused connection, or one that drops out of the
+// directory while a forwarded resume waits) is -32603 telling the client
+// to start the call over.
+//
 // # Headers and security
 //
 // The client's headers reach the upstream as sent, so

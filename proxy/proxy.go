@@ -105,6 +105,9 @@ type Options struct {
 	// message, never a token (the guard logs fingerprints). Nil means no
 	// logging.
 	Logger *slog.Logger
+	// Peers, when set, forwards a resume whose call another replica holds
+	// to that replica (see Peers). Nil serves every resume here.
+	Peers *Peers
 }
 
 // Handler is the sealing proxy: an http.Handler in front of one upstream
@@ -123,6 +126,7 @@ type Handler struct {
 	hosts     []string
 	anyHost   bool
 	log       *slog.Logger
+	peers     *peers // nil: every resume is served here
 	// flushDelay bounds how long a relayed stream's first bytes wait to be
 	// coalesced (flushDelay in sse.go); tests set it.
 	flushDelay time.Duration
@@ -158,6 +162,9 @@ func New(opts Options) (*Handler, error) {
 		log:       opts.Logger,
 
 		flushDelay: flushDelay,
+	}
+	if opts.Peers != nil {
+		h.peers = newPeers(opts.Peers)
 	}
 	for _, a := range opts.AllowedHosts {
 		if a = strings.ToLower(strings.TrimSpace(a)); a != "" {
@@ -420,6 +427,9 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 				mreq.InputResponses[k] = v
 			}
 		}
+	}
+	if h.peers != nil && mreq.RequestState != "" && h.routed(w, r, req, mreq) { // peers.go
+		return
 	}
 	fl, err := h.guard.Begin(ctx, mreq)
 	if err != nil {

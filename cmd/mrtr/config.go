@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -49,6 +50,13 @@ type commonConfig struct {
 
 	getenv func(string) string // for the OTEL_* variables; nil: os.Getenv
 	tel    *telemetry          // built by newGuard
+	// Built by newGuard too: the codec, and the store when it is Redis
+	// (the proxy's replicas find each other on it).
+	codec      reqstate.Codec
+	redisStore *redisstore.Store
+	// onListen, when set, runs once the listener of --addr is open, with
+	// its address (--addr HOST:0 gets a port only then).
+	onListen func(net.Addr) error
 }
 
 // serveConfig is commonConfig plus the flags only `mrtr serve` has.

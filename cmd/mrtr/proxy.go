@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
+	"github.com/mrtr-go/mrtr/internal/bridge"
 	"github.com/mrtr-go/mrtr/proxy"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
@@ -24,6 +26,7 @@ type proxyConfig struct {
 	maxHeld         int64
 	maxState        int64
 	forwardAuth     bool
+	advertise       string // --advertise; empty: http://ADDR/mcp
 	upstreamConfig
 }
 
@@ -61,6 +64,7 @@ func proxyFlags(f *flags, c *proxyConfig) {
 	f.Bool(groupUpstream, &c.forwardAuth, "forward-authorization", false,
 		"pass the client's Authorization header to the upstream (off: tokens issued to the proxy are not passed through)")
 	upstreamFlags(f, &c.upstreamConfig)
+	replicaFlags(f, c)
 }
 
 // parseProxy reads flags over environment variables over defaults.
@@ -102,6 +106,12 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	hosts := c.allowedHostList()
 	c.upstreamConfig.url, c.upstreamConfig.dialTimeout = c.upstream, c.dialTimeout
 	c.upstreamConfig.obs = c.commonConfig.tel
+	// Replicas share a Redis store; a bridge names this process (its
+	// node) in every held call's state.
+	replicas := newReplicaSet(c.redisStore)
+	if replicas != nil {
+		c.upstreamConfig.node = replicas.node
+	}
 	tr, stopUpstream, err := c.upstreamTransport(ctx, log, guard)
 	if err != nil {
 		return err
@@ -119,6 +129,17 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	} else if u, err := url.Parse(c.upstream); err == nil {
 		upstreamName = u.Redacted()
 	}
+	var peersOpt *proxy.Peers
+	if _, bridged := tr.(*bridge.Bridge); bridged && replicas != nil {
+		if err := checkAdvertise(c.addr, c.advertise); err != nil {
+			return err
+		}
+		peersOpt = replicas.peersOf(c.codec, guard, c.tel.observer)
+		c.onListen = func(a net.Addr) error { return replicas.start(ctx, log, advertiseURL(c.addr, c.advertise, a)) }
+		defer replicas.stop()
+	} else if c.advertise != "" {
+		log.Warn("mrtr proxy: --advertise is ignored: replicas forward resumes only for a bridged (2025-11-25) upstream with a Redis --replay")
+	}
 	h, err := proxy.New(proxy.Options{
 		Upstream:             upstream,
 		Transport:            tr,
@@ -132,6 +153,7 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 		ForwardAuthorization: c.forwardAuth,
 		AllowedHosts:         hosts,
 		Logger:               log,
+		Peers:                peersOpt,
 	})
 	if err != nil {
 		return err

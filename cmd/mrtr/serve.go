@@ -88,6 +88,12 @@ func (c *commonConfig) serveMCP(ctx context.Context, log *slog.Logger, h http.Ha
 	if err != nil {
 		return err
 	}
+	if c.onListen != nil {
+		if err := c.onListen(ln.Addr()); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	hosts := c.allowedHostList()
 	local := func(h http.Handler) http.Handler { return localOnly(hosts, h) }
 	mux := http.NewServeMux()
@@ -127,6 +133,8 @@ func (c *commonConfig) newGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 	}
 	tel.addReadiness(codec.KeyRing, store, c.replay, c.replayTO)
 	c.tel = tel
+	c.codec = codec
+	c.redisStore, _ = store.(*redisstore.Store)
 	ring := codec.KeyRing()
 	guard := mrtr.New(codec, &mrtr.Options{
 		TTL: c.ttl, AnonymousTTL: min(c.anonTTL, c.ttl), MaxRounds: c.maxRounds, ServerID: c.serverID, Store: store, Logger: log,

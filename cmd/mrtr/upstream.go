@@ -49,6 +49,7 @@ type upstreamConfig struct {
 	roots    []string // --roots URI
 	maxProcs int
 	maxHolds int
+	node     string // this process among its replicas; empty: none (no Redis store)
 	// url and dialTimeout are --upstream and --upstream-dial-timeout, set
 	// by the proxy command: an HTTP upstream's era is probed, and a legacy
 	// one bridged, with the proxy's own dial settings.
@@ -166,6 +167,7 @@ func (c *upstreamConfig) newBridge(guard *mrtr.Guard, dial func(context.Context)
 		ClientVersion:    version,
 		Logger:           log,
 		Passthrough:      passthrough,
+		Node:             c.node,
 	})
 	c.instrument(b.Ready, func() (procs, idle, holds int) {
 		st := b.Stats()

@@ -110,6 +110,14 @@ type Options struct {
 	// request as 2026-07-28 (an older one is refused with -32022): an
 	// upstream that is a command has no HTTP endpoint to pass to.
 	Passthrough http.RoundTripper
+	// Node names this process among replicas sharing a key ring and a
+	// single-use store: every held call's requestState carries it
+	// ("bridge:NODE.HOLD:ROUND"), so that a proxy receiving a resume can
+	// tell which process holds the call (HolderOf) and forward it there.
+	// It must be fresh for each process (never reused: a restarted
+	// proxy's old holds are gone) and consist of letters, digits, '-' and
+	// '_' only; anything else panics in New. Empty leaves the node out.
+	Node string
 }
 
 // Bridge serves modern requests from legacy sessions. It is safe for
@@ -163,6 +171,9 @@ func New(o Options) *Bridge {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if !validNode(o.Node) {
+		panic("bridge: Options.Node has a character other than a letter, digit, '-' or '_'")
 	}
 	b := &Bridge{o: o, log: o.Logger, sessions: map[*session]struct{}{}, idle: map[string][]*session{}, holds: map[string]*hold{}}
 	if b.log == nil {
@@ -604,19 +615,51 @@ func newHoldID() string {
 }
 
 // stateOf is the requestState naming a hold's round; the proxy seals it.
-func stateOf(h *hold) string { return "bridge:" + h.id + ":" + strconv.Itoa(h.round) }
+func (b *Bridge) stateOf(h *hold) string {
+	if b.o.Node == "" {
+		return "bridge:" + h.id + ":" + strconv.Itoa(h.round)
+	}
+	return "bridge:" + b.o.Node + "." + h.id + ":" + strconv.Itoa(h.round)
+}
 
-func parseState(st string) (id string, round int, ok bool) {
+// parseState reads a state stateOf made: the node that holds the call
+// ("" for a state without one), the hold's id and its round.
+func parseState(st string) (node, id string, round int, ok bool) {
 	rest, found := strings.CutPrefix(st, "bridge:")
 	if !found {
-		return "", 0, false
+		return "", "", 0, false
 	}
 	id, r, found := strings.Cut(rest, ":")
 	if !found {
-		return "", 0, false
+		return "", "", 0, false
+	}
+	if n, h, dotted := strings.Cut(id, "."); dotted {
+		if n == "" || !validNode(n) {
+			return "", "", 0, false
+		}
+		node, id = n, h
 	}
 	round, err := strconv.Atoi(r)
-	return id, round, err == nil
+	return node, id, round, err == nil
+}
+
+// HolderOf returns the node (Options.Node) of the process holding the
+// call that a bridge's requestState names. ok is false for a state that
+// is not a bridge's, or one made by a bridge without a node.
+func HolderOf(state string) (node string, ok bool) {
+	node, _, _, ok = parseState(state)
+	return node, ok && node != ""
+}
+
+// validNode reports whether n can be a node in a state: letters, digits,
+// '-' and '_' (none of the separators '.' and ':').
+func validNode(n string) bool {
+	for _, c := range n {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // RoundTrip serves one request as a 2026-07-28 server would, or passes it

@@ -164,11 +164,14 @@ func (b *Bridge) pausable(ctx context.Context, out *responder, m *rpc.Message, p
 // resume answers a held call's pending requests with the client's
 // answers and relays on.
 func (b *Bridge) resume(ctx context.Context, out *responder, m *rpc.Message, params mcpwire.Object, st, caller, target string, caps mcpwire.Caps) {
-	id, round, ok := parseState(st)
+	node, id, round, ok := parseState(st)
 	b.mu.Lock()
 	h := b.holds[id]
 	b.mu.Unlock()
-	if !ok || h == nil {
+	if !ok || node != b.o.Node || h == nil {
+		// Not held here: expired, or held by a process that restarted
+		// since, or by another replica (a resume the proxy did not
+		// forward, or whose holder is gone).
 		out.fail(http.StatusOK, mrtr.CodeInternalError, errGone.Error(), nil)
 		return
 	}
@@ -340,7 +343,7 @@ func (b *Bridge) pause(out *responder, h *hold, reqs []*rpc.Message, caps mcpwir
 	res, _ := mcpwire.MarshalNoEscape(map[string]any{
 		"resultType":    "input_required",
 		"inputRequests": irs,
-		"requestState":  stateOf(h),
+		"requestState":  b.stateOf(h),
 	})
 	h.busy.Unlock()
 	out.result(res)

@@ -230,6 +230,17 @@ func NewFromURL(rawURL string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
+// Client returns the client the store talks to Redis through: the one
+// given to [New], or the one [NewFromURL] created (which Close closes).
+// Other parts of a process sharing the deployment (a directory of
+// replicas) use it rather than a second connection pool.
+func (s *Store) Client() redis.UniversalClient { return s.client }
+
+// Prefix returns the prefix that starts every key the store writes
+// (Options.Prefix, or DefaultPrefix). Keys of other kinds that should
+// fall under the same access rules (ACL key patterns) start with it too.
+func (s *Store) Prefix() string { return s.prefix }
+
 // Close closes the client if the store created it ([NewFromURL]), and does
 // nothing otherwise. The store must not be used after Close.
 func (s *Store) Close() error {

@@ -627,3 +627,29 @@ func TestCommitAfterLostClaim(t *testing.T) {
 		}
 	}
 }
+
+// TestClientAndPrefix: the accessors give the store's own client and key
+// prefix, so a directory sharing the deployment writes where the store's
+// access rules apply.
+func TestClientAndPrefix(t *testing.T) {
+	url := testredis.Start(t)
+	if p := newStore(t, url, nil).Prefix(); p != redisstore.DefaultPrefix {
+		t.Fatalf("Prefix() = %q, want %q", p, redisstore.DefaultPrefix)
+	}
+	pa := newPrefix()
+	s := newStore(t, url, &redisstore.Options{Prefix: pa})
+	if p := s.Prefix(); p != pa {
+		t.Fatalf("Prefix() = %q, want %q", p, pa)
+	}
+	id := newID()
+	if _, err := s.Reserve(t.Context(), id, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if v := s.Client().Get(t.Context(), pa+id).Val(); !strings.HasPrefix(v, "reserved:") {
+		t.Fatalf("the store's client reads %q under the reserved key", v)
+	}
+	c := newClient(t, url)
+	if redisstore.New(c, nil).Client() != redis.UniversalClient(c) {
+		t.Fatal("Client() is not the client given to New")
+	}
+}

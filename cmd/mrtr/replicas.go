@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/bridge"
+	"github.com/mrtr-go/mrtr/internal/peers"
+	"github.com/mrtr-go/mrtr/proxy"
+	"github.com/mrtr-go/mrtr/replay/redisstore"
+	"github.com/mrtr-go/mrtr/reqstate"
+)
+
+// replicaFlags registers --advertise.
+func replicaFlags(f *flags, c *proxyConfig) {
+	f.String(groupListen, &c.advertise, "advertise", "",
+		"`URL` at which the other replicas reach this proxy's /mcp to forward resumes of the calls it holds (only with a bridged upstream and a Redis --replay); empty: http://ADDR/mcp, refused when --addr listens on every interface")
+	f.check("advertise", func() error {
+		if c.advertise == "" {
+			return nil
+		}
+		u, err := url.Parse(c.advertise)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return flagErr("advertise", "%s is not an http:// or https:// URL", redactURL(c.advertise))
+		}
+		return nil
+	})
+}
+
+// replicaSet is this proxy among its replicas: its node id, the proxy's
+// Peers, and the directory, advertised once the listener is open.
+type replicaSet struct {
+	node  string
+	store *redisstore.Store
+	dir   atomic.Pointer[peers.Directory]
+}
+
+// newReplicaSet returns the replicas of a proxy whose single-use store is
+// Redis, or nil (one process: every resume is served where it arrives).
+func newReplicaSet(store *redisstore.Store) *replicaSet {
+	if store == nil {
+		return nil
+	}
+	return &replicaSet{node: peers.NewNode(), store: store}
+}
+
+// checkAdvertise refuses a default advertised URL no other replica could
+// reach: --addr without a host, or with a wildcard one.
+func checkAdvertise(addr, advertise string) error {
+	if advertise != "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return flagErr("addr", "%s is not HOST:PORT", addr)
+	}
+	if ip := net.ParseIP(strings.Trim(host, "[]")); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return flagErr("advertise", "is needed with --addr %s (every interface) when replicas are on (a bridged upstream and a Redis --replay): "+
+			"set it to the URL the other replicas reach this proxy at, e.g. http://10.0.0.5:8080/mcp", addr)
+	}
+	return nil
+}
+
+// advertiseURL is --advertise, or http://HOST:PORT/mcp of --addr with the
+// port the listener got (--addr HOST:0 picks one).
+func advertiseURL(addr, advertise string, bound net.Addr) string {
+	if advertise != "" {
+		return advertise
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	if tcp, ok := bound.(*net.TCPAddr); ok {
+		port = fmt.Sprint(tcp.Port)
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/mcp"
+}
+
+// peersOf is the proxy's Peers: a guard of the same codec and policy as
+// guard without its store, whose refusals (only) reach the metrics, and a
+// Locate through the directory.
+func (rs *replicaSet) peersOf(codec reqstate.Codec, guard *mrtr.Guard, obs mrtr.Observer) *proxy.Peers {
+	p := guard.Policy()
+	p.Store = nil
+	if p.Leeway == 0 {
+		p.Leeway = -1 // none, as the guard was told
+	}
+	p.Observer = nil
+	if obs != nil {
+		p.Observer = refusalsOnly{obs}
+	}
+	return &proxy.Peers{Guard: mrtr.New(codec, &p), Locate: rs.locate}
+}
+
+// locate is Peers.Locate: nil for a call held here (or no bridge state),
+// the holder's advertised URL, or proxy.ErrHolderGone.
+func (rs *replicaSet) locate(ctx context.Context, state string) (*url.URL, error) {
+	node, ok := bridge.HolderOf(state)
+	if !ok || node == rs.node {
+		return nil, nil
+	}
+	d := rs.dir.Load()
+	if d == nil {
+		return nil, errors.New("the directory of replicas is not started yet")
+	}
+	raw, err := d.Lookup(ctx, node)
+	switch {
+	case errors.Is(err, peers.ErrUnknown):
+		return nil, proxy.ErrHolderGone
+	case err != nil:
+		return nil, err
+	}
+	return url.Parse(raw)
+}
+
+// start advertises this replica at its URL, once its listener is open.
+func (rs *replicaSet) start(ctx context.Context, log *slog.Logger, advertise string) error {
+	d, err := peers.New(rs.store.Client(), rs.node, advertise, &peers.Options{Prefix: rs.store.Prefix(), Logger: log})
+	if err != nil {
+		return fmt.Errorf("--advertise: %w", err)
+	}
+	rs.dir.Store(d)
+	if err := d.Start(ctx); err != nil {
+		log.Warn("mrtr proxy: cannot advertise this replica yet; resumes other replicas forward to it fail until it can", "error", err)
+	}
+	shown := advertise
+	if u, err := url.Parse(advertise); err == nil {
+		shown = u.Redacted()
+	}
+	log.Info("mrtr proxy: replicas on: a resume of a call another replica holds is forwarded to it, checked there again",
+		"node", rs.node, "advertise", shown, "directory_ttl", peers.DefaultTTL)
+	return nil
+}
+
+// stop withdraws this replica from the directory.
+func (rs *replicaSet) stop() {
+	if d := rs.dir.Load(); d != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = d.Close(ctx)
+	}
+}
+
+// refusalsOnly passes on the refusals of the replicas' first check, so a
+// token refused before forwarding is counted; its accepted resumes are
+// counted by the holder, whose full guard decides them.
+type refusalsOnly struct{ next mrtr.Observer }
+
+func (r refusalsOnly) Resumed(ctx context.Context, e mrtr.ResumeEvent) {
+	if e.Outcome != mrtr.OutcomeOK {
+		r.next.Resumed(ctx, e)
+	}
+}
+func (refusalsOnly) Paused(context.Context, mrtr.PauseEvent)      {}
+func (refusalsOnly) StoreCalled(context.Context, mrtr.StoreEvent) {}
+func (refusalsOnly) Ended(context.Context, mrtr.EndEvent)         {}
