@@ -135,7 +135,9 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 			return err
 		}
 		peersOpt = replicas.peersOf(c.codec, guard, c.tel.observer)
-		c.onListen = func(a net.Addr) error { return replicas.start(ctx, log, advertiseURL(c.addr, c.advertise, a)) }
+		c.onListen = func(a net.Addr) error {
+			return replicas.start(ctx, log, advertiseURL(c.addr, c.advertise, a), c.codec, guard.Policy().ServerID)
+		}
 		defer replicas.stop()
 	} else if c.advertise != "" {
 		log.Warn("mrtr proxy: --advertise is ignored: replicas forward resumes only for a bridged (2025-11-25) upstream with a Redis --replay")

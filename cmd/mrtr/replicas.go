@@ -119,9 +119,11 @@ func (rs *replicaSet) locate(ctx context.Context, state string) (*url.URL, error
 	return url.Parse(raw)
 }
 
-// start advertises this replica at its URL, once its listener is open.
-func (rs *replicaSet) start(ctx context.Context, log *slog.Logger, advertise string) error {
-	d, err := peers.New(rs.store.Client(), rs.node, advertise, &peers.Options{Prefix: rs.store.Prefix(), Logger: log})
+// start advertises this replica at its URL, once its listener is open,
+// in an entry sealed by the replicas' codec for serverID: a writer of the
+// Redis keys without the key ring cannot redirect forwarded resumes.
+func (rs *replicaSet) start(ctx context.Context, log *slog.Logger, advertise string, codec reqstate.Codec, serverID string) error {
+	d, err := peers.New(rs.store.Client(), rs.node, advertise, &peers.Options{Prefix: rs.store.Prefix(), Logger: log, Codec: codec, ServerID: serverID})
 	if err != nil {
 		return fmt.Errorf("--advertise: %w", err)
 	}

@@ -61,7 +61,7 @@ func TestAdvertiseDefault(t *testing.T) {
 
 // TestAdvertiseReplicas: a bridged stdio upstream with a Redis store turns
 // replicas on: one log line names the node and the advertised URL (the
-// listener's port), which the directory holds under the store's prefix; on
+// listener's port), which the directory holds, sealed, under the store's prefix; on
 // every interface without --advertise the proxy refuses to start.
 func TestAdvertiseReplicas(t *testing.T) {
 	rurl := testredis.Start(t)
@@ -88,7 +88,9 @@ func TestAdvertiseReplicas(t *testing.T) {
 	o, _ := redis.ParseURL(rurl)
 	rc := redis.NewClient(o)
 	defer rc.Close()
-	if got := rc.Get(t.Context(), redisstore.DefaultPrefix+"peer:"+node).Val(); got != mcpURL {
-		t.Fatalf("the directory holds %q for this node, want %q", got, mcpURL)
+	// The entry is sealed by the proxy's key ring (internal/peers
+	// TestSealedEntries): present, and no URL in the clear.
+	if got := rc.Get(t.Context(), redisstore.DefaultPrefix+"peer:"+node).Val(); !strings.HasPrefix(got, "v1.") || strings.Contains(got, "127.0.0.1") {
+		t.Fatalf("the directory holds %q for this node, want an entry sealed for %s", got, mcpURL)
 	}
 }

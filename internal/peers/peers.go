@@ -11,14 +11,19 @@
 // (NewNode), so a restarted proxy never answers for its predecessor's
 // held calls, which died with it.
 //
-// The directory trusts Redis as the single-use store does: whoever can
-// write its keys decides where resumes, with the caller's credentials,
-// are forwarded (see SECURITY.md).
+// With Options.Codec (what `mrtr proxy` sets: the replicas' shared key
+// ring), each entry is sealed by the codec, bound to its node and the
+// server id, and expires with it: whoever can write the directory's keys
+// in Redis but holds no key of the ring cannot make a replica forward a
+// resume, and the caller's credentials with it, anywhere but to a URL a
+// replica advertised. Without a codec the directory trusts Redis as the
+// single-use store does (see SECURITY.md).
 package peers
 
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,6 +32,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // Defaults of Options.
@@ -62,19 +69,70 @@ type Options struct {
 	// Logger receives a line when advertising starts failing and when it
 	// works again. Nil means none.
 	Logger *slog.Logger
+	// Codec, when set, seals every entry (and opens every entry looked
+	// up): bound to the node, ServerID and the directory, valid for TTL.
+	// An entry it cannot open is refused (ErrForged), never followed. Nil
+	// stores plain URLs and trusts whoever can write the keys.
+	Codec reqstate.Codec
+	// ServerID is bound into sealed entries, as into the replicas' tokens.
+	ServerID string
+	// Now is the clock of sealed entries. Nil means time.Now.
+	Now func() time.Time
+}
+
+// ErrForged reports an entry the directory's codec cannot open: not
+// sealed by a key of this deployment's ring for that node, or expired.
+var ErrForged = errors.New("peers: the replica's entry is not sealed by this deployment's key ring")
+
+// entryBinding binds a sealed entry: it is no MCP request's state, so no
+// entry ever opens as a requestState, nor a requestState as an entry.
+func (d *Directory) entryBinding(node string) reqstate.Binding {
+	return reqstate.Binding{Method: "mrtr/peers", ProtocolVersion: "1", Target: node, ServerID: d.serverID}
+}
+
+// value is what advertise stores: the URL, sealed when there is a codec.
+func (d *Directory) value() (string, error) {
+	if d.codec == nil {
+		return d.url, nil
+	}
+	cont, err := json.Marshal(d.url)
+	if err != nil {
+		return "", err
+	}
+	now := d.now()
+	return d.codec.Seal(d.entryBinding(d.node), &reqstate.State{Continuation: cont, Round: 1, IssuedAt: now, ExpiresAt: now.Add(d.ttl)})
+}
+
+// entryURL reads a stored value of node's entry.
+func (d *Directory) entryURL(node, v string) (string, error) {
+	if d.codec == nil {
+		return v, nil
+	}
+	st, err := d.codec.Open(d.entryBinding(node), v)
+	if err != nil || st.Check(d.now(), d.ttl) != nil {
+		return "", ErrForged
+	}
+	var u string
+	if err := json.Unmarshal(st.Continuation, &u); err != nil {
+		return "", ErrForged
+	}
+	return u, nil
 }
 
 // Directory is one replica's view of the directory: it advertises its own
 // node and looks up the others'. It is safe for concurrent use.
 type Directory struct {
-	client  redis.UniversalClient
-	prefix  string
-	node    string
-	url     string
-	ttl     time.Duration
-	refresh time.Duration
-	timeout time.Duration
-	log     *slog.Logger
+	client   redis.UniversalClient
+	prefix   string
+	node     string
+	url      string
+	ttl      time.Duration
+	refresh  time.Duration
+	timeout  time.Duration
+	log      *slog.Logger
+	codec    reqstate.Codec
+	serverID string
+	now      func() time.Time
 
 	mu      sync.Mutex
 	stop    chan struct{} // closed by Close; nil before Start
@@ -105,7 +163,11 @@ func New(client redis.UniversalClient, node, advertise string, opts *Options) (*
 	if err := checkURL(advertise); err != nil {
 		return nil, err
 	}
-	d := &Directory{client: client, prefix: o.Prefix, node: node, url: advertise, ttl: o.TTL, refresh: o.Refresh, timeout: o.Timeout, log: o.Logger}
+	d := &Directory{client: client, prefix: o.Prefix, node: node, url: advertise, ttl: o.TTL, refresh: o.Refresh, timeout: o.Timeout, log: o.Logger,
+		codec: o.Codec, serverID: o.ServerID, now: o.Now}
+	if d.now == nil {
+		d.now = time.Now
+	}
 	if d.prefix == "" {
 		d.prefix = DefaultPrefix
 	}
@@ -175,7 +237,10 @@ func (d *Directory) loop() {
 func (d *Directory) advertise(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	err := d.client.Set(ctx, d.key(d.node), d.url, d.ttl).Err()
+	v, err := d.value()
+	if err == nil {
+		err = d.client.Set(ctx, d.key(d.node), v, d.ttl).Err()
+	}
 	d.mu.Lock()
 	was := d.failing
 	d.failing = err != nil
@@ -193,7 +258,8 @@ func (d *Directory) advertise(ctx context.Context) error {
 }
 
 // Lookup returns the URL that node advertises, or ErrUnknown when it has
-// no live entry. Any other error means the directory could not answer.
+// no live entry, or ErrForged for an entry the codec cannot open. Any
+// other error means the directory could not answer.
 func (d *Directory) Lookup(ctx context.Context, node string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
@@ -203,6 +269,9 @@ func (d *Directory) Lookup(ctx context.Context, node string) (string, error) {
 		return "", ErrUnknown
 	case err != nil:
 		return "", fmt.Errorf("peers: look up a replica: %w", err)
+	}
+	if v, err = d.entryURL(node, v); err != nil {
+		return "", err
 	}
 	if checkURL(v) != nil {
 		return "", fmt.Errorf("peers: look up a replica: its entry is not an http(s) URL")

@@ -2,7 +2,9 @@ package peers_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/mrtr-go/mrtr/internal/peers"
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 func client(t *testing.T, url string) redis.UniversalClient {
@@ -118,4 +121,80 @@ func TestBadURL(t *testing.T) {
 			t.Errorf("New accepted %q", u)
 		}
 	}
+}
+
+func codec(t *testing.T) *reqstate.AESGCM {
+	t.Helper()
+	ring, err := reqstate.GenerateKeyRing("peers", rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reqstate.New(ring, nil)
+}
+
+// TestSealedEntries: with a codec, only an entry a replica of the same
+// key ring and server id sealed for that node, and not expired, is
+// followed. A Redis writer without the ring cannot redirect a forwarded
+// resume (and the caller's credentials with it): a plain URL, an entry
+// moved from another node's key, one sealed under another ring or for
+// another server id, and an old one kept past its life are all refused.
+func TestSealedEntries(t *testing.T) {
+	url := testredis.Start(t)
+	ctx := t.Context()
+	c := client(t, url)
+	prefix := "mrtr:test:" + peers.NewNode()[:8] + ":"
+	ring := codec(t)
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	opts := func(cd reqstate.Codec, server string) *peers.Options {
+		// No renewal during the test: it writes the keys itself.
+		return &peers.Options{Prefix: prefix, Codec: cd, ServerID: server, Now: clock, TTL: 10 * time.Second, Refresh: time.Hour}
+	}
+	a := newDir(t, c, peers.NewNode(), "http://10.0.0.1:8080/mcp", opts(ring, "prod"))
+	b := newDir(t, c, peers.NewNode(), "http://10.0.0.2:8080/mcp", opts(ring, "prod"))
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Lookup(ctx, a.Node()); err != nil || got != "http://10.0.0.1:8080/mcp" {
+		t.Fatalf("Lookup of a sealed entry = %q, %v", got, err)
+	}
+	keyA := prefix + "peer:" + a.Node()
+	sealed := c.Get(ctx, keyA).Val()
+	if strings.Contains(sealed, "10.0.0.1") {
+		t.Fatalf("the entry carries its URL in the clear: %q", sealed)
+	}
+
+	forged := func(what, node string) {
+		t.Helper()
+		if got, err := b.Lookup(ctx, node); !errors.Is(err, peers.ErrForged) || got != "" {
+			t.Fatalf("%s: Lookup = %q, %v, want ErrForged", what, got, err)
+		}
+	}
+	c.Set(ctx, keyA, "http://attacker.example/mcp", time.Minute)
+	forged("a plain URL written into Redis", a.Node())
+
+	other := peers.NewNode()
+	c.Set(ctx, prefix+"peer:"+other, sealed, time.Minute)
+	forged("a's entry under another node's key", other)
+
+	alien := newDir(t, c, a.Node(), "http://attacker.example/mcp", opts(codec(t), "prod"))
+	if err := alien.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	forged("an entry sealed under another key ring", a.Node())
+	alien.Close(ctx)
+
+	otherServer := newDir(t, c, a.Node(), "http://attacker.example/mcp", opts(ring, "staging"))
+	if err := otherServer.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	forged("an entry sealed for another server id", a.Node())
+	otherServer.Close(ctx)
+
+	c.Set(ctx, keyA, sealed, time.Minute)
+	if _, err := b.Lookup(ctx, a.Node()); err != nil {
+		t.Fatalf("the genuine entry put back: %v", err)
+	}
+	now = now.Add(21 * time.Second) // past its expiry and the TTL's leeway
+	forged("a genuine entry kept past its life", a.Node())
 }
