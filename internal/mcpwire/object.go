@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"iter"
 	"slices"
 )
 
@@ -99,6 +100,38 @@ func Member(obj json.RawMessage, key string) (json.RawMessage, bool) {
 		return nil, false
 	}
 	return member(obj, key)
+}
+
+// Members yields the members of obj, a member of a parsed Object (so
+// valid JSON), in order and without building a map: each name decoded,
+// each value as written; a repeated name is yielded each time. It yields
+// nothing when obj is not an object.
+func Members(obj json.RawMessage) iter.Seq2[string, json.RawMessage] {
+	return func(yield func(string, json.RawMessage) bool) {
+		if len(obj) == 0 || obj[0] != '{' {
+			return
+		}
+		b := obj
+		i := 1
+		for {
+			i = skipSpace(b, i)
+			if i >= len(b) || b[i] == '}' {
+				return
+			}
+			kEnd := skipString(b, i)
+			name := unquote(b[i:kEnd])
+			i = skipSpace(b, kEnd) + 1 // ':'
+			i = skipSpace(b, i)
+			vEnd := skipValue(b, i)
+			if !yield(name, b[i:vEnd:vEnd]) {
+				return
+			}
+			i = skipSpace(b, vEnd)
+			if i < len(b) && b[i] == ',' {
+				i++
+			}
+		}
+	}
 }
 
 // member returns the value of the last member named key of b, one valid

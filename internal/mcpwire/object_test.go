@@ -3,6 +3,7 @@ package mcpwire
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -76,5 +77,29 @@ func TestParseUniqueObject(t *testing.T) {
 	}
 	if m, ok := o.UniqueObject("q"); !ok || string(m["x"]) != "1" {
 		t.Errorf("UniqueObject(q) = %v, %v", m, ok)
+	}
+}
+
+// TestMembers pins Members: every member in order, a repeated name each
+// time, names decoded, values as written, nothing for a non-object.
+func TestMembers(t *testing.T) {
+	var got []string
+	for k, v := range Members(json.RawMessage(`{ "a" : 1,"b":{"c":[2]},"\u0061":"x" , "d\"":null}`)) {
+		got = append(got, k+"="+string(v))
+	}
+	want := []string{`a=1`, `b={"c":[2]}`, `a="x"`, `d"=null`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Members = %q, want %q", got, want)
+	}
+	for range Members(json.RawMessage(`[1]`)) {
+		t.Fatal("Members yielded for an array")
+	}
+	n := 0
+	for range Members(json.RawMessage(`{"a":1,"b":2}`)) {
+		n++
+		break
+	}
+	if n != 1 {
+		t.Fatalf("Members went on after break: %d", n)
 	}
 }
