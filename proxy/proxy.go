@@ -681,8 +681,8 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte, msg object) (ou
 			return garbage("inputRequests is not an object")
 		}
 	}
-	caps := mcpwire.CapsFromParsedMeta(c.req.params["_meta"]) // params were validated with the request
-	if missing := mcpwire.Missing(caps, reqs); len(missing) > 0 {
+	caps := mcpwire.CapsFromParsedMeta(c.req.params["_meta"]) // params were validated with the request, reqs with the message
+	if missing := mcpwire.MissingParsed(caps, reqs); len(missing) > 0 {
 		if slices.Contains(missing, mcpwire.Unvettable) {
 			return garbage("an input request is not a known {method, params} object")
 		}
