@@ -716,6 +716,9 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte, msg object) (ou
 	if err := mcpwire.WriteString(&sealed, tok); err != nil {
 		return errorBody(id, mcpwire.CodeInternalError, mcpwire.InternalMessage, nil), http.StatusOK, nil
 	}
+	if out, ok := spliceState(b, sealed.Bytes()); ok {
+		return out, 0, nil
+	}
 	resp.result["requestState"] = sealed.Bytes()
 	if resp.msg["result"], err = resp.result.Encode(); err == nil {
 		out, err = resp.msg.Encode()
@@ -724,6 +727,37 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte, msg object) (ou
 		return errorBody(id, mcpwire.CodeInternalError, mcpwire.InternalMessage, nil), http.StatusOK, nil
 	}
 	return out, 0, nil
+}
+
+// spliceState returns the upstream's final message b, already validated,
+// with result.requestState's value replaced by state (or the member
+// added first in result when b has none), every other byte as the
+// upstream wrote it. It refuses (false) when the message or its result
+// repeats a member name, which finish then re-encodes from the parsed
+// message, so no second requestState, the upstream's own, reaches the
+// client.
+func spliceState(b, state []byte) ([]byte, bool) {
+	t := mcpwire.TrimSpace(b)
+	rs, re, ok, unique := mcpwire.MemberSpan(t, "result")
+	if !ok || !unique || t[rs] != '{' {
+		return nil, false
+	}
+	ss, se, ok, unique := mcpwire.MemberSpan(t[rs:re], "requestState")
+	if !unique {
+		return nil, false
+	}
+	out := make([]byte, 0, len(t)+len(state)+len(`"requestState":,`))
+	if ok {
+		out = append(out, t[:rs+ss]...)
+		out = append(out, state...)
+		return append(out, t[rs+se:]...), true
+	}
+	if mcpwire.TrimSpace(t[rs+1 : re])[0] == '}' {
+		return nil, false // an empty result: not input_required, never here
+	}
+	out = append(out, t[:rs+1]...)
+	out = append(append(append(out, `"requestState":`...), state...), ',')
+	return append(out, t[rs+1:]...), true
 }
 
 // outHeader is the header of a request to the upstream: the client's,

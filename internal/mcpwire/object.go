@@ -134,6 +134,45 @@ func Members(obj json.RawMessage) iter.Seq2[string, json.RawMessage] {
 	}
 }
 
+// MemberSpan finds member key of obj, one valid JSON object with no
+// surrounding space, for a caller that replaces its value in place:
+// obj[start:end] is the value. found is false when obj has no such
+// member; unique is false when any member name of obj repeats (then a
+// reader keeping the first of them and one keeping the last read
+// different objects, and the value must not be spliced). Objects of more
+// than 16 members count as not unique.
+func MemberSpan(obj []byte, key string) (start, end int, found, unique bool) {
+	if len(obj) == 0 || obj[0] != '{' {
+		return 0, 0, false, false
+	}
+	var seen [16]string
+	n := 0
+	i := 1
+	for {
+		i = skipSpace(obj, i)
+		if i >= len(obj) || obj[i] == '}' {
+			return start, end, found, true
+		}
+		kEnd := skipString(obj, i)
+		name := unquote(obj[i:kEnd])
+		if n == len(seen) || slices.Contains(seen[:n], name) {
+			return 0, 0, false, false
+		}
+		seen[n] = name
+		n++
+		i = skipSpace(obj, kEnd) + 1 // ':'
+		i = skipSpace(obj, i)
+		vEnd := skipValue(obj, i)
+		if name == key {
+			start, end, found = i, vEnd, true
+		}
+		i = skipSpace(obj, vEnd)
+		if i < len(obj) && obj[i] == ',' {
+			i++
+		}
+	}
+}
+
 // member returns the value of the last member named key of b, one valid
 // JSON object with no surrounding space, without building a map.
 func member(b []byte, key string) (json.RawMessage, bool) {

@@ -103,3 +103,24 @@ func TestMembers(t *testing.T) {
 		t.Fatalf("Members went on after break: %d", n)
 	}
 }
+
+// TestMemberSpan pins MemberSpan: the value's bytes, absent members, and
+// any repeated name (escaped or not) making the object not unique.
+func TestMemberSpan(t *testing.T) {
+	for _, tc := range []struct {
+		obj, key, val string
+		found, unique bool
+	}{
+		{`{"a":1, "b" : {"c":2} ,"d":"x"}`, "b", `{"c":2}`, true, true},
+		{`{"a":1}`, "b", ``, false, true},
+		{`{}`, "b", ``, false, true},
+		{`{"b":1,"b":2}`, "b", ``, false, false},
+		{`{"b":1,"a":0,"\u0062":2}`, "a", ``, false, false},
+		{`[1]`, "b", ``, false, false},
+	} {
+		s, e, found, unique := MemberSpan([]byte(tc.obj), tc.key)
+		if found != tc.found || unique != tc.unique || tc.obj[s:e] != tc.val {
+			t.Errorf("MemberSpan(%s, %q) = %q, %v, %v; want %q, %v, %v", tc.obj, tc.key, tc.obj[s:e], found, unique, tc.val, tc.found, tc.unique)
+		}
+	}
+}
