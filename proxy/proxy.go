@@ -126,8 +126,9 @@ type Handler struct {
 	// flushDelay bounds how long a relayed stream's first bytes wait to be
 	// coalesced (flushDelay in sse.go); tests set it.
 	flushDelay time.Duration
-	// slowStore: the guard's single-use store waits on I/O (Redis), so a
-	// commit is made off the response's path.
+	// slowStore: the commit of the guard's single-use store waits on I/O
+	// (Redis with replica acknowledgments), so it is made off the
+	// response's path.
 	slowStore bool
 	// stdTransport: the upstream transport is an *http.Transport, which
 	// reports writing a request's headers (httptrace), so a pausable
@@ -198,7 +199,8 @@ func New(opts Options) (*Handler, error) {
 	h.tr = tr
 	if st := opts.Guard.Policy().Store; st != nil {
 		_, fast := st.(replay.NonBlocking)
-		h.slowStore = !fast
+		lc, ok := st.(replay.LocalCommit)
+		h.slowStore = !fast && !(ok && lc.LocalCommit())
 	}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:       h.rewrite,
