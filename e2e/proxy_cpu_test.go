@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,7 +112,11 @@ func TestProxyCPU(t *testing.T) {
 		{"mrtr proxy, memory store", memURL, memPID, true},
 		{"mrtr proxy, Redis store", redURL, redPID, true},
 	}
-	type sample struct{ proxyPerFlow, upPerFlow time.Duration }
+	upPort := portOf(t, up)
+	type sample struct {
+		proxyPerFlow, upPerFlow time.Duration
+		connsPerFlow            float64 // TCP connections opened to the upstream
+	}
 	per := make([][]sample, len(setups))
 	var rpMem, redMem []float64
 	race := ""
@@ -118,8 +124,8 @@ func TestProxyCPU(t *testing.T) {
 		race = ", -race (numbers not comparable; the test checks that no flow is lost)"
 	}
 	t.Logf("%d clients, %v per setup, 3-round flows of the everything-server, GOMAXPROCS %d%s", *loadClients, *loadDuration, runtime.GOMAXPROCS(0), race)
-	t.Logf("| round | setup | flows | failed | proxy CPU per flow | upstream CPU per flow |")
-	t.Logf("| ---: | --- | ---: | ---: | ---: | ---: |")
+	t.Logf("| round | setup | flows | failed | proxy CPU per flow | upstream CPU per flow | connections to the upstream per flow |")
+	t.Logf("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
 	for r := range *proxyCPURounds {
 		order := make([]int, len(setups))
 		for i := range order {
@@ -128,18 +134,25 @@ func TestProxyCPU(t *testing.T) {
 		got := make([]sample, len(setups))
 		for _, i := range order {
 			s := setups[i]
+			c0 := connsTo(upPort)
 			p0, u0 := cpuOf(t, s.pid), cpuOf(t, upPID)
 			res := proxyLoad(s.name, []string{s.url})
 			p1, u1 := cpuOf(t, s.pid), cpuOf(t, upPID)
+			opened := 0
+			for c := range connsTo(upPort) {
+				if !c0[c] {
+					opened++
+				}
+			}
 			if res.flows == 0 {
 				t.Fatalf("%s: no flow completed (first error: %v)", s.name, res.firstErr)
 			}
 			if s.mrtr && res.failed > 0 {
 				t.Errorf("%s: %d of %d flows lost (first: %v)", s.name, res.failed, res.flows+res.failed, res.firstErr)
 			}
-			got[i] = sample{(p1 - p0) / time.Duration(res.flows), (u1 - u0) / time.Duration(res.flows)}
+			got[i] = sample{(p1 - p0) / time.Duration(res.flows), (u1 - u0) / time.Duration(res.flows), float64(opened) / float64(res.flows)}
 			per[i] = append(per[i], got[i])
-			t.Logf("| %d | %s | %d | %d | %v | %v |", r+1, s.name, res.flows, res.failed, got[i].proxyPerFlow.Round(time.Microsecond), got[i].upPerFlow.Round(time.Microsecond))
+			t.Logf("| %d | %s | %d | %d | %v | %v | %.4f |", r+1, s.name, res.flows, res.failed, got[i].proxyPerFlow.Round(time.Microsecond), got[i].upPerFlow.Round(time.Microsecond), got[i].connsPerFlow)
 		}
 		rpMem = append(rpMem, float64(got[2].proxyPerFlow)/float64(got[1].proxyPerFlow))
 		redMem = append(redMem, float64(got[3].proxyPerFlow)/float64(got[2].proxyPerFlow))
@@ -153,6 +166,45 @@ func TestProxyCPU(t *testing.T) {
 	}
 	t.Logf("paired ratios, per round: mrtr memory / reverseproxy %.3f (median %.3f); Redis / memory %.3f (median %.3f)",
 		rpMem, medianF(rpMem), redMem, medianF(redMem))
+}
+
+// portOf returns the port of rawURL, in the hexadecimal /proc/net/tcp
+// spells it with.
+func portOf(t *testing.T, rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatalf("port of %s: %v", rawURL, err)
+	}
+	return fmt.Sprintf("%04X", n)
+}
+
+// connsTo returns the TCP connections of this machine whose remote port is
+// port (hexadecimal), by local address, from /proc/net/tcp and tcp6: the
+// live ones and, for 60 s after they close, the ones in TIME_WAIT, so a
+// connection opened during a 5 s run is new in the set after it, however
+// short it lived.
+func connsTo(port string) map[string]bool {
+	out := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) < 3 || fs[3] == "0A" { // 0A: LISTEN
+				continue
+			}
+			if _, rport, ok := strings.Cut(fs[2], ":"); ok && rport == port {
+				out[fs[1]] = true
+			}
+		}
+	}
+	return out
 }
 
 func cpuOf(t *testing.T, pid int) time.Duration {

@@ -47,7 +47,14 @@ func (a *Adapter) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		x := &exchange{}
+		// The exchange and the rewriter in one allocation: both live as
+		// long as the call.
+		xw := &struct {
+			x  exchange
+			rw rewriter
+		}{}
+		x, rw := &xw.x, &xw.rw
+		rw.w, rw.x = w, x
 		var buf *bytes.Buffer
 		if r.Body != nil {
 			// The body is read once more here (mcp-go reads its own copy), into
@@ -71,7 +78,6 @@ func (a *Adapter) Handler(next http.Handler) http.Handler {
 			x.body, x.badState = adapt.StripBadState(x.body)
 			r.Body = io.NopCloser(bytes.NewReader(x.body))
 		}
-		rw := &rewriter{w: w, x: x}
 		next.ServeHTTP(rw, r.WithContext(withExchange(r.Context(), x)))
 		rw.finish()
 		if buf != nil {

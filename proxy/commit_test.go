@@ -2,12 +2,20 @@ package proxy_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/proxy"
 	"github.com/mrtr-go/mrtr/replay"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // heldStore is a store that waits on I/O, as Redis does (it is not
@@ -59,4 +67,77 @@ func TestCommitOffResponsePath(t *testing.T) {
 	}
 	wantReject(t, send(t, px.URL, resumeBody(3, "prompts/get", "p", "", tok), nil), "replayed")
 	close(st.commitGo)
+}
+
+// localStore is heldStore's opposite: a store whose Commit returns without
+// waiting (replay.LocalCommit, as Redis with Replicas 0), while it is not
+// NonBlocking. Its Commit records the goroutine it ran on.
+type localStore struct {
+	m          *replay.Memory
+	mu         sync.Mutex
+	commitGoID []uint64
+}
+
+func (s *localStore) LocalCommit() bool { return true }
+
+func (s *localStore) Reserve(ctx context.Context, id string, expires time.Time) (replay.Reservation, error) {
+	r, err := s.m.Reserve(ctx, id, expires)
+	if err != nil {
+		return nil, err
+	}
+	return &localReservation{r, s}, nil
+}
+
+type localReservation struct {
+	replay.Reservation
+	s *localStore
+}
+
+func (r *localReservation) Commit(ctx context.Context) error {
+	r.s.mu.Lock()
+	r.s.commitGoID = append(r.s.commitGoID, goID())
+	r.s.mu.Unlock()
+	return r.Reservation.Commit(ctx)
+}
+
+// goID returns the running goroutine's number, from its stack's header
+// ("goroutine 12 [running]:").
+func goID() uint64 {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := strings.Fields(string(buf))
+	n, _ := strconv.ParseUint(f[1], 10, 64)
+	return n
+}
+
+// With a store whose commit waits on nothing, the proxy commits a resume
+// in line, on the request's own goroutine: a goroutine per resume would
+// cost more than the commit.
+func TestLocalCommitInLine(t *testing.T) {
+	up := promptUpstream(t)
+	st := &localStore{m: replay.NewMemory(nil)}
+	h, err := proxy.New(proxy.Options{Upstream: up.url(), Guard: mrtr.New(reqstate.New(testRing(t), nil), &mrtr.Options{Store: st})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var handlerIDs []uint64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		handlerIDs = append(handlerIDs, goID())
+		mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	tok := send(t, srv.URL, rpcBody(1, "prompts/get", `"name":"p"`), nil).state()
+	if r := send(t, srv.URL, resumeBody(2, "prompts/get", "p", "", tok), nil); r.resultType() != "complete" {
+		t.Fatalf("resume: %s", r.raw)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.commitGoID) != 1 || len(handlerIDs) != 2 || st.commitGoID[0] != handlerIDs[1] {
+		t.Fatalf("commit on goroutines %v, the resume's handler on %v: not in line", st.commitGoID, handlerIDs[1:])
+	}
 }

@@ -130,8 +130,9 @@ type Handler struct {
 	// flushDelay bounds how long a relayed stream's first bytes wait to be
 	// coalesced (flushDelay in sse.go); tests set it.
 	flushDelay time.Duration
-	// slowStore: the guard's single-use store waits on I/O (Redis), so a
-	// commit is made off the response's path.
+	// slowStore: the commit of the guard's single-use store waits on I/O
+	// (Redis with replica acknowledgments), so it is made off the
+	// response's path.
 	slowStore bool
 	// stdTransport: the upstream transport is an *http.Transport, which
 	// reports writing a request's headers (httptrace), so a pausable
@@ -205,7 +206,8 @@ func New(opts Options) (*Handler, error) {
 	h.tr = tr
 	if st := opts.Guard.Policy().Store; st != nil {
 		_, fast := st.(replay.NonBlocking)
-		h.slowStore = !fast
+		lc, ok := st.(replay.LocalCommit)
+		h.slowStore = !fast && !(ok && lc.LocalCommit())
 	}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:       h.rewrite,
@@ -691,8 +693,8 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte, msg object) (ou
 			return garbage("inputRequests is not an object")
 		}
 	}
-	caps := mcpwire.CapsFromParsedMeta(c.req.params["_meta"]) // params were validated with the request
-	if missing := mcpwire.Missing(caps, reqs); len(missing) > 0 {
+	caps := mcpwire.CapsFromParsedMeta(c.req.params["_meta"]) // params were validated with the request, reqs with the message
+	if missing := mcpwire.MissingParsed(caps, reqs); len(missing) > 0 {
 		if slices.Contains(missing, mcpwire.Unvettable) {
 			return garbage("an input request is not a known {method, params} object")
 		}
@@ -726,6 +728,9 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte, msg object) (ou
 	if err := mcpwire.WriteString(&sealed, tok); err != nil {
 		return errorBody(id, mcpwire.CodeInternalError, mcpwire.InternalMessage, nil), http.StatusOK, nil
 	}
+	if out, ok := spliceState(b, sealed.Bytes()); ok {
+		return out, 0, nil
+	}
 	resp.result["requestState"] = sealed.Bytes()
 	if resp.msg["result"], err = resp.result.Encode(); err == nil {
 		out, err = resp.msg.Encode()
@@ -734,6 +739,37 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte, msg object) (ou
 		return errorBody(id, mcpwire.CodeInternalError, mcpwire.InternalMessage, nil), http.StatusOK, nil
 	}
 	return out, 0, nil
+}
+
+// spliceState returns the upstream's final message b, already validated,
+// with result.requestState's value replaced by state (or the member
+// added first in result when b has none), every other byte as the
+// upstream wrote it. It refuses (false) when the message or its result
+// repeats a member name, which finish then re-encodes from the parsed
+// message, so no second requestState, the upstream's own, reaches the
+// client.
+func spliceState(b, state []byte) ([]byte, bool) {
+	t := mcpwire.TrimSpace(b)
+	rs, re, ok, unique := mcpwire.MemberSpan(t, "result")
+	if !ok || !unique || t[rs] != '{' {
+		return nil, false
+	}
+	ss, se, ok, unique := mcpwire.MemberSpan(t[rs:re], "requestState")
+	if !unique {
+		return nil, false
+	}
+	out := make([]byte, 0, len(t)+len(state)+len(`"requestState":,`))
+	if ok {
+		out = append(out, t[:rs+ss]...)
+		out = append(out, state...)
+		return append(out, t[rs+se:]...), true
+	}
+	if mcpwire.TrimSpace(t[rs+1 : re])[0] == '}' {
+		return nil, false // an empty result: not input_required, never here
+	}
+	out = append(out, t[:rs+1]...)
+	out = append(append(append(out, `"requestState":`...), state...), ',')
+	return append(out, t[rs+1:]...), true
 }
 
 // outHeader is the header of a request to the upstream: the client's,

@@ -76,5 +76,7 @@
 // implementation lives in a sibling package). Every implementation must pass
 // the contract suite in package [github.com/mrtr-go/mrtr/replay/replaytest].
 // A store whose calls never wait may implement [NonBlocking], so that
-// callers skip the per-call timeout they would otherwise set up.
+// callers skip the per-call timeout they would otherwise set up; one whose
+// Commit alone never waits (as configured) may implement [LocalCommit], so
+// that callers commit in line rather than off the response's path.
 package replay

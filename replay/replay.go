@@ -84,3 +84,16 @@ type NonBlocking interface {
 	// NonBlocking marks the store; it does nothing.
 	NonBlocking()
 }
+
+// LocalCommit is implemented by a [Store] that can tell, as it is
+// configured, whether its Reservations' Commit returns without a round
+// trip or any other wait, while its Reserve or Release may still wait (so
+// it is not [NonBlocking]), as a Redis store without replica
+// acknowledgments does. A caller that makes a waiting commit off the
+// response's path may make it in line when LocalCommit reports true: the
+// goroutine would cost more than the commit.
+type LocalCommit interface {
+	Store
+	// LocalCommit reports whether every Commit returns without waiting.
+	LocalCommit() bool
+}

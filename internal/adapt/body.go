@@ -38,16 +38,21 @@ func StripBadState(body []byte) ([]byte, bool) {
 	if len(praw) == 0 || praw[0] != '{' {
 		return body, false
 	}
-	params := mcpwire.SplitObject(praw)
 	bad := false
-	for k, v := range params {
-		if strings.EqualFold(k, "requestState") && v[0] != '"' && string(v) != "null" {
-			delete(params, k)
+	for k, v := range mcpwire.Members(praw) {
+		if isBadState(k, v) {
 			bad = true
+			break
 		}
 	}
 	if !bad {
-		return body, false
+		return body, false // the common resume: a string state, no map built
+	}
+	params := mcpwire.SplitObject(praw)
+	for k, v := range params {
+		if isBadState(k, v) {
+			delete(params, k)
+		}
 	}
 	top := mcpwire.SplitObject(b)
 	var err error
@@ -59,6 +64,12 @@ func StripBadState(body []byte) ([]byte, bool) {
 		return body, false
 	}
 	return out, true
+}
+
+// isBadState reports whether the params member k: v is a requestState, in
+// any case, that is neither a string nor null.
+func isBadState(k string, v []byte) bool {
+	return strings.EqualFold(k, "requestState") && v[0] != '"' && string(v) != "null"
 }
 
 // containsFold reports whether b holds lower (lower-case ASCII) in any

@@ -194,14 +194,19 @@ func Required(c Caps, method string, params json.RawMessage) string {
 
 // NeedOf reads the Need of an input request from its raw members.
 func NeedOf(method string, params json.RawMessage) Need {
+	return needOf(method, params, validObject)
+}
+
+// needOf is NeedOf with obj reading params as an object (nil when not one).
+func needOf(method string, params json.RawMessage, obj func(json.RawMessage) []byte) Need {
 	n := Need{Method: method}
 	switch method {
 	case MethodElicit:
-		p := validObject(params) // a malformed body is judged as form mode
+		p := obj(params) // a malformed body is judged as form mode
 		mode := stringMember(p, "mode")
 		n.URLMode = mode == "url" || (mode == "" && stringMember(p, "url") != "")
 	case MethodSampling:
-		tools, _ := member(validObject(params), "tools")
+		tools, _ := member(obj(params), "tools")
 		n.Tools = len(tools) > 2 && tools[0] == '[' && len(TrimSpace(tools[1:len(tools)-1])) > 0
 	}
 	return n
@@ -217,13 +222,24 @@ const Unvettable = "invalid"
 // for reqs (the raw inputRequests entries by key). An entry that is not a
 // {method, params} object is reported as "invalid".
 func Missing(c Caps, reqs map[string]json.RawMessage) []string {
+	return missing(c, reqs, validObject)
+}
+
+// MissingParsed is Missing for entries that are members of a parsed
+// Object, so valid JSON without surrounding space (a message the caller
+// validated once): it does not validate them again.
+func MissingParsed(c Caps, reqs map[string]json.RawMessage) []string {
+	return missing(c, reqs, parsedObject)
+}
+
+func missing(c Caps, reqs map[string]json.RawMessage, obj func(json.RawMessage) []byte) []string {
 	return c.LacksAny(func(yield func(Need) bool) {
 		for _, raw := range reqs {
 			n := Need{Method: Unvettable}
-			if r := validObject(raw); r != nil {
+			if r := obj(raw); r != nil {
 				if method := stringMember(r, "method"); method != "" {
 					params, _ := member(r, "params")
-					n = NeedOf(method, params)
+					n = needOf(method, params, obj)
 				}
 			}
 			if !yield(n) {
@@ -259,6 +275,15 @@ func MissingCapabilityData(capabilities ...string) json.RawMessage {
 func validObject(raw json.RawMessage) []byte {
 	raw = TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
+		return nil
+	}
+	return raw
+}
+
+// parsedObject returns raw, valid JSON without surrounding space, if it
+// is an object, and nil otherwise.
+func parsedObject(raw json.RawMessage) []byte {
+	if len(raw) == 0 || raw[0] != '{' {
 		return nil
 	}
 	return raw

@@ -110,6 +110,14 @@ func TestMissing(t *testing.T) {
 	if got := Missing(Caps{}, map[string]json.RawMessage{"x": json.RawMessage(`7`)}); !slices.Equal(got, []string{"invalid"}) {
 		t.Errorf("Missing of a malformed entry = %q", got)
 	}
+	for _, c := range []Caps{{Sampling: true}, {Sampling: true, ElicitForm: true}, {}} {
+		if got, want := MissingParsed(c, reqs), Missing(c, reqs); !slices.Equal(got, want) {
+			t.Errorf("MissingParsed(%+v) = %q, Missing = %q", c, got, want)
+		}
+	}
+	if got := MissingParsed(Caps{}, map[string]json.RawMessage{"x": json.RawMessage(`7`)}); !slices.Equal(got, []string{"invalid"}) {
+		t.Errorf("MissingParsed of a malformed entry = %q", got)
+	}
 }
 
 func TestMissingCapabilityData(t *testing.T) {
@@ -131,6 +139,12 @@ func FuzzMissing(f *testing.F) {
 			return
 		}
 		missing := Missing(c, m)
+		// On the members of a parsed object, MissingParsed reads the same.
+		if b := TrimSpace(reqs); len(b) > 0 && b[0] == '{' {
+			if got := MissingParsed(c, SplitObject(b)); !slices.Equal(got, missing) {
+				t.Fatalf("MissingParsed = %q, Missing = %q", got, missing)
+			}
+		}
 		if !slices.IsSorted(missing) {
 			t.Fatalf("Missing not sorted: %q", missing)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"iter"
 	"slices"
 )
 
@@ -99,6 +100,77 @@ func Member(obj json.RawMessage, key string) (json.RawMessage, bool) {
 		return nil, false
 	}
 	return member(obj, key)
+}
+
+// Members yields the members of obj, a member of a parsed Object (so
+// valid JSON), in order and without building a map: each name decoded,
+// each value as written; a repeated name is yielded each time. It yields
+// nothing when obj is not an object.
+func Members(obj json.RawMessage) iter.Seq2[string, json.RawMessage] {
+	return func(yield func(string, json.RawMessage) bool) {
+		if len(obj) == 0 || obj[0] != '{' {
+			return
+		}
+		b := obj
+		i := 1
+		for {
+			i = skipSpace(b, i)
+			if i >= len(b) || b[i] == '}' {
+				return
+			}
+			kEnd := skipString(b, i)
+			name := unquote(b[i:kEnd])
+			i = skipSpace(b, kEnd) + 1 // ':'
+			i = skipSpace(b, i)
+			vEnd := skipValue(b, i)
+			if !yield(name, b[i:vEnd:vEnd]) {
+				return
+			}
+			i = skipSpace(b, vEnd)
+			if i < len(b) && b[i] == ',' {
+				i++
+			}
+		}
+	}
+}
+
+// MemberSpan finds member key of obj, one valid JSON object with no
+// surrounding space, for a caller that replaces its value in place:
+// obj[start:end] is the value. found is false when obj has no such
+// member; unique is false when any member name of obj repeats (then a
+// reader keeping the first of them and one keeping the last read
+// different objects, and the value must not be spliced). Objects of more
+// than 16 members count as not unique.
+func MemberSpan(obj []byte, key string) (start, end int, found, unique bool) {
+	if len(obj) == 0 || obj[0] != '{' {
+		return 0, 0, false, false
+	}
+	var seen [16]string
+	n := 0
+	i := 1
+	for {
+		i = skipSpace(obj, i)
+		if i >= len(obj) || obj[i] == '}' {
+			return start, end, found, true
+		}
+		kEnd := skipString(obj, i)
+		name := unquote(obj[i:kEnd])
+		if n == len(seen) || slices.Contains(seen[:n], name) {
+			return 0, 0, false, false
+		}
+		seen[n] = name
+		n++
+		i = skipSpace(obj, kEnd) + 1 // ':'
+		i = skipSpace(obj, i)
+		vEnd := skipValue(obj, i)
+		if name == key {
+			start, end, found = i, vEnd, true
+		}
+		i = skipSpace(obj, vEnd)
+		if i < len(obj) && obj[i] == ',' {
+			i++
+		}
+	}
 }
 
 // member returns the value of the last member named key of b, one valid

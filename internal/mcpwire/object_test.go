@@ -3,6 +3,7 @@ package mcpwire
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -76,5 +77,50 @@ func TestParseUniqueObject(t *testing.T) {
 	}
 	if m, ok := o.UniqueObject("q"); !ok || string(m["x"]) != "1" {
 		t.Errorf("UniqueObject(q) = %v, %v", m, ok)
+	}
+}
+
+// TestMembers pins Members: every member in order, a repeated name each
+// time, names decoded, values as written, nothing for a non-object.
+func TestMembers(t *testing.T) {
+	var got []string
+	for k, v := range Members(json.RawMessage(`{ "a" : 1,"b":{"c":[2]},"\u0061":"x" , "d\"":null}`)) {
+		got = append(got, k+"="+string(v))
+	}
+	want := []string{`a=1`, `b={"c":[2]}`, `a="x"`, `d"=null`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Members = %q, want %q", got, want)
+	}
+	for range Members(json.RawMessage(`[1]`)) {
+		t.Fatal("Members yielded for an array")
+	}
+	n := 0
+	for range Members(json.RawMessage(`{"a":1,"b":2}`)) {
+		n++
+		break
+	}
+	if n != 1 {
+		t.Fatalf("Members went on after break: %d", n)
+	}
+}
+
+// TestMemberSpan pins MemberSpan: the value's bytes, absent members, and
+// any repeated name (escaped or not) making the object not unique.
+func TestMemberSpan(t *testing.T) {
+	for _, tc := range []struct {
+		obj, key, val string
+		found, unique bool
+	}{
+		{`{"a":1, "b" : {"c":2} ,"d":"x"}`, "b", `{"c":2}`, true, true},
+		{`{"a":1}`, "b", ``, false, true},
+		{`{}`, "b", ``, false, true},
+		{`{"b":1,"b":2}`, "b", ``, false, false},
+		{`{"b":1,"a":0,"\u0062":2}`, "a", ``, false, false},
+		{`[1]`, "b", ``, false, false},
+	} {
+		s, e, found, unique := MemberSpan([]byte(tc.obj), tc.key)
+		if found != tc.found || unique != tc.unique || tc.obj[s:e] != tc.val {
+			t.Errorf("MemberSpan(%s, %q) = %q, %v, %v; want %q, %v, %v", tc.obj, tc.key, tc.obj[s:e], found, unique, tc.val, tc.found, tc.unique)
+		}
 	}
 }

@@ -309,6 +309,10 @@ func (s *Store) Reserve(ctx context.Context, id string, expires time.Time) (repl
 	return r, nil
 }
 
+// LocalCommit implements [replay.LocalCommit]: with Options.Replicas zero
+// a Commit makes no round trip (see Commit).
+func (s *Store) LocalCommit() bool { return s.replicas == 0 }
+
 // reservation is one claim on an id, named by a random owner token.
 type reservation struct {
 	s       *Store

@@ -653,3 +653,21 @@ func TestClientAndPrefix(t *testing.T) {
 		t.Fatal("Client() is not the client given to New")
 	}
 }
+
+// LocalCommit says a Commit waits on nothing exactly when it makes no
+// round trip: with Replicas zero.
+func TestLocalCommit(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer c.Close()
+	var st replay.Store = redisstore.New(c, nil)
+	lc, ok := st.(replay.LocalCommit)
+	if !ok || !lc.LocalCommit() {
+		t.Fatalf("Replicas 0: LocalCommit %v, implemented %v; want true", ok && lc.LocalCommit(), ok)
+	}
+	if _, ok := st.(replay.NonBlocking); ok {
+		t.Fatal("a Redis store is NonBlocking: its Reserve waits on Redis")
+	}
+	if redisstore.New(c, &redisstore.Options{Replicas: 1}).LocalCommit() {
+		t.Fatal("Replicas 1: LocalCommit true; its Commit waits for acknowledgments")
+	}
+}
