@@ -418,7 +418,7 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	// Answers are read only beside a state to check. A call without one
 	// is a first call, and its answers are nobody's: every pause through
 	// the proxy carries a sealed token (even when the upstream sent no
-	// state), so a legitimate resume always has one. upstreamParams drops
+	// state), so a legitimate resume always has one. upstreamBody drops
 	// them, so the upstream never runs a resume the guard did not check.
 	if _, present := p["inputResponses"]; present {
 		answers, isObj := p.Object("inputResponses")
@@ -455,43 +455,81 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	_ = fl.End(ctx, release) // a failed commit or release is logged by the guard
 }
 
-// upstreamParams returns the params the upstream receives: on a resume,
-// its own requestState (byte for byte, none if it sent none) and only the
-// answers to the keys it asked; otherwise the client's params without any
-// requestState or inputResponses member (null and empty ones included), so
-// that only a resume the guard checked ever reaches the upstream as one.
-func upstreamParams(c *call) (object, error) {
+// upstreamBody returns the body the upstream receives for a call whose
+// params change: on a resume, its own requestState (byte for byte, none if
+// it sent none) and only the answers to the keys it asked; otherwise the
+// client's params without any requestState or inputResponses member (null
+// and empty ones included), so that only a resume the guard checked ever
+// reaches the upstream as one. The two members are spliced into the
+// client's bytes (every other member as the client wrote it; the names are
+// unique, parseRequest); the message is encoded again from its parsed
+// members only when it cannot be (an envelope of more than 16 members).
+func upstreamBody(c *call) ([]byte, error) {
+	state, answers, err := resumeMembers(c.flow)
+	if err != nil {
+		return nil, err
+	}
+	t := mcpwire.TrimSpace(c.req.body)
+	if ps, pe, ok, unique := mcpwire.MemberSpan(t, "params"); ok && unique {
+		out := make([]byte, 0, len(t)+len(state)+len(answers)+len(`,"requestState":,"inputResponses":`))
+		out = append(out, t[:ps]...)
+		out, ok = mcpwire.AppendEdited(out, t[ps:pe],
+			mcpwire.Edit{Name: "requestState", Value: state}, mcpwire.Edit{Name: "inputResponses", Value: answers})
+		if ok {
+			return append(out, t[pe:]...), nil
+		}
+	}
 	p := maps.Clone(c.req.params)
-	fl := c.flow
 	delete(p, "requestState")
 	delete(p, "inputResponses")
+	if state != nil {
+		p["requestState"] = state
+	}
+	if answers != nil {
+		p["inputResponses"] = answers
+	}
+	msg := maps.Clone(c.req.msg)
+	if msg["params"], err = p.Encode(); err != nil {
+		return nil, err
+	}
+	return msg.Encode()
+}
+
+// resumeMembers returns what a resume gives the upstream: its own
+// requestState as finish sealed it (nil if it sent none) and the answers
+// to the keys it asked, as one object (nil if none). A first call gives
+// nothing.
+func resumeMembers(fl *mrtr.Flow) (state, answers json.RawMessage, err error) {
 	if !fl.Resumed() {
-		return p, nil
+		return nil, nil, nil
 	}
 	var cont json.RawMessage // {"s": the upstream's state}, as finish sealed it
 	if err := fl.Continuation(&cont); err == nil {
-		if s, ok := mcpwire.Member(mcpwire.TrimSpace(cont), "s"); ok {
-			p["requestState"] = s
-		}
+		state, _ = mcpwire.Member(mcpwire.TrimSpace(cont), "s")
 	} else if !errors.Is(err, mrtr.ErrNoContinuation) {
-		return nil, err
+		return nil, nil, err
 	}
-	if answers := fl.Answers(); len(answers) > 0 {
-		o := make(object, len(answers))
-		for k, v := range answers {
-			raw, ok := v.(json.RawMessage)
-			if !ok {
-				return nil, fmt.Errorf("answer %q is %T, not raw JSON", k, v)
-			}
-			o[k] = raw
+	for _, k := range fl.Asked() {
+		v, ok := fl.Answer(k)
+		if !ok {
+			continue
 		}
-		b, err := o.Encode()
-		if err != nil {
-			return nil, err
+		raw, ok := v.(json.RawMessage)
+		if !ok {
+			return nil, nil, fmt.Errorf("answer %q is %T, not raw JSON", k, v)
 		}
-		p["inputResponses"] = b
+		if answers == nil {
+			answers = append(make(json.RawMessage, 0, 64), '{')
+		} else {
+			answers = append(answers, ',')
+		}
+		answers = append(mcpwire.AppendString(answers, k), ':')
+		answers = append(answers, raw...)
 	}
-	return p, nil
+	if answers != nil {
+		answers = append(answers, '}')
+	}
+	return state, answers, nil
 }
 
 // forward sends a checked call to the upstream and relays its answer. It
@@ -514,18 +552,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 	}
 	body := c.req.body
 	if c.flow.Resumed() || hasAny(c.req.params, "requestState", "inputResponses") {
-		// Only a message that changes is encoded again; its members are
-		// unique (parseRequest), so the upstream reads what the proxy read.
-		params, err := upstreamParams(c)
-		if err != nil {
+		// Only a message that changes is rebuilt; its members are unique
+		// (parseRequest), so the upstream reads what the proxy read.
+		var err error
+		if body, err = upstreamBody(c); err != nil {
 			return h.fail(w, r, c, "rebuild the upstream request", err, false)
-		}
-		msg := maps.Clone(c.req.msg)
-		if msg["params"], err = params.Encode(); err != nil {
-			return h.fail(w, r, c, "encode the upstream request", err, false)
-		}
-		if body, err = msg.Encode(); err != nil {
-			return h.fail(w, r, c, "encode the upstream request", err, false)
 		}
 	}
 	sent := &sentBody{b: body}

@@ -447,3 +447,96 @@ func MarshalNoEscape(v any) ([]byte, error) {
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
+
+// Edit is one change AppendEdited makes to an object: member Name gets
+// Value, or is dropped when Value is nil.
+type Edit struct {
+	Name  string
+	Value json.RawMessage
+}
+
+// AppendEdited appends obj, one valid JSON object with no surrounding
+// space, to dst with edits applied: a member named in an edit is dropped
+// (nil Value) or gets the edit's Value in place, and an edit with a Value
+// whose member obj lacks is added last. Every other member is appended as
+// written, name and value byte for byte; only the whitespace between
+// members is dropped. ok is false, and dst is returned as given, when obj
+// is not an object or holds a member named in an edit more than once (a
+// reader keeping the first and one keeping the last would then read
+// different objects); repeats of other names are the caller's to refuse
+// before (ParseUniqueObject, UniqueObject). Edits' names must differ.
+func AppendEdited(dst, obj []byte, edits ...Edit) (_ []byte, ok bool) {
+	if len(obj) == 0 || obj[0] != '{' {
+		return dst, false
+	}
+	var seen uint64 // bit e: edits[e]'s member was met
+	if len(edits) > 64 {
+		panic("mcpwire: AppendEdited takes at most 64 edits")
+	}
+	start := len(dst)
+	dst = append(dst, '{')
+	first := true
+	i := 1
+	for {
+		i = skipSpace(obj, i)
+		if i >= len(obj) || obj[i] == '}' {
+			break
+		}
+		nStart := i
+		kEnd := skipString(obj, i)
+		e := -1
+		for j := range edits {
+			if unquoteEqual(obj[nStart:kEnd], edits[j].Name) {
+				e = j
+				break
+			}
+		}
+		i = skipSpace(obj, kEnd) + 1 // ':'
+		i = skipSpace(obj, i)
+		vEnd := skipValue(obj, i)
+		switch {
+		case e < 0:
+			dst = appendMember(dst, &first, obj[nStart:vEnd])
+		case seen&(1<<e) != 0:
+			return dst[:start], false
+		default:
+			seen |= 1 << e
+			if edits[e].Value != nil {
+				dst = appendMember(dst, &first, obj[nStart:i]) // name, colon and spacing as written
+				dst = append(dst, edits[e].Value...)
+			}
+		}
+		i = skipSpace(obj, vEnd)
+		if i < len(obj) && obj[i] == ',' {
+			i++
+		}
+	}
+	for j, ed := range edits {
+		if seen&(1<<j) == 0 && ed.Value != nil {
+			dst = AppendString(appendMember(dst, &first, nil), ed.Name)
+			dst = append(append(dst, ':'), ed.Value...)
+		}
+	}
+	return append(dst, '}'), true
+}
+
+func appendMember(dst []byte, first *bool, b []byte) []byte {
+	if !*first {
+		dst = append(dst, ',')
+	}
+	*first = false
+	return append(dst, b...)
+}
+
+// AppendString appends s as a JSON string, without HTML escaping.
+func AppendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			b, _ := MarshalNoEscape(s) // a string always encodes
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
