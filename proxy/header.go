@@ -24,20 +24,35 @@ const allowedMethods = "GET, HEAD, POST, DELETE, OPTIONS"
 // httputil.ProxyRequest.SetXForwarded does.
 func setForwarded(out http.Header, in *http.Request) {
 	for k := range out {
-		ck := http.CanonicalHeaderKey(k)
-		if ck == "Forwarded" || ck == "X-Real-Ip" || strings.HasPrefix(ck, "X-Forwarded-") {
+		if forwardedField(http.CanonicalHeaderKey(k)) {
 			delete(out, k)
 		}
 	}
-	if ip, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
+	if ip, ok := forwardedFor(in); ok {
 		out.Set("X-Forwarded-For", ip)
 	}
 	out.Set("X-Forwarded-Host", in.Host)
+	out.Set("X-Forwarded-Proto", forwardedProto(in))
+}
+
+// forwardedField reports whether ck, a canonical header name, is one of
+// the forwarding headers only the proxy sets.
+func forwardedField(ck string) bool {
+	return ck == "Forwarded" || ck == "X-Real-Ip" || strings.HasPrefix(ck, "X-Forwarded-")
+}
+
+// forwardedFor is the client's address for X-Forwarded-For.
+func forwardedFor(in *http.Request) (string, bool) {
+	ip, _, err := net.SplitHostPort(in.RemoteAddr)
+	return ip, err == nil
+}
+
+// forwardedProto is the scheme the client used, for X-Forwarded-Proto.
+func forwardedProto(in *http.Request) string {
 	if in.TLS == nil {
-		out.Set("X-Forwarded-Proto", "http")
-	} else {
-		out.Set("X-Forwarded-Proto", "https")
+		return "http"
 	}
+	return "https"
 }
 
 // headerMismatch reports the first MCP request header that is present and

@@ -125,8 +125,7 @@ func (s *sseWriter) close() {
 // releases it; a stream that breaks or ends before the response, or a
 // client that hangs up, leaves it spent.
 func (h *Handler) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http.Response, c *call) error {
-	copyHeader(w.Header(), resp.Header)
-	w.Header().Set("X-Accel-Buffering", "no")
+	copyHeader(w.Header(), resp.Header, "X-Accel-Buffering", "no")
 	sw := newSSEWriter(w, resp.StatusCode, h.flushDelay)
 	defer sw.close()
 	er := mcpwire.NewEventReader(resp.Body, int(min(h.maxHeld, math.MaxInt)))
