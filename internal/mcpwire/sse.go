@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -23,6 +24,8 @@ type Event struct {
 	Raw   []byte
 	Data  []byte
 	Other [][]byte
+
+	other [3][]byte // Other's array when it is short: one allocation per event
 }
 
 // ErrEventTooLarge is the error of an event beyond the reader's limit.
@@ -79,6 +82,9 @@ func (p *eventParser) feed(buf []byte) (n int, ev *Event, err error) {
 			}
 		}
 		line := b[skip:m]
+		if cap(p.raw) == 0 && len(p.cur) == 0 {
+			p.raw = make([]byte, 0, eventSize(b[skip:], p.max))
+		}
 		if p.max > 0 && len(p.raw)+len(p.cur)+len(line) > p.max {
 			return n, nil, ErrEventTooLarge
 		}
@@ -120,8 +126,14 @@ func (p *eventParser) add(line []byte) *Event {
 	return nil
 }
 
+// finish returns the event of the lines so far. The parser keeps its
+// arrays of data and other lines for the next event: the event's Other is
+// its own, and its Data is a copy (bytes.Join) or a slice of its Raw.
 func (p *eventParser) finish() *Event {
-	ev := &Event{Raw: p.raw, Other: p.other}
+	ev := &Event{Raw: p.raw}
+	if len(p.other) > 0 {
+		ev.Other = append(ev.other[:0:len(ev.other)], p.other...)
+	}
 	switch len(p.data) {
 	case 0:
 	case 1:
@@ -129,8 +141,26 @@ func (p *eventParser) finish() *Event {
 	default:
 		ev.Data = bytes.Join(p.data, []byte("\n"))
 	}
-	p.raw, p.data, p.other = nil, nil, nil
+	clear(p.data)
+	clear(p.other)
+	p.raw, p.data, p.other = nil, p.data[:0], p.other[:0]
 	return ev
+}
+
+// eventSize guesses the size of the event that starts b, to hold it in
+// one allocation: up to its first blank line, or all of b (at most 4 KiB
+// and max) when b holds none; an event beyond the guess grows as needed.
+func eventSize(b []byte, max int) int {
+	n := min(len(b), 4<<10)
+	if i := bytes.Index(b, []byte("\n\n")); i >= 0 {
+		n = i + 2
+	} else if i := bytes.Index(b, []byte("\r\n\r\n")); i >= 0 {
+		n = i + 4
+	}
+	if max > 0 {
+		n = min(n, max)
+	}
+	return n
 }
 
 // end returns the event the stream's end completes: a trailing event
@@ -147,21 +177,28 @@ func (p *eventParser) end() *Event {
 }
 
 // EventReader splits an event stream into events, each bounded by a
-// limit. Its 16 KiB read buffer comes from a pool: Close returns it. Not
-// safe for concurrent use.
+// limit. Its 16 KiB read buffer and its parser's arrays come from a pool:
+// Close returns them. Not safe for concurrent use.
 type EventReader struct {
 	br *bufio.Reader
 	p  eventParser
+	st *readerState // nil once closed
 }
 
-var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
+// readerState is what an EventReader takes from the pool.
+type readerState struct {
+	br          *bufio.Reader
+	data, other [][]byte
+}
+
+var readers = sync.Pool{New: func() any { return &readerState{br: bufio.NewReaderSize(nil, 16<<10)} }}
 
 // NewEventReader reads events from r, each at most max bytes (0 for no
 // bound).
 func NewEventReader(r io.Reader, max int) *EventReader {
-	br := readers.Get().(*bufio.Reader)
-	br.Reset(r)
-	return &EventReader{br: br, p: eventParser{max: max}}
+	st := readers.Get().(*readerState)
+	st.br.Reset(r)
+	return &EventReader{br: st.br, p: eventParser{max: max, data: st.data, other: st.other}, st: st}
 }
 
 // Next returns the next event; io.EOF at the end of the stream (a
@@ -170,6 +207,7 @@ func (er *EventReader) Next() (*Event, error) {
 	for {
 		buf, err := er.br.Peek(max(er.br.Buffered(), 1))
 		if len(buf) > 0 {
+			buf, _ = er.br.Peek(er.br.Buffered()) // all a fill brought, not its first byte
 			n, ev, ferr := er.p.feed(buf)
 			_, _ = er.br.Discard(n)
 			if ferr != nil {
@@ -192,11 +230,21 @@ func (er *EventReader) Next() (*Event, error) {
 // Close returns the read buffer to the pool; the reader is unusable
 // afterwards. Events it returned stay valid.
 func (er *EventReader) Close() {
-	if er.br != nil {
-		er.br.Reset(nil)
-		readers.Put(er.br)
-		er.br = nil
+	st := er.st
+	if st == nil {
+		return
 	}
+	st.br.Reset(nil)
+	st.data = clearLines(er.p.data)
+	st.other = clearLines(er.p.other)
+	readers.Put(st)
+	er.st, er.br, er.p = nil, nil, eventParser{}
+}
+
+// clearLines empties lines for the pool, dropping what it points to.
+func clearLines(lines [][]byte) [][]byte {
+	clear(lines[:cap(lines)])
+	return lines[:0]
 }
 
 // EventSplitter cuts an event stream written in pieces (an SDK's Write
@@ -235,11 +283,18 @@ func (s *EventSplitter) Held() []byte {
 // tokens: a lone CR, which ends a line for an event-stream parser,
 // becomes a space.
 func AppendEvent(dst []byte, other [][]byte, data []byte) []byte {
+	n := len(data) + (bytes.Count(data, []byte("\n"))+1)*len("data: \n") + 1
+	for _, l := range other {
+		n += len(l) + 1
+	}
+	dst = slices.Grow(dst, n)
 	for _, l := range other {
 		dst = append(dst, l...)
 		dst = append(dst, '\n')
 	}
-	for l := range bytes.SplitSeq(data, []byte("\n")) {
+	for rest, more := data, true; more; {
+		var l []byte
+		l, rest, more = bytes.Cut(rest, []byte("\n"))
 		dst = append(dst, "data: "...)
 		for {
 			i := bytes.IndexByte(l, '\r')

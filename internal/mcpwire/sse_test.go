@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"testing/iotest"
 )
@@ -121,6 +122,51 @@ func TestIsEventStream(t *testing.T) {
 	} {
 		if got := IsEventStream(ct); got != want {
 			t.Errorf("IsEventStream(%q) = %v, want %v", ct, got, want)
+		}
+	}
+}
+
+// TestEventReaderReuse: the reader reuses its arrays from event to event
+// and from reader to reader (a pool), and an event it returned stays as
+// it was after the next event and after Close.
+func TestEventReaderReuse(t *testing.T) {
+	stream := "event: a\nid: 1\n: c\ndata: x\ndata: y\n\nevent: b\nid: 2\ndata: z\n\n"
+	er := NewEventReader(strings.NewReader(stream), 0)
+	first, err := er.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := er.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	er.Close()
+	er = NewEventReader(strings.NewReader("event: c\nid: 3\nretry: 1\nx: 1\ndata: w\n\n"), 0)
+	if _, err := er.Next(); err != nil {
+		t.Fatal(err)
+	}
+	er.Close()
+	if got := string(bytes.Join(first.Other, []byte("|"))) + " " + string(first.Data); got != "event: a|id: 1|: c x\ny" {
+		t.Errorf("first event became %q", got)
+	}
+	if got := string(bytes.Join(second.Other, []byte("|"))) + " " + string(second.Data); got != "event: b|id: 2 z" {
+		t.Errorf("second event became %q", got)
+	}
+	if !raceEnabled { // the race detector drops pooled items at random
+		ev := []byte("event: message\nid: 1_0\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n")
+		src := bytes.NewReader(ev)
+		n := testing.AllocsPerRun(100, func() {
+			src.Reset(ev)
+			er := NewEventReader(src, 1<<20)
+			_, _ = er.Next()
+			er.Close()
+		})
+		if n > 3 { // the reader, the event, its bytes
+			t.Errorf("%v allocations to read one event", n)
+		}
+		n = testing.AllocsPerRun(100, func() { _ = AppendEvent(nil, [][]byte{[]byte("id: 1")}, []byte("{\"a\":\n1}")) })
+		if n != 1 {
+			t.Errorf("%v allocations to write one event", n)
 		}
 	}
 }
