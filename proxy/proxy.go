@@ -253,7 +253,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, nil, mcpwire.CodeInvalidRequest, "method not allowed", nil)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, h.maxBody), r.ContentLength, h.maxBody)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -310,6 +310,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r2.ContentLength = int64(len(out))
 	r2.GetBody = nil
 	h.rp.ServeHTTP(w, r2)
+}
+
+// readBody is io.ReadAll of a body whose length the client declared (n,
+// -1 when unknown), in one allocation when it is within max: the buffer
+// starts one byte larger than declared, room for the read that finds the
+// end.
+func readBody(r io.Reader, n, max int64) ([]byte, error) {
+	if n < 0 || n > max {
+		n = 511 // io.ReadAll's start
+	}
+	b := make([]byte, 0, n+1)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // withCaller returns r with its caller (Options.Principal) in the context,
@@ -570,9 +594,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		// reports the headers written, before any byte of the body
 		// (every attempt: a retry is tracked too).
 		tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: sent.wrote})
-		up, err = http.NewRequestWithContext(tctx, http.MethodPost, h.target(r.URL).String(), bytes.NewReader(body))
+		up, err = http.NewRequestWithContext(tctx, http.MethodPost, "", bytes.NewReader(body))
 	} else {
-		up, err = http.NewRequestWithContext(ctx, http.MethodPost, h.target(r.URL).String(), sent.reader())
+		up, err = http.NewRequestWithContext(ctx, http.MethodPost, "", sent.reader())
 		if err == nil {
 			up.ContentLength = int64(len(body))
 			up.GetBody = func() (io.ReadCloser, error) { return sent.reader(), nil } // a transport's retry is tracked too
@@ -581,6 +605,12 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 	if err != nil {
 		return h.fail(w, r, c, "build the upstream request", err, false)
 	}
+	// The upstream's URL without printing and parsing it again (target).
+	*up.URL = *h.up
+	if up.URL.RawQuery == "" {
+		up.URL.RawQuery = r.URL.RawQuery
+	}
+	up.Host = strings.TrimSuffix(h.up.Host, ":") // as NewRequest sets it
 	up.Header = h.outHeader(r)
 	resp, err := h.tr.RoundTrip(up)
 	if err != nil {
