@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Fuzzes every fuzz target of every module go.work lists, each for FUZZTIME
-# (an execution count such as 300000x; see the Makefile), one at a time.
+# (an execution count such as 150000x; see the Makefile), one at a time.
 # The targets are discovered (`go test -list '^Fuzz'` in each module), not
 # listed by hand: a new one is fuzzed without anyone remembering to add it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${FUZZTIME:=300000x}"
+: "${FUZZTIME:=150000x}"
 GO=${GO:-go}
 n=0
 for dir in $("$GO" list -m -f '{{.Dir}}'); do
