@@ -168,6 +168,25 @@ func toolText(res *mcp.CallToolResult) string {
 // bridgeCall is one raw 2026-07-28 tools/call through the proxy.
 func bridgeCall(t *testing.T, url, bearer, tool string, args map[string]any, state string, answers map[string]any) (result map[string]json.RawMessage, errData string) {
 	t.Helper()
+	res, e := bridgeRPC(t, context.Background(), url, bearer, tool, args, state, answers)
+	if e != nil {
+		return nil, fmt.Sprintf("%d %s", e.Code, e.Data)
+	}
+	return res, ""
+}
+
+// rpcError is a JSON-RPC error object as the tests read it.
+type rpcError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// bridgeRPC sends one raw 2026-07-28 tools/call to url, bounded by ctx, as
+// a client declaring elicitation and sampling, and returns its result or
+// its error (the response of id 1, from JSON or an event stream).
+func bridgeRPC(t *testing.T, ctx context.Context, url, bearer, tool string, args map[string]any, state string, answers map[string]any) (map[string]json.RawMessage, *rpcError) {
+	t.Helper()
 	params := map[string]any{"name": tool, "arguments": args, "_meta": map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
 		"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}, "sampling": map[string]any{}},
@@ -177,13 +196,13 @@ func bridgeCall(t *testing.T, url, bearer, tool string, args map[string]any, sta
 		params["inputResponses"] = answers
 	}
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+bearer)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s on %s: %v", tool, url, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
@@ -195,18 +214,12 @@ func bridgeCall(t *testing.T, url, bearer, tool string, args map[string]any, sta
 	}
 	var m struct {
 		Result map[string]json.RawMessage `json:"result"`
-		Error  *struct {
-			Code int             `json:"code"`
-			Data json.RawMessage `json:"data"`
-		} `json:"error"`
+		Error  *rpcError                  `json:"error"`
 	}
-	if err := json.Unmarshal(msg, &m); err != nil {
-		t.Fatalf("%s: not JSON-RPC (%v): %s", tool, err, raw)
+	if err := json.Unmarshal(msg, &m); err != nil || (m.Result == nil) == (m.Error == nil) {
+		t.Fatalf("%s on %s: not a JSON-RPC response (%v): %s", tool, url, err, raw)
 	}
-	if m.Error != nil {
-		return nil, fmt.Sprintf("%d %s", m.Error.Code, m.Error.Data)
-	}
-	return m.Result, ""
+	return m.Result, m.Error
 }
 
 // TestBridgeAttacks: through the bridge, tampered, moved, replayed,

@@ -1,12 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
-	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,48 +16,12 @@ import (
 // and message.
 func replicaResume(t *testing.T, ctx context.Context, url, bearer, state, key string) (content string, code int, message string) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{
-		"name": "test_elicitation", "arguments": map[string]any{"message": "a"},
-		"requestState":   state,
-		"inputResponses": map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"username": "ada"}}},
-		"_meta": map[string]any{
-			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-			"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}},
-		},
-	}})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("resume on %s: %v", url, err)
+	answers := map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"username": "ada"}}}
+	res, e := bridgeRPC(t, ctx, url, bearer, "test_elicitation", map[string]any{"message": "a"}, state, answers)
+	if e != nil {
+		return "", e.Code, e.Message + " " + string(e.Data)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	msg := raw
-	for _, l := range bytes.Split(raw, []byte("\n")) {
-		if d, ok := bytes.CutPrefix(l, []byte("data: ")); ok && bytes.Contains(d, []byte(`"id":1`)) {
-			msg = d
-		}
-	}
-	var m struct {
-		Result *struct {
-			Content json.RawMessage `json:"content"`
-		} `json:"result"`
-		Error *struct {
-			Code    int             `json:"code"`
-			Message string          `json:"message"`
-			Data    json.RawMessage `json:"data"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(msg, &m); err != nil || (m.Result == nil) == (m.Error == nil) {
-		t.Fatalf("resume on %s: not a JSON-RPC response (%v): %s", url, err, raw)
-	}
-	if m.Error != nil {
-		return "", m.Error.Code, m.Error.Message + " " + string(m.Error.Data)
-	}
-	return string(m.Result.Content), 0, ""
+	return string(res["content"]), 0, ""
 }
 
 // TestReplicaForwarding: two `mrtr proxy` processes on one redis-server,
