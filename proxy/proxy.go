@@ -134,9 +134,10 @@ type Handler struct {
 	// (Redis with replica acknowledgments), so it is made off the
 	// response's path.
 	slowStore bool
-	// stdTransport: the upstream transport is an *http.Transport, which
-	// reports writing a request's headers (httptrace), so a pausable
-	// call's body can go as a *bytes.Reader (see forward).
+	// stdTransport: the upstream transport is an *http.Transport or the
+	// proxy's own h1Transport, which report writing a request's headers
+	// (httptrace), so a pausable call's body can go as a *bytes.Reader
+	// (see forward).
 	stdTransport bool
 }
 
@@ -196,12 +197,19 @@ func New(opts Options) (*Handler, error) {
 		if dial <= 0 {
 			dial = DefaultDialTimeout
 		}
+		d := (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext
 		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.DialContext = (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext
+		t.DialContext = d
 		t.MaxIdleConnsPerHost = 256
 		tr = t
+		if directHTTP(u, t.Proxy) {
+			tr = newH1Transport(u.Host, t, d, t.MaxIdleConnsPerHost) // h1.go
+		}
 	}
-	_, h.stdTransport = tr.(*http.Transport)
+	switch tr.(type) {
+	case *http.Transport, *h1Transport:
+		h.stdTransport = true
+	}
 	tr = &watchedTransport{next: tr, log: h.log, url: u.Redacted()} // upstream.go
 	h.tr = tr
 	if st := opts.Guard.Policy().Store; st != nil {

@@ -1,0 +1,372 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// h1Transport sends the proxy's requests whose body is in memory (every
+// POST: ServeHTTP reads them all) to a plain-HTTP upstream over HTTP/1.1,
+// on the caller's goroutine: the request goes out in one write, the
+// response is read by net/http's own parser (http.ReadResponse) from the
+// connection, and the connection waits for the next request once its body
+// was read to the end. An *http.Transport hands every request to two
+// goroutines of its own per connection, a writer and a reader, and back:
+// under load those handoffs and the wakeups they cost were a tenth of the
+// proxy's CPU (TestProxyCPU). Anything else (GET streams, bodies of
+// unknown length, upgrades, other hosts) goes to next, the *http.Transport
+// the proxy would otherwise use, as do upstreams reached through an HTTP
+// proxy or over TLS (New never builds an h1Transport for them).
+//
+// It keeps what the proxy relies on from *http.Transport: dials bounded by
+// the dial timeout, at most maxIdle idle connections, dropped after
+// idleTimeout; a request's context cancels it at any point, its body
+// included; an idle connection the upstream closed is never used (a
+// request on a connection that turns out closed before any byte was
+// written is what *http.Transport retries); httptrace's WroteHeaders
+// hook is called once the request may have left. It sends no
+// Accept-Encoding of its own and no default User-Agent, as the proxy's
+// requests carry none (outHeader, httputil.ReverseProxy).
+type h1Transport struct {
+	next        http.RoundTripper
+	host        string // the upstream's host[:port], as in its URL
+	addr        string // host:port to dial
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	maxIdle     int
+	idleTimeout time.Duration
+
+	mu   sync.Mutex
+	idle []*h1Conn // the most recently used last
+}
+
+// h1Conn is one connection to the upstream and its read buffer.
+type h1Conn struct {
+	c    net.Conn
+	br   *bufio.Reader
+	wbuf []byte    // the last request's bytes, reused
+	used time.Time // when it went idle
+}
+
+// h1MaxKeptBuffer bounds the request buffer a connection keeps between
+// requests; a larger request's buffer is dropped after it.
+const h1MaxKeptBuffer = 64 << 10
+
+// h1Max1xx bounds the informational (1xx) responses skipped before the
+// response, as *http.Transport does.
+const h1Max1xx = 5
+
+// errH1Upgrade is a 101 answer to a request that asked for no upgrade.
+var errH1Upgrade = errors.New("proxy: the upstream switched protocols unasked")
+
+// directHTTP reports whether the proxy's own transport reaches the
+// upstream u itself: plain HTTP, and no HTTP proxy between (proxyOf is
+// the *http.Transport's Proxy, from the environment by default).
+func directHTTP(u *url.URL, proxyOf func(*http.Request) (*url.URL, error)) bool {
+	if u.Scheme != "http" {
+		return false
+	}
+	if proxyOf == nil {
+		return true
+	}
+	p, err := proxyOf(&http.Request{URL: u, Header: http.Header{}})
+	return err == nil && p == nil
+}
+
+// newH1Transport returns an h1Transport to the plain-HTTP upstream at
+// host (its URL's) that sends what it does not handle to next.
+func newH1Transport(host string, next http.RoundTripper, dial func(ctx context.Context, network, addr string) (net.Conn, error), maxIdle int) *h1Transport {
+	addr := host
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		addr = net.JoinHostPort(trimBrackets(host), "80")
+	}
+	return &h1Transport{next: next, host: host, addr: addr, dial: dial, maxIdle: maxIdle, idleTimeout: 90 * time.Second}
+}
+
+func trimBrackets(h string) string {
+	if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
+		return h[1 : len(h)-1]
+	}
+	return h
+}
+
+// handles reports whether the request is one h1Transport sends itself.
+func (t *h1Transport) handles(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.URL.Scheme == "http" && r.URL.Host == t.host &&
+		r.ContentLength >= 0 && (r.ContentLength == 0 || r.Body != nil) && r.Trailer == nil &&
+		len(r.Header["Upgrade"]) == 0 && len(r.TransferEncoding) == 0
+}
+
+func (t *h1Transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !t.handles(r) {
+		return t.next.RoundTrip(r)
+	}
+	ctx := r.Context()
+	if err := ctx.Err(); err != nil {
+		closeBody(r)
+		return nil, err
+	}
+	cn, err := t.get(ctx)
+	if err != nil {
+		closeBody(r)
+		return nil, err
+	}
+	b, err := appendRequest(cn.wbuf[:0], r)
+	if err != nil {
+		t.put(cn) // nothing was written on it
+		return nil, err
+	}
+	if cap(b) <= h1MaxKeptBuffer {
+		cn.wbuf = b[:0]
+	} else {
+		cn.wbuf = nil
+	}
+	stop := context.AfterFunc(ctx, func() { _ = cn.c.SetDeadline(time.Unix(1, 0)) })
+	n, err := cn.c.Write(b)
+	if n > 0 {
+		if tr := httptrace.ContextClientTrace(ctx); tr != nil && tr.WroteHeaders != nil {
+			tr.WroteHeaders()
+		}
+	}
+	if err == nil {
+		var resp *http.Response
+		if resp, err = readH1Response(cn.br, r); err == nil {
+			resp.Body = &h1Body{t: t, cn: cn, ctx: ctx, stop: stop, body: resp.Body, reuse: !resp.Close && !r.Close}
+			return resp, nil
+		}
+	}
+	stop()
+	_ = cn.c.Close()
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, cerr
+	}
+	return nil, fmt.Errorf("proxy: upstream connection: %w", err)
+}
+
+func closeBody(r *http.Request) {
+	if r.Body != nil {
+		_ = r.Body.Close()
+	}
+}
+
+// appendRequest appends r's bytes on the wire to b: the request line, the
+// header (the fields *http.Transport would send, refused on the same
+// invalid names and values) and the body, which it reads and closes.
+func appendRequest(b []byte, r *http.Request) ([]byte, error) {
+	defer closeBody(r)
+	host := r.Host
+	if host == "" {
+		host = r.URL.Host
+	}
+	if host == "" || !validValue(host) || strings.ContainsAny(host, " \t") {
+		return nil, errors.New("proxy: invalid Host header")
+	}
+	b = append(b, "POST "...)
+	b = append(b, r.URL.RequestURI()...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, host...)
+	b = append(b, "\r\n"...)
+	for k, vs := range r.Header {
+		switch k {
+		case "Host", "Content-Length", "Transfer-Encoding", "Trailer", "Connection":
+			continue
+		}
+		if !validName(k) {
+			return nil, fmt.Errorf("proxy: invalid header field name %q", k)
+		}
+		for _, v := range vs {
+			if !validValue(v) {
+				return nil, fmt.Errorf("proxy: invalid header field value for %q", k)
+			}
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, v...)
+			b = append(b, "\r\n"...)
+		}
+	}
+	if r.Close {
+		b = append(b, "Connection: close\r\n"...)
+	}
+	b = append(b, "Content-Length: "...)
+	b = strconv.AppendInt(b, r.ContentLength, 10)
+	b = append(b, "\r\n\r\n"...)
+	if r.ContentLength > 0 {
+		n := len(b)
+		b = slices.Grow(b, int(r.ContentLength))[:n+int(r.ContentLength)]
+		if _, err := io.ReadFull(r.Body, b[n:]); err != nil {
+			return nil, fmt.Errorf("proxy: read the request body: %w", err)
+		}
+	}
+	return b, nil
+}
+
+// validName reports whether k is an HTTP token (RFC 9110, 5.1).
+func validName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c <= ' ' || c >= 0x7f || isSeparator(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func isSeparator(c byte) bool {
+	switch c {
+	case '(', ')', '<', '>', '@', ',', ';', ':', '\\', '"', '/', '[', ']', '?', '=', '{', '}':
+		return true
+	}
+	return false
+}
+
+// validValue reports whether v holds no control character but tab.
+func validValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// readH1Response reads the response to r, skipping informational ones.
+func readH1Response(br *bufio.Reader, r *http.Request) (*http.Response, error) {
+	for range h1Max1xx + 1 {
+		resp, err := http.ReadResponse(br, r)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			return nil, errH1Upgrade
+		case resp.StatusCode >= 200:
+			return resp, nil
+		}
+	}
+	return nil, errors.New("proxy: too many 1xx responses from the upstream")
+}
+
+// get returns an idle connection the upstream has not closed, or a new
+// one.
+func (t *h1Transport) get(ctx context.Context) (*h1Conn, error) {
+	now := time.Now()
+	t.mu.Lock()
+	for len(t.idle) > 0 {
+		cn := t.idle[len(t.idle)-1]
+		t.idle[len(t.idle)-1] = nil
+		t.idle = t.idle[:len(t.idle)-1]
+		t.mu.Unlock()
+		if now.Sub(cn.used) < t.idleTimeout && cn.br.Buffered() == 0 && connAlive(cn.c) {
+			return cn, nil
+		}
+		_ = cn.c.Close()
+		t.mu.Lock()
+	}
+	t.mu.Unlock()
+	c, err := t.dial(ctx, "tcp", t.addr)
+	if err != nil {
+		return nil, err
+	}
+	return &h1Conn{c: c, br: bufio.NewReaderSize(c, 4096)}, nil
+}
+
+// put keeps cn for the next request, unless maxIdle are kept already; it
+// closes the kept ones idle for idleTimeout.
+func (t *h1Transport) put(cn *h1Conn) {
+	now := time.Now()
+	cn.used = now
+	var stale []*h1Conn
+	t.mu.Lock()
+	keep := len(t.idle) < t.maxIdle
+	if keep {
+		t.idle = append(t.idle, cn)
+	}
+	i := 0
+	for i < len(t.idle) && now.Sub(t.idle[i].used) >= t.idleTimeout {
+		i++
+	}
+	if i > 0 {
+		stale = append(stale, t.idle[:i]...)
+		n := copy(t.idle, t.idle[i:])
+		clear(t.idle[n:])
+		t.idle = t.idle[:n]
+	}
+	t.mu.Unlock()
+	if !keep {
+		_ = cn.c.Close()
+	}
+	for _, s := range stale {
+		_ = s.c.Close()
+	}
+}
+
+// CloseIdleConnections closes the idle connections of both transports.
+func (t *h1Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = nil
+	t.mu.Unlock()
+	for _, cn := range idle {
+		_ = cn.c.Close()
+	}
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// h1Body is a response body on an h1Conn: read to the end and closed, it
+// gives the connection back; closed early, or after its context ended, it
+// closes the connection. Close may be called while a Read waits: it
+// closes the connection, which ends the Read.
+type h1Body struct {
+	t     *h1Transport
+	cn    *h1Conn
+	ctx   context.Context
+	stop  func() bool // the context's hook on the connection
+	body  io.ReadCloser
+	reuse bool // neither side asked to close the connection
+	eof   atomic.Bool
+	done  atomic.Bool
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	if b.done.Load() {
+		return 0, errors.New("proxy: read on a closed response body")
+	}
+	n, err := b.body.Read(p)
+	switch {
+	case err == io.EOF:
+		b.eof.Store(true)
+	case err != nil:
+		if cerr := b.ctx.Err(); cerr != nil {
+			err = cerr
+		}
+	}
+	return n, err
+}
+
+func (b *h1Body) Close() error {
+	if !b.done.CompareAndSwap(false, true) {
+		return nil
+	}
+	if b.stop() && b.eof.Load() && b.reuse {
+		b.t.put(b.cn)
+		return nil
+	}
+	return b.cn.c.Close()
+}
