@@ -60,7 +60,12 @@ type Options struct {
 	// policy (TTL, rounds, server id, single-use store) is the proxy's.
 	Guard *mrtr.Guard
 	// Transport reaches the upstream. Nil means a transport like
-	// http.DefaultTransport's whose dials are bounded by DialTimeout.
+	// http.DefaultTransport's whose dials are bounded by DialTimeout,
+	// keeping up to 256 idle connections for 90 s; to a plain-HTTP
+	// upstream reached without an HTTP proxy (HTTP_PROXY, NO_PROXY), it
+	// sends every POST over HTTP/1.1 on the handler's own goroutine,
+	// which costs the proxy less CPU than an *http.Transport's two
+	// goroutines per connection.
 	Transport http.RoundTripper
 	// DialTimeout bounds connecting to the upstream when Transport is nil.
 	// Zero means DefaultDialTimeout.
