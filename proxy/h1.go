@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -55,10 +56,37 @@ type h1Transport struct {
 // h1Conn is one connection to the upstream and its read buffer.
 type h1Conn struct {
 	c    net.Conn
+	lim  limitedConn // what br reads from
 	br   *bufio.Reader
 	wbuf []byte    // the last request's bytes, reused
 	used time.Time // when it went idle
 }
+
+// limitedConn reads from c at most n bytes, then fails: a response header
+// is read under h1MaxHeaderBytes, as *http.Transport bounds it by its
+// MaxResponseHeaderBytes.
+type limitedConn struct {
+	c net.Conn
+	n int64
+}
+
+var errH1HeaderTooLarge = errors.New("proxy: the upstream's response header is too large")
+
+func (l *limitedConn) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, errH1HeaderTooLarge
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.c.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// h1MaxHeaderBytes bounds a response's header (with any 1xx before it),
+// *http.Transport's default MaxResponseHeaderBytes.
+const h1MaxHeaderBytes = 10 << 20
 
 // h1MaxKeptBuffer bounds the request buffer a connection keeps between
 // requests; a larger request's buffer is dropped after it.
@@ -142,7 +170,10 @@ func (t *h1Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	if err == nil {
 		var resp *http.Response
-		if resp, err = readH1Response(cn.br, r); err == nil {
+		cn.lim.n = h1MaxHeaderBytes
+		resp, err = readH1Response(cn.br, r)
+		cn.lim.n = math.MaxInt64
+		if err == nil {
 			resp.Body = &h1Body{t: t, cn: cn, ctx: ctx, stop: stop, body: resp.Body, reuse: !resp.Close && !r.Close}
 			return resp, nil
 		}
@@ -173,8 +204,12 @@ func appendRequest(b []byte, r *http.Request) ([]byte, error) {
 	if host == "" || !validValue(host) || strings.ContainsAny(host, " \t") {
 		return nil, errors.New("proxy: invalid Host header")
 	}
+	uri := r.URL.RequestURI()
+	if strings.ContainsFunc(uri, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
+		return nil, errors.New("proxy: invalid request URI")
+	}
 	b = append(b, "POST "...)
-	b = append(b, r.URL.RequestURI()...)
+	b = append(b, uri...)
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	b = append(b, host...)
 	b = append(b, "\r\n"...)
@@ -282,7 +317,9 @@ func (t *h1Transport) get(ctx context.Context) (*h1Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &h1Conn{c: c, br: bufio.NewReaderSize(c, 4096)}, nil
+	cn := &h1Conn{c: c, lim: limitedConn{c: c}}
+	cn.br = bufio.NewReaderSize(&cn.lim, 4096)
+	return cn, nil
 }
 
 // put keeps cn for the next request, unless maxIdle are kept already; it

@@ -193,6 +193,12 @@ func TestH1InvalidHeader(t *testing.T) {
 			t.Fatalf("header %v was sent", r.Header)
 		}
 	}
+	spaced := postTo(t, t.Context(), u, "{}")
+	spaced.URL.RawQuery = "a b HTTP/1.1\r\nX-Injected: 1"
+	if resp, err := h1.RoundTrip(spaced); err == nil {
+		resp.Body.Close()
+		t.Fatalf("request URI %q was sent", spaced.URL.RequestURI())
+	}
 	roundTrip(t, h1, postTo(t, t.Context(), u, "{}"))
 	if n, c := requests.Load(), conns.Load(); n != 2 || c != 1 {
 		t.Fatalf("the upstream got %d requests on %d connections, want 2 on 1", n, c)
@@ -537,3 +543,23 @@ func TestDirectHTTP(t *testing.T) {
 }
 
 func typeName(v any) string { return fmt.Sprintf("%T", v) }
+
+// TestH1HeaderLimit: a response header past h1MaxHeaderBytes is refused,
+// not held in memory.
+func TestH1HeaderLimit(t *testing.T) {
+	big := "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", h1MaxHeaderBytes) + "\r\nContent-Length: 0\r\n\r\n"
+	h1, u := testH1(t, rawServer(t, big), nil)
+	resp, err := h1.RoundTrip(postTo(t, t.Context(), u, "{}"))
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("a header past the limit was read")
+	}
+	if !errors.Is(err, errH1HeaderTooLarge) {
+		t.Fatalf("error %v, want errH1HeaderTooLarge", err)
+	}
+	ok := "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 64<<10) + "\r\nContent-Length: 70000\r\n\r\n" + strings.Repeat("b", 70000)
+	h1, u = testH1(t, rawServer(t, ok), nil)
+	if _, body := roundTrip(t, h1, postTo(t, t.Context(), u, "{}")); len(body) != 70000 {
+		t.Fatalf("a body under a large header: %d bytes", len(body))
+	}
+}
