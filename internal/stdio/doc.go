@@ -38,8 +38,10 @@
 // dies, even by SIGKILL. Linux sends that signal when the thread that
 // started the child exits, not the process, and Go may end threads (a
 // goroutine that exits while locked to its thread ends it). So every child
-// is forked from one goroutine locked to its thread, which exits only once
-// the last child it started is reaped. The children's exits are awaited on
+// is forked from one goroutine locked to its thread, which never exits:
+// the process keeps that one thread, parked between starts (ending it
+// would also kill whatever else the process forked from that thread
+// before, with Pdeathsig of its own). The children's exits are awaited on
 // their pidfds in the runtime's poller, so a running child holds no thread
 // of the proxy (without pidfds, one thread per child blocks in waitid).
 // Pdeathsig does not reach the child's own children: they are killed with

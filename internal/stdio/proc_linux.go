@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -25,18 +26,21 @@ func sysProcAttr(pidfd *int) *syscall.SysProcAttr {
 //
 // Pdeathsig fires when the thread that forked the child exits, and Go ends
 // a thread whenever a goroutine locked to it returns, so the forking thread
-// must be one that is kept. One goroutine locked to its thread does every
-// fork while any child it started lives; it exits (ending the thread) only
-// once the last of them is reaped, and the next Start makes a new one. A
-// thread per child would cost each child an OS thread and its two runtime
-// stacks (about 48 KiB) for as long as it runs.
+// must be one that is kept. One goroutine, locked to its thread from the
+// first Start on, does every fork, and never returns: its thread lives as
+// long as the process. It must not end even once no child is left: the
+// goroutine locks whatever thread it was running on, which may have forked
+// other children of the process before (anyone's os/exec with Pdeathsig,
+// a test's redis-server), and ending it would kill those. A thread per
+// child would cost each child an OS thread and its two runtime stacks
+// (about 48 KiB) for as long as it runs; this costs one thread, parked.
 //
 // It is the package's only state, and has to be: the thread is the
 // process's, shared by every Child however it was configured.
 type spawner struct {
-	mu   sync.Mutex
-	reqs chan spawnReq // nil while no thread runs
-	live int           // children started and not yet reaped, and starts under way
+	once sync.Once
+	reqs chan spawnReq
+	tid  atomic.Int32 // the spawner thread's id, once it runs
 }
 
 type spawnReq struct {
@@ -49,38 +53,21 @@ var spawn spawner
 // startCmd starts cmd on the spawner's thread. When it returns nil, the
 // caller must call endCmd once the child is reaped.
 func startCmd(cmd *exec.Cmd) error {
-	spawn.mu.Lock()
-	if spawn.reqs == nil {
+	spawn.once.Do(func() {
 		spawn.reqs = make(chan spawnReq)
 		go spawnLoop(spawn.reqs)
-	}
-	spawn.live++
-	reqs := spawn.reqs
-	spawn.mu.Unlock()
+	})
 	done := make(chan error, 1)
-	reqs <- spawnReq{cmd, done} // not closed before endCmd below: live counts this start
-	err := <-done
-	if err != nil {
-		endCmd()
-	}
-	return err
+	spawn.reqs <- spawnReq{cmd, done}
+	return <-done
 }
 
-// endCmd tells the spawner a child it started is reaped; after the last
-// one its thread ends.
-func endCmd() {
-	spawn.mu.Lock()
-	defer spawn.mu.Unlock()
-	if spawn.live--; spawn.live == 0 {
-		close(spawn.reqs)
-		spawn.reqs = nil
-	}
-}
+// endCmd has nothing to release: the spawner's thread is kept.
+func endCmd() {}
 
 func spawnLoop(reqs <-chan spawnReq) {
-	runtime.LockOSThread()
-	// Never unlocked: the thread ends with this goroutine, once no child
-	// it forked is left.
+	runtime.LockOSThread() // never unlocked, and the loop never ends (see spawner)
+	spawn.tid.Store(int32(syscall.Gettid()))
 	for r := range reqs {
 		r.done <- r.cmd.Start()
 	}

@@ -210,3 +210,28 @@ func TestChildrenHoldNoThread(t *testing.T) {
 		t.Fatalf("%d children running added %d threads, want at most %d", n, grown, n/4)
 	}
 }
+
+// The spawner's thread outlives the last child it started: it may have
+// forked other children of the process before the spawner locked it (a
+// test's redis-server, anyone's os/exec with Pdeathsig), which its end
+// would kill.
+func TestSpawnerThreadKept(t *testing.T) {
+	c, err := Start(Config{Path: self(t), Env: []string{helperVar + "=echo", "GORACE=atexit_sleep_ms=0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid := spawn.tid.Load()
+	if tid == 0 {
+		t.Fatal("no spawner thread")
+	}
+	c.Stop(context.Background())
+	assertReaped(t, c.Pid())
+	// The thread would end as its goroutine returns; give that goroutine
+	// every chance to run before looking.
+	for range 100 {
+		runtime.Gosched()
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); err != nil {
+		t.Fatalf("the spawner's thread %d ended with its last child: %v", tid, err)
+	}
+}
