@@ -97,7 +97,8 @@ func proxyFlow(c *http.Client, url string) error {
 
 // proxyContenders are the ways to reach the lean upstream: directly,
 // through net/http/httputil.ReverseProxy (the floor of any Go gateway),
-// and through mrtr's sealing proxy with the memory single-use store.
+// and through mrtr's sealing proxy with the memory single-use store and
+// its default transport.
 func proxyContenders(upstream string) []struct {
 	Name    string
 	Handler http.Handler // nil: the client talks to the upstream
@@ -112,7 +113,10 @@ func proxyContenders(upstream string) []struct {
 		panic(err)
 	}
 	guard := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil)})
-	px, err := proxy.New(proxy.Options{Upstream: upstream, Guard: guard, Transport: benchTransport()})
+	// The proxy's own default transport, as `mrtr proxy` runs it (to a
+	// plain-HTTP upstream: HTTP/1.1 on the handler's goroutine, 256 idle
+	// connections).
+	px, err := proxy.New(proxy.Options{Upstream: upstream, Guard: guard})
 	if err != nil {
 		panic(err)
 	}
