@@ -128,7 +128,10 @@ type Store struct {
 	redirects  map[string]*redis.Client
 }
 
-var _ replay.Store = (*Store)(nil)
+var (
+	_ replay.Bounded     = (*Store)(nil)
+	_ replay.LocalCommit = (*Store)(nil)
+)
 
 // New returns a Store that keeps ids through client, configured by opts. A
 // nil opts is the same as a zero Options. The caller keeps ownership of
@@ -307,6 +310,17 @@ func (s *Store) Reserve(ctx context.Context, id string, expires time.Time) (repl
 		return nil, replay.ErrReplayed
 	}
 	return r, nil
+}
+
+// CallTimeout implements [replay.Bounded]: Options.Timeout bounds every
+// Reserve, Commit and Release, whatever Redis does; with Options.Replicas
+// above zero, a Reserve whose claim was not acknowledged releases it
+// within a second timeout.
+func (s *Store) CallTimeout() time.Duration {
+	if s.replicas > 0 {
+		return min(s.timeout, math.MaxInt64/2) * 2
+	}
+	return s.timeout
 }
 
 // LocalCommit implements [replay.LocalCommit]: with Options.Replicas zero
