@@ -111,7 +111,12 @@
 // round trips runs on a goroutine of its own that the caller stops waiting
 // for at the timeout; the client [NewFromURL] makes honours them
 // (ContextTimeoutEnabled), and its round trips run on the caller's
-// goroutine. go-redis redials
+// goroutine. The calls that start within 1/64 of the timeout of each other
+// share one deadline, and one timer, instead of a context and a timer each:
+// each ends within the timeout of its start, and may fail up to 1/64 of
+// the timeout sooner. A caller's context with a deadline is honoured
+// exactly; one canceled before a call fails it at once, after the call
+// has started no longer (it ends with the reply or the timeout). go-redis redials
 // by itself, so once Redis is back the same Store works again; there is
 // nothing to recreate.
 //

@@ -78,7 +78,10 @@ type Options struct {
 	// Timeout bounds each Reserve, Commit, Release and Ping, including
 	// go-redis's own retries: when it passes, the call returns an error
 	// wrapping context.DeadlineExceeded, even if the client is still
-	// waiting for Redis. Zero means DefaultTimeout; a negative value panics.
+	// waiting for Redis. With the client NewFromURL makes, calls starting
+	// close together share one deadline, which may end a call up to 1/64
+	// of Timeout sooner (see "Failures" in the package documentation).
+	// Zero means DefaultTimeout; a negative value panics.
 	Timeout time.Duration
 
 	// Now reports the current time. Nil means time.Now. The store reads it
@@ -121,6 +124,10 @@ type Store struct {
 	waitMS      int64         // WAIT's timeout, below the store's own and the client's read timeout
 	readTimeout time.Duration // the client's socket read timeout; 0: unbounded
 	ackMode     atomic.Int32  // ackUnknown, ackWait or ackWaitAOF
+
+	// deadline is the context that the round trips starting within one
+	// slot share, on a store that made its client (see callContext).
+	deadline atomic.Pointer[sharedDeadline]
 
 	// redirects are clients of Cluster nodes that a MOVED reply named,
 	// for Replicas above zero (see pipelineAcked).
@@ -169,6 +176,7 @@ func New(client redis.UniversalClient, opts *Options) *Store {
 // setTimeout sets the bound on each call, and WAIT's below it.
 func (s *Store) setTimeout(d time.Duration) {
 	s.timeout = d
+	s.deadline.Store(nil)
 	s.errTimeout = fmt.Errorf("no reply within %v: %w", d, context.DeadlineExceeded)
 	// WAIT must give up before the store does, so that a shortfall is
 	// reported as such and not as a timeout.
@@ -419,8 +427,9 @@ func pxUntil(expires, now time.Time) (px time.Duration, ok bool) {
 // counts as that deadline (see roundTrip).
 const deadlineSlack = 5 * time.Millisecond
 
-// roundTrip runs op with a context that ends after s.timeout, and returns
-// when op does or when that context ends, whichever is first.
+// roundTrip runs op with a context that ends at most s.timeout after the
+// call began, and returns when op does or when that context ends, whichever
+// is first.
 //
 // A client without ContextTimeoutEnabled ignores context deadlines on socket
 // reads: it would wait out its ReadTimeout (seconds) and retry, for each of
@@ -431,34 +440,44 @@ const deadlineSlack = 5 * time.Millisecond
 // context, so op runs on the caller's goroutine: no goroutine, channel and
 // closure per call.
 func roundTrip[T any](ctx context.Context, s *Store, op func(context.Context) (T, error)) (T, error) {
+	if s.direct {
+		if err := ctx.Err(); err != nil {
+			var zero T
+			return zero, err
+		}
+		cctx, bound, cancel := s.callContext(ctx)
+		v, err := op(cctx)
+		err = deadlineError(cctx, bound, err)
+		cancel()
+		return v, err
+	}
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, s.errTimeout)
 	defer cancel()
-	var v T
-	var err error
-	if s.direct {
-		v, err = op(ctx)
-	} else {
-		type result struct {
-			v   T
-			err error
-		}
-		done := make(chan result, 1)
-		go func() {
-			v, err := op(ctx)
-			done <- result{v, err}
-		}()
-		var r result
-		select {
-		case r = <-done:
-		case <-ctx.Done():
-			select {
-			case r = <-done: // finished at the same moment: keep its answer
-			default:
-				return r.v, context.Cause(ctx)
-			}
-		}
-		v, err = r.v, r.err
+	type result struct {
+		v   T
+		err error
 	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := op(ctx)
+		done <- result{v, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		select {
+		case r = <-done: // finished at the same moment: keep its answer
+		default:
+			return r.v, context.Cause(ctx)
+		}
+	}
+	return r.v, deadlineError(ctx, ctx, r.err)
+}
+
+// deadlineError is err, the error of a round trip run with ctx, which ends
+// when bound does: wrapping bound's cause when bound has ended.
+func deadlineError(ctx, bound context.Context, err error) error {
 	if err != nil && ctx.Err() == nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		// A socket deadline that go-redis set from ctx's can fire a
 		// moment before ctx's own timer: if ctx is about to end, the
@@ -471,10 +490,67 @@ func roundTrip[T any](ctx context.Context, s *Store, op func(context.Context) (T
 		// Most likely the deadline made op fail (an i/o timeout from a
 		// client that honours it): say so, for errors.Is.
 		if errors.Is(err, ctx.Err()) {
-			err = context.Cause(ctx)
+			err = context.Cause(bound)
 		} else {
-			err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
+			err = fmt.Errorf("%w: %w", context.Cause(bound), err)
 		}
 	}
-	return v, err
+	return err
 }
+
+// A sharedDeadline is a context that ends s.timeout after start, shared by
+// the round trips that start within s.timeout/deadlineSlots after it: one
+// timer for all of them instead of a context and a timer each, which cost a
+// round trip about a tenth of its CPU. Each of them still ends within
+// s.timeout of its start, and at most s.timeout/deadlineSlots earlier.
+type sharedDeadline struct {
+	ctx   context.Context // ends at start + s.timeout, with cause s.errTimeout
+	start time.Time
+}
+
+// deadlineSlots is how many slots a store's timeout is cut into (see
+// sharedDeadline): 500ms gives slots of about 8ms.
+const deadlineSlots = 64
+
+// callContext returns the context for one round trip on a store that made
+// its client (s.direct), and the context that bounds it: a shared deadline
+// under the caller's values, or ctx bounded by s.timeout when ctx has a
+// deadline of its own, which is then honoured exactly. A caller's context
+// that is canceled once the round trip has started no longer ends it: it
+// ends when the client's reply comes or s.timeout passes, as a socket
+// read already did.
+func (s *Store) callContext(ctx context.Context) (call, bound context.Context, cancel context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		bounded, cancel := context.WithTimeoutCause(ctx, s.timeout, s.errTimeout)
+		return bounded, bounded, cancel
+	}
+	now := time.Now()
+	d := s.deadline.Load()
+	if d == nil || !d.covers(now, s.timeout) {
+		ctx, cancel := context.WithDeadlineCause(context.Background(), now.Add(s.timeout), s.errTimeout)
+		_ = cancel // the timer frees it at the deadline; round trips use it until then
+		d = &sharedDeadline{ctx: ctx, start: now}
+		s.deadline.Store(d)
+	}
+	return callContext{Context: ctx, bound: d.ctx}, d.ctx, func() {}
+}
+
+// covers reports whether a round trip that starts at now may share d: d
+// must not end later than now + timeout, nor more than a slot earlier. A
+// clock reading before d's start (taken first on another goroutine) may not
+// share it.
+func (d *sharedDeadline) covers(now time.Time, timeout time.Duration) bool {
+	since := now.Sub(d.start)
+	return since >= 0 && since < timeout/deadlineSlots
+}
+
+// callContext is a caller's context (its values, for the client's hooks)
+// that ends with bound.
+type callContext struct {
+	context.Context
+	bound context.Context
+}
+
+func (c callContext) Deadline() (time.Time, bool) { return c.bound.Deadline() }
+func (c callContext) Done() <-chan struct{}       { return c.bound.Done() }
+func (c callContext) Err() error                  { return c.bound.Err() }
