@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -293,13 +294,16 @@ func (s *Store) Reserve(ctx context.Context, id string, expires time.Time) (repl
 	if !ok {
 		return nil, replay.ErrReplayed
 	}
-	r := &reservation{s: s, key: s.prefix + id, owner: rand.Text(), expires: expires}
+	val := reservedValue()
+	r := &reservation{s: s, key: s.prefix + id, val: val, owner: val[len(reservedTag):], expires: expires}
 	if s.replicas > 0 {
 		return s.reserveAcked(ctx, r, px)
 	}
-	val := reservedTag + r.owner
 	won, err := roundTrip(ctx, s, func(ctx context.Context) (bool, error) {
-		err := s.client.SetArgs(ctx, r.key, val, redis.SetArgs{Mode: "NX", TTL: px}).Err()
+		// SetArgs would build the same command in a slice grown twice.
+		set := redis.NewStatusCmd(ctx, "set", r.key, val, "px", px.Milliseconds(), "nx")
+		_ = s.client.Process(ctx, set)
+		err := set.Err()
 		if !errors.Is(err, redis.Nil) {
 			return err == nil, err
 		}
@@ -339,7 +343,8 @@ func (s *Store) LocalCommit() bool { return s.replicas == 0 }
 type reservation struct {
 	s       *Store
 	key     string
-	owner   string // rand.Text: 130 random bits in 26 base32 characters
+	val     string // reservedTag + owner, what Reserve writes
+	owner   string // val's tail: 130 random bits in 26 base32 characters
 	expires time.Time
 
 	// mu serializes Commit and Release, so that concurrent calls on one
@@ -406,6 +411,24 @@ func (r *reservation) Release(ctx context.Context) error {
 	}
 	r.done = true
 	return nil
+}
+
+// ownerLen is the length of an owner token: 26 base32 characters, 130 bits.
+const ownerLen = 26
+
+// reservedValue returns reservedTag followed by a new owner token drawn from
+// crypto/rand, as rand.Text draws its text, in one allocation.
+func reservedValue() string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+	var src [ownerLen]byte
+	rand.Read(src[:]) // never fails
+	var b strings.Builder
+	b.Grow(len(reservedTag) + ownerLen)
+	b.WriteString(reservedTag)
+	for _, c := range src {
+		b.WriteByte(alphabet[c%32]) // 256 is a multiple of 32: uniform
+	}
+	return b.String()
 }
 
 // pxUntil is the time from now until expires, rounded up to a whole

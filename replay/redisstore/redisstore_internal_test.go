@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -326,4 +327,43 @@ func TestSharedDeadline(t *testing.T) {
 			t.Errorf("round trip on a canceled context = %v, ran %v; want context.Canceled without running", err, ran)
 		}
 	})
+}
+
+// A reservation's value is reservedTag and 26 base32 characters from
+// crypto/rand (as rand.Text), built in one allocation: with the owner
+// token as its tail, Reserve no longer allocates the token and the value
+// apart.
+func TestReservedValue(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		v := reservedValue()
+		owner, ok := strings.CutPrefix(v, reservedTag)
+		if !ok || len(owner) != ownerLen || strings.Trim(owner, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != "" {
+			t.Fatalf("reservedValue() = %q, want %q and %d base32 characters", v, reservedTag, ownerLen)
+		}
+		if seen[owner] {
+			t.Fatalf("owner %q drawn twice", owner)
+		}
+		seen[owner] = true
+	}
+	if raceEnabled() {
+		return // the race detector adds allocations of its own
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = reservedValue() }); n != 1 {
+		t.Errorf("reservedValue allocates %v times, want 1", n)
+	}
+}
+
+// raceEnabled reports whether the test binary was built with -race.
+func raceEnabled() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
 }
