@@ -27,10 +27,11 @@
 //	                   claim the server had lost and which took the id from a
 //	                   later one, until the token expires
 //
-// The owner is a random token (128 bits and more, from crypto/rand) that
-// Reserve draws for each reservation. Every key lives until the expiry the
-// caller gave (the guard gives the token's expiry plus twice its clock
-// leeway), rounded up to the millisecond, whether it is reserved or
+// The owner is a random token (130 bits, from a ChaCha8 generator that each
+// Store seeds from crypto/rand) that Reserve draws for each reservation.
+// Every key lives until the expiry the caller gave (the guard gives the
+// token's expiry plus twice its clock leeway), rounded up to the
+// millisecond, whether it is reserved or
 // consumed: there is no shorter lease, so a Commit that is lost, times out or
 // is never made (the node crashed) leaves the id claimed until then, and the
 // token never runs its handler again. Only Release frees a claim early.

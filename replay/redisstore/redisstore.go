@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	mrand "math/rand/v2"
 	"os"
 	"strings"
 	"sync"
@@ -126,6 +127,8 @@ type Store struct {
 	readTimeout time.Duration // the client's socket read timeout; 0: unbounded
 	ackMode     atomic.Int32  // ackUnknown, ackWait or ackWaitAOF
 
+	owners *owners // draws each reservation's owner token
+
 	// deadline is the context that the round trips starting within one
 	// slot share, on a store that made its client (see callContext).
 	deadline atomic.Pointer[sharedDeadline]
@@ -169,7 +172,7 @@ func New(client redis.UniversalClient, opts *Options) *Store {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Store{client: client, prefix: o.Prefix, now: o.Now, replicas: o.Replicas, readTimeout: clientReadTimeout(client)}
+	s := &Store{client: client, prefix: o.Prefix, now: o.Now, replicas: o.Replicas, readTimeout: clientReadTimeout(client), owners: newOwners()}
 	s.setTimeout(o.Timeout)
 	return s
 }
@@ -294,7 +297,7 @@ func (s *Store) Reserve(ctx context.Context, id string, expires time.Time) (repl
 	if !ok {
 		return nil, replay.ErrReplayed
 	}
-	val := reservedValue()
+	val := s.owners.reservedValue()
 	r := &reservation{s: s, key: s.prefix + id, val: val, owner: val[len(reservedTag):], expires: expires}
 	if s.replicas > 0 {
 		return s.reserveAcked(ctx, r, px)
@@ -416,12 +419,31 @@ func (r *reservation) Release(ctx context.Context) error {
 // ownerLen is the length of an owner token: 26 base32 characters, 130 bits.
 const ownerLen = 26
 
-// reservedValue returns reservedTag followed by a new owner token drawn from
-// crypto/rand, as rand.Text draws its text, in one allocation.
-func reservedValue() string {
+// newOwners returns the generator of a store's owner tokens: ChaCha8, a
+// cryptographically strong generator, seeded from crypto/rand. An owner
+// token only needs to be unique; drawing it from crypto/rand cost a
+// getrandom system call per Reserve.
+func newOwners() *owners {
+	var seed [32]byte
+	rand.Read(seed[:]) // never fails
+	return &owners{rng: mrand.NewChaCha8(seed)}
+}
+
+// owners draws owner tokens, for concurrent Reserves.
+type owners struct {
+	mu  sync.Mutex
+	rng *mrand.ChaCha8
+}
+
+// reservedValue returns reservedTag followed by a new owner token, 26
+// base32 characters (130 bits) as rand.Text draws its text, in one
+// allocation.
+func (o *owners) reservedValue() string {
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 	var src [ownerLen]byte
-	rand.Read(src[:]) // never fails
+	o.mu.Lock()
+	_, _ = o.rng.Read(src[:]) // never fails
+	o.mu.Unlock()
 	var b strings.Builder
 	b.Grow(len(reservedTag) + ownerLen)
 	b.WriteString(reservedTag)

@@ -329,14 +329,18 @@ func TestSharedDeadline(t *testing.T) {
 	})
 }
 
-// A reservation's value is reservedTag and 26 base32 characters from
-// crypto/rand (as rand.Text), built in one allocation: with the owner
-// token as its tail, Reserve no longer allocates the token and the value
-// apart.
+// A reservation's value is reservedTag and 26 base32 characters (as
+// rand.Text) from the store's ChaCha8 seeded from crypto/rand, built in
+// one allocation: with the owner token as its tail, Reserve no longer
+// allocates the token and the value apart, nor makes a getrandom call.
 func TestReservedValue(t *testing.T) {
 	seen := map[string]bool{}
+	o, o2 := newOwners(), newOwners()
 	for range 1000 {
-		v := reservedValue()
+		v := o.reservedValue()
+		if v == o2.reservedValue() {
+			t.Fatalf("two stores drew the same owner token %q", v)
+		}
 		owner, ok := strings.CutPrefix(v, reservedTag)
 		if !ok || len(owner) != ownerLen || strings.Trim(owner, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != "" {
 			t.Fatalf("reservedValue() = %q, want %q and %d base32 characters", v, reservedTag, ownerLen)
@@ -349,7 +353,7 @@ func TestReservedValue(t *testing.T) {
 	if raceEnabled() {
 		return // the race detector adds allocations of its own
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = reservedValue() }); n != 1 {
+	if n := testing.AllocsPerRun(100, func() { _ = o.reservedValue() }); n != 1 {
 		t.Errorf("reservedValue allocates %v times, want 1", n)
 	}
 }
