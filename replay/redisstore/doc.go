@@ -115,10 +115,11 @@
 // goroutine. The calls that start within 1/64 of the timeout of each other
 // share one deadline, and one timer, instead of a context and a timer each:
 // each ends within the timeout of its start, and may fail up to 1/64 of
-// the timeout sooner. A caller's context with a deadline is honoured
-// exactly; one canceled before a call fails it at once, after the call
-// has started no longer (it ends with the reply or the timeout). go-redis redials
-// by itself, so once Redis is back the same Store works again; there is
+// the timeout sooner. A caller's deadline sooner than the timeout is
+// honoured exactly; a context canceled before a call fails it at once,
+// after the call has started no longer (it ends with the reply or the
+// timeout). go-redis redials by itself, so once Redis is back the same
+// Store works again; there is
 // nothing to recreate.
 //
 // A call that fails may still have taken effect on the server. A Reserve

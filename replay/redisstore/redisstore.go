@@ -560,21 +560,21 @@ const deadlineSlots = 64
 // callContext returns the context for one round trip on a store that made
 // its client (s.direct), and the context that bounds it: a shared deadline
 // under the caller's values, or ctx bounded by s.timeout when ctx has a
-// deadline of its own, which is then honoured exactly. A caller's context
-// that is canceled once the round trip has started no longer ends it: it
-// ends when the client's reply comes or s.timeout passes, as a socket
-// read already did.
+// deadline sooner than that, which is then honoured exactly. A caller's
+// context that is canceled once the round trip has started no longer ends
+// it: it ends when the client's reply comes or s.timeout passes, as a
+// socket read already did.
 func (s *Store) callContext(ctx context.Context) (call, bound context.Context, cancel context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		bounded, cancel := context.WithTimeoutCause(ctx, s.timeout, s.errTimeout)
-		return bounded, bounded, cancel
-	}
 	now := time.Now()
+	if dl, ok := ctx.Deadline(); ok && dl.Before(now.Add(s.timeout)) {
+		bounded, stop := context.WithTimeoutCause(ctx, s.timeout, s.errTimeout)
+		return bounded, bounded, stop
+	}
 	d := s.deadline.Load()
 	if d == nil || !d.covers(now, s.timeout) {
-		ctx, cancel := context.WithDeadlineCause(context.Background(), now.Add(s.timeout), s.errTimeout)
-		_ = cancel // the timer frees it at the deadline; round trips use it until then
-		d = &sharedDeadline{ctx: ctx, start: now}
+		shared, stop := context.WithDeadlineCause(context.Background(), now.Add(s.timeout), s.errTimeout)
+		_ = stop // the timer frees it at the deadline; round trips use it until then
+		d = &sharedDeadline{ctx: shared, start: now}
 		s.deadline.Store(d)
 	}
 	return callContext{Context: ctx, bound: d.ctx}, d.ctx, func() {}

@@ -302,11 +302,17 @@ func TestSharedDeadline(t *testing.T) {
 			t.Errorf("a new slot's deadline is %v after its start, want %v", c.deadline.Sub(c.start), timeout)
 		}
 
-		// A caller's deadline is honoured exactly, on a context of its own.
+		// A caller's deadline sooner than the timeout is honoured exactly,
+		// on a context of its own; a later one changes nothing.
 		short, cancel := context.WithTimeout(caller, timeout/2)
 		defer cancel()
 		if d := call(short, timeout/2); d.done == c.done || d.deadline != d.start.Add(timeout/2) {
 			t.Errorf("with a caller's deadline %v: shared %v, deadline %v after the start", timeout/2, d.done == c.done, d.deadline.Sub(d.start))
+		}
+		long, cancel3 := context.WithTimeout(caller, 2*timeout)
+		defer cancel3()
+		if d := call(long, timeout); d.done != c.done {
+			t.Errorf("with a caller's deadline %v: a context of its own, want the shared deadline", 2*timeout)
 		}
 
 		// A frozen server: the shared deadline ends the round trip with the
