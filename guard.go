@@ -72,8 +72,9 @@ type Options struct {
 	// a failed run may be retried with the same token.
 	ConsumeOnError bool
 	// StoreTimeout bounds each call to Store, except for a store that
-	// implements replay.NonBlocking, whose calls never wait. Zero means
-	// DefaultStoreTimeout.
+	// implements replay.NonBlocking, whose calls never wait, or
+	// replay.Bounded with a CallTimeout no longer than StoreTimeout,
+	// which bounds its calls itself. Zero means DefaultStoreTimeout.
 	StoreTimeout time.Duration
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
@@ -309,13 +310,22 @@ func (g *Guard) rejected(ctx context.Context, r *Request, reason Reason, detail 
 }
 
 // storeContext returns the context for one call to the store: ctx bounded
-// by StoreTimeout, or ctx itself for a store whose calls never wait.
+// by StoreTimeout, or ctx itself for a store whose calls never wait or that
+// bounds each of them by StoreTimeout or less itself.
 func (g *Guard) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := g.opts.Store.(replay.NonBlocking); ok {
-		return ctx, func() {}
+		return ctx, noCancel
+	}
+	// g.store is the store as given: an Observer's wrapper passes the
+	// context through, so the store's own bound holds for it too.
+	if b, ok := g.store.(replay.Bounded); ok && b.CallTimeout() <= g.opts.StoreTimeout {
+		return ctx, noCancel
 	}
 	return context.WithTimeout(ctx, g.opts.StoreTimeout)
 }
+
+// noCancel is the CancelFunc of a context storeContext did not derive.
+func noCancel() {}
 
 // fingerprint is a short, non-reversible name for a token, for logs.
 func fingerprint(token string) string {

@@ -394,29 +394,51 @@ type nonBlockingStore struct{ *recordingStore }
 
 func (nonBlockingStore) NonBlocking() {}
 
+// boundedStore says that it bounds each call by limit itself.
+type boundedStore struct {
+	*recordingStore
+	limit time.Duration
+}
+
+func (s boundedStore) CallTimeout() time.Duration { return s.limit }
+
 // TestStoreTimeout checks that every call to a store that may block is
-// bounded by StoreTimeout, and that a store that never blocks is called
-// without a timer.
+// bounded by StoreTimeout, and that a store that never blocks, or bounds
+// its calls by StoreTimeout or less itself (replay.Bounded), is called
+// without a timer, with or without an Observer's wrapper.
 func TestStoreTimeout(t *testing.T) {
-	for _, nonBlocking := range []bool{false, true} {
-		rec := &recordingStore{}
-		var store replay.Store = rec
-		if nonBlocking {
-			store = nonBlockingStore{rec}
-		}
-		fx := newFixture(t, &Options{Store: store})
-		rec.inner = replay.NewMemory(&replay.MemoryOptions{Now: fx.clk.Now})
-		r := deployReq()
-		tok := fx.pause(t, r)
-		f, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.End(t.Context(), nil); err != nil {
-			t.Fatal(err)
-		}
-		if len(rec.deadlines) != 2 || rec.deadlines[0] == nonBlocking || rec.deadlines[1] == nonBlocking {
-			t.Errorf("NonBlocking %v: deadlines on Reserve and Commit = %v, want %v", nonBlocking, rec.deadlines, !nonBlocking)
+	const timeout = time.Second
+	for _, tc := range []struct {
+		name     string
+		store    func(*recordingStore) replay.Store
+		deadline bool // want a deadline on Reserve and Commit
+	}{
+		{"blocking", func(r *recordingStore) replay.Store { return r }, true},
+		{"NonBlocking", func(r *recordingStore) replay.Store { return nonBlockingStore{r} }, false},
+		{"Bounded shorter", func(r *recordingStore) replay.Store { return boundedStore{r, timeout / 2} }, false},
+		{"Bounded equal", func(r *recordingStore) replay.Store { return boundedStore{r, timeout} }, false},
+		{"Bounded longer", func(r *recordingStore) replay.Store { return boundedStore{r, timeout + 1} }, true},
+	} {
+		for _, observed := range []bool{false, true} {
+			rec := &recordingStore{}
+			opts := &Options{Store: tc.store(rec), StoreTimeout: timeout}
+			if observed {
+				opts.Observer = NopObserver{}
+			}
+			fx := newFixture(t, opts)
+			rec.inner = replay.NewMemory(&replay.MemoryOptions{Now: fx.clk.Now})
+			r := deployReq()
+			tok := fx.pause(t, r)
+			f, err := fx.g.Begin(t.Context(), resume(r, tok, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.End(t.Context(), nil); err != nil {
+				t.Fatal(err)
+			}
+			if len(rec.deadlines) != 2 || rec.deadlines[0] != tc.deadline || rec.deadlines[1] != tc.deadline {
+				t.Errorf("%s, observed %v: deadlines on Reserve and Commit = %v, want %v", tc.name, observed, rec.deadlines, tc.deadline)
+			}
 		}
 	}
 }

@@ -85,6 +85,22 @@ type NonBlocking interface {
 	NonBlocking()
 }
 
+// Bounded is implemented by a [Store] that bounds each of its calls
+// itself: Reserve, and its Reservations' Commit and Release, return within
+// CallTimeout of being called whatever the backend does (a server that
+// stops answering, a lost connection), with an error that is not
+// ErrReplayed when that time has passed, as a Redis store does with its
+// Options.Timeout. A caller that bounds each store call with a timeout of
+// its own, no shorter than CallTimeout, may pass its context through
+// instead: its timer could never fire first, and setting it up costs a
+// timer and a context per call.
+type Bounded interface {
+	Store
+	// CallTimeout is the longest any call to the store or its
+	// Reservations takes. It does not change.
+	CallTimeout() time.Duration
+}
+
 // LocalCommit is implemented by a [Store] that can tell, as it is
 // configured, whether its Reservations' Commit returns without a round
 // trip or any other wait, while its Reserve or Release may still wait (so

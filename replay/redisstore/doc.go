@@ -27,10 +27,11 @@
 //	                   claim the server had lost and which took the id from a
 //	                   later one, until the token expires
 //
-// The owner is a random token (128 bits and more, from crypto/rand) that
-// Reserve draws for each reservation. Every key lives until the expiry the
-// caller gave (the guard gives the token's expiry plus twice its clock
-// leeway), rounded up to the millisecond, whether it is reserved or
+// The owner is a random token (130 bits, from a ChaCha8 generator that each
+// Store seeds from crypto/rand) that Reserve draws for each reservation.
+// Every key lives until the expiry the caller gave (the guard gives the
+// token's expiry plus twice its clock leeway), rounded up to the
+// millisecond, whether it is reserved or
 // consumed: there is no shorter lease, so a Commit that is lost, times out or
 // is never made (the node crashed) leaves the id claimed until then, and the
 // token never runs its handler again. Only Release frees a claim early.
@@ -111,8 +112,14 @@
 // round trips runs on a goroutine of its own that the caller stops waiting
 // for at the timeout; the client [NewFromURL] makes honours them
 // (ContextTimeoutEnabled), and its round trips run on the caller's
-// goroutine. go-redis redials
-// by itself, so once Redis is back the same Store works again; there is
+// goroutine. The calls that start within 1/64 of the timeout of each other
+// share one deadline, and one timer, instead of a context and a timer each:
+// each ends within the timeout of its start, and may fail up to 1/64 of
+// the timeout sooner. A caller's deadline sooner than the timeout is
+// honoured exactly; a context canceled before a call fails it at once,
+// after the call has started no longer (it ends with the reply or the
+// timeout). go-redis redials by itself, so once Redis is back the same
+// Store works again; there is
 // nothing to recreate.
 //
 // A call that fails may still have taken effect on the server. A Reserve

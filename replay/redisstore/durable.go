@@ -174,7 +174,7 @@ func (s *Store) ackShort(acks int) error {
 // read of the key (to recognize a claim resent by go-redis) and the
 // acknowledgment go in one pipeline.
 func (s *Store) reserveAcked(ctx context.Context, r *reservation, px time.Duration) (replay.Reservation, error) {
-	val := reservedTag + r.owner
+	val := r.val
 	type outcome struct {
 		won, own bool
 		acks     int

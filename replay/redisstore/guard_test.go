@@ -195,3 +195,40 @@ func TestGuardCommitWithoutRoundTrip(t *testing.T) {
 	_, err = g.Begin(t.Context(), call)
 	wantReason(t, err, mrtr.ReasonReplayed)
 }
+
+// A guard in front of a frozen Redis refuses a resume within the store's
+// timeout: the guard sets no timer of its own for a store that bounds its
+// calls (replay.Bounded), and the store's bound holds through the guard.
+func TestGuardFrozenRedis(t *testing.T) {
+	srv := testredis.StartServer(t)
+	store := newStore(t, srv.URL(), &redisstore.Options{Prefix: newPrefix(), Timeout: bound})
+	g := mrtr.New(newCodec(t), &mrtr.Options{Store: store, StoreTimeout: bound})
+	call := pauseOn(t, g)
+	srv.Pause()
+	defer srv.Resume()
+	redisstore.SetTimeout(store, short)
+	_ = failsClosedGuard(t, func() error {
+		_, err := g.Begin(context.Background(), call)
+		if !errors.Is(err, mrtr.ErrStoreUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Begin on a frozen Redis = %v, want ErrStoreUnavailable wrapping context.DeadlineExceeded", err)
+		}
+		return err
+	})
+}
+
+// failsClosedGuard checks that f returns an error within bound.
+func failsClosedGuard(t *testing.T, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Begin on a frozen Redis succeeded")
+		}
+		return err
+	case <-time.After(bound):
+		t.Fatalf("Begin on a frozen Redis did not return within %v", bound)
+		return nil
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	mrand "math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,7 +80,10 @@ type Options struct {
 	// Timeout bounds each Reserve, Commit, Release and Ping, including
 	// go-redis's own retries: when it passes, the call returns an error
 	// wrapping context.DeadlineExceeded, even if the client is still
-	// waiting for Redis. Zero means DefaultTimeout; a negative value panics.
+	// waiting for Redis. With the client NewFromURL makes, calls starting
+	// close together share one deadline, which may end a call up to 1/64
+	// of Timeout sooner (see "Failures" in the package documentation).
+	// Zero means DefaultTimeout; a negative value panics.
 	Timeout time.Duration
 
 	// Now reports the current time. Nil means time.Now. The store reads it
@@ -122,13 +127,22 @@ type Store struct {
 	readTimeout time.Duration // the client's socket read timeout; 0: unbounded
 	ackMode     atomic.Int32  // ackUnknown, ackWait or ackWaitAOF
 
+	owners *owners // draws each reservation's owner token
+
+	// deadline is the context that the round trips starting within one
+	// slot share, on a store that made its client (see callContext).
+	deadline atomic.Pointer[sharedDeadline]
+
 	// redirects are clients of Cluster nodes that a MOVED reply named,
 	// for Replicas above zero (see pipelineAcked).
 	redirectMu sync.Mutex
 	redirects  map[string]*redis.Client
 }
 
-var _ replay.Store = (*Store)(nil)
+var (
+	_ replay.Bounded     = (*Store)(nil)
+	_ replay.LocalCommit = (*Store)(nil)
+)
 
 // New returns a Store that keeps ids through client, configured by opts. A
 // nil opts is the same as a zero Options. The caller keeps ownership of
@@ -158,7 +172,7 @@ func New(client redis.UniversalClient, opts *Options) *Store {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Store{client: client, prefix: o.Prefix, now: o.Now, replicas: o.Replicas, readTimeout: clientReadTimeout(client)}
+	s := &Store{client: client, prefix: o.Prefix, now: o.Now, replicas: o.Replicas, readTimeout: clientReadTimeout(client), owners: newOwners()}
 	s.setTimeout(o.Timeout)
 	return s
 }
@@ -166,6 +180,7 @@ func New(client redis.UniversalClient, opts *Options) *Store {
 // setTimeout sets the bound on each call, and WAIT's below it.
 func (s *Store) setTimeout(d time.Duration) {
 	s.timeout = d
+	s.deadline.Store(nil)
 	s.errTimeout = fmt.Errorf("no reply within %v: %w", d, context.DeadlineExceeded)
 	// WAIT must give up before the store does, so that a shortfall is
 	// reported as such and not as a timeout.
@@ -282,13 +297,16 @@ func (s *Store) Reserve(ctx context.Context, id string, expires time.Time) (repl
 	if !ok {
 		return nil, replay.ErrReplayed
 	}
-	r := &reservation{s: s, key: s.prefix + id, owner: rand.Text(), expires: expires}
+	val := s.owners.reservedValue()
+	r := &reservation{s: s, key: s.prefix + id, val: val, owner: val[len(reservedTag):], expires: expires}
 	if s.replicas > 0 {
 		return s.reserveAcked(ctx, r, px)
 	}
-	val := reservedTag + r.owner
 	won, err := roundTrip(ctx, s, func(ctx context.Context) (bool, error) {
-		err := s.client.SetArgs(ctx, r.key, val, redis.SetArgs{Mode: "NX", TTL: px}).Err()
+		// SetArgs would build the same command in a slice grown twice.
+		set := redis.NewStatusCmd(ctx, "set", r.key, val, "px", px.Milliseconds(), "nx")
+		_ = s.client.Process(ctx, set)
+		err := set.Err()
 		if !errors.Is(err, redis.Nil) {
 			return err == nil, err
 		}
@@ -309,6 +327,17 @@ func (s *Store) Reserve(ctx context.Context, id string, expires time.Time) (repl
 	return r, nil
 }
 
+// CallTimeout implements [replay.Bounded]: Options.Timeout bounds every
+// Reserve, Commit and Release, whatever Redis does; with Options.Replicas
+// above zero, a Reserve whose claim was not acknowledged releases it
+// within a second timeout.
+func (s *Store) CallTimeout() time.Duration {
+	if s.replicas > 0 {
+		return min(s.timeout, math.MaxInt64/2) * 2
+	}
+	return s.timeout
+}
+
 // LocalCommit implements [replay.LocalCommit]: with Options.Replicas zero
 // a Commit makes no round trip (see Commit).
 func (s *Store) LocalCommit() bool { return s.replicas == 0 }
@@ -317,7 +346,8 @@ func (s *Store) LocalCommit() bool { return s.replicas == 0 }
 type reservation struct {
 	s       *Store
 	key     string
-	owner   string // rand.Text: 130 random bits in 26 base32 characters
+	val     string // reservedTag + owner, what Reserve writes
+	owner   string // val's tail: 130 random bits in 26 base32 characters
 	expires time.Time
 
 	// mu serializes Commit and Release, so that concurrent calls on one
@@ -386,6 +416,43 @@ func (r *reservation) Release(ctx context.Context) error {
 	return nil
 }
 
+// ownerLen is the length of an owner token: 26 base32 characters, 130 bits.
+const ownerLen = 26
+
+// newOwners returns the generator of a store's owner tokens: ChaCha8, a
+// cryptographically strong generator, seeded from crypto/rand. An owner
+// token only needs to be unique; drawing it from crypto/rand cost a
+// getrandom system call per Reserve.
+func newOwners() *owners {
+	var seed [32]byte
+	rand.Read(seed[:]) // never fails
+	return &owners{rng: mrand.NewChaCha8(seed)}
+}
+
+// owners draws owner tokens, for concurrent Reserves.
+type owners struct {
+	mu  sync.Mutex
+	rng *mrand.ChaCha8
+}
+
+// reservedValue returns reservedTag followed by a new owner token, 26
+// base32 characters (130 bits) as rand.Text draws its text, in one
+// allocation.
+func (o *owners) reservedValue() string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+	var src [ownerLen]byte
+	o.mu.Lock()
+	_, _ = o.rng.Read(src[:]) // never fails
+	o.mu.Unlock()
+	var b strings.Builder
+	b.Grow(len(reservedTag) + ownerLen)
+	b.WriteString(reservedTag)
+	for _, c := range src {
+		b.WriteByte(alphabet[c%32]) // 256 is a multiple of 32: uniform
+	}
+	return b.String()
+}
+
 // pxUntil is the time from now until expires, rounded up to a whole
 // millisecond (what Redis counts in) so that a key never vanishes before
 // expires. ok is false when expires is not after now.
@@ -405,8 +472,9 @@ func pxUntil(expires, now time.Time) (px time.Duration, ok bool) {
 // counts as that deadline (see roundTrip).
 const deadlineSlack = 5 * time.Millisecond
 
-// roundTrip runs op with a context that ends after s.timeout, and returns
-// when op does or when that context ends, whichever is first.
+// roundTrip runs op with a context that ends at most s.timeout after the
+// call began, and returns when op does or when that context ends, whichever
+// is first.
 //
 // A client without ContextTimeoutEnabled ignores context deadlines on socket
 // reads: it would wait out its ReadTimeout (seconds) and retry, for each of
@@ -417,34 +485,44 @@ const deadlineSlack = 5 * time.Millisecond
 // context, so op runs on the caller's goroutine: no goroutine, channel and
 // closure per call.
 func roundTrip[T any](ctx context.Context, s *Store, op func(context.Context) (T, error)) (T, error) {
+	if s.direct {
+		if err := ctx.Err(); err != nil {
+			var zero T
+			return zero, err
+		}
+		cctx, bound, cancel := s.callContext(ctx)
+		v, err := op(cctx)
+		err = deadlineError(cctx, bound, err)
+		cancel()
+		return v, err
+	}
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, s.errTimeout)
 	defer cancel()
-	var v T
-	var err error
-	if s.direct {
-		v, err = op(ctx)
-	} else {
-		type result struct {
-			v   T
-			err error
-		}
-		done := make(chan result, 1)
-		go func() {
-			v, err := op(ctx)
-			done <- result{v, err}
-		}()
-		var r result
-		select {
-		case r = <-done:
-		case <-ctx.Done():
-			select {
-			case r = <-done: // finished at the same moment: keep its answer
-			default:
-				return r.v, context.Cause(ctx)
-			}
-		}
-		v, err = r.v, r.err
+	type result struct {
+		v   T
+		err error
 	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := op(ctx)
+		done <- result{v, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		select {
+		case r = <-done: // finished at the same moment: keep its answer
+		default:
+			return r.v, context.Cause(ctx)
+		}
+	}
+	return r.v, deadlineError(ctx, ctx, r.err)
+}
+
+// deadlineError is err, the error of a round trip run with ctx, which ends
+// when bound does: wrapping bound's cause when bound has ended.
+func deadlineError(ctx, bound context.Context, err error) error {
 	if err != nil && ctx.Err() == nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		// A socket deadline that go-redis set from ctx's can fire a
 		// moment before ctx's own timer: if ctx is about to end, the
@@ -457,10 +535,67 @@ func roundTrip[T any](ctx context.Context, s *Store, op func(context.Context) (T
 		// Most likely the deadline made op fail (an i/o timeout from a
 		// client that honours it): say so, for errors.Is.
 		if errors.Is(err, ctx.Err()) {
-			err = context.Cause(ctx)
+			err = context.Cause(bound)
 		} else {
-			err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
+			err = fmt.Errorf("%w: %w", context.Cause(bound), err)
 		}
 	}
-	return v, err
+	return err
 }
+
+// A sharedDeadline is a context that ends s.timeout after start, shared by
+// the round trips that start within s.timeout/deadlineSlots after it: one
+// timer for all of them instead of a context and a timer each, which cost a
+// round trip about a tenth of its CPU. Each of them still ends within
+// s.timeout of its start, and at most s.timeout/deadlineSlots earlier.
+type sharedDeadline struct {
+	ctx   context.Context // ends at start + s.timeout, with cause s.errTimeout
+	start time.Time
+}
+
+// deadlineSlots is how many slots a store's timeout is cut into (see
+// sharedDeadline): 500ms gives slots of about 8ms.
+const deadlineSlots = 64
+
+// callContext returns the context for one round trip on a store that made
+// its client (s.direct), and the context that bounds it: a shared deadline
+// under the caller's values, or ctx bounded by s.timeout when ctx has a
+// deadline sooner than that, which is then honoured exactly. A caller's
+// context that is canceled once the round trip has started no longer ends
+// it: it ends when the client's reply comes or s.timeout passes, as a
+// socket read already did.
+func (s *Store) callContext(ctx context.Context) (call, bound context.Context, cancel context.CancelFunc) {
+	now := time.Now()
+	if dl, ok := ctx.Deadline(); ok && dl.Before(now.Add(s.timeout)) {
+		bounded, stop := context.WithTimeoutCause(ctx, s.timeout, s.errTimeout)
+		return bounded, bounded, stop
+	}
+	d := s.deadline.Load()
+	if d == nil || !d.covers(now, s.timeout) {
+		shared, stop := context.WithDeadlineCause(context.Background(), now.Add(s.timeout), s.errTimeout)
+		_ = stop // the timer frees it at the deadline; round trips use it until then
+		d = &sharedDeadline{ctx: shared, start: now}
+		s.deadline.Store(d)
+	}
+	return callContext{Context: ctx, bound: d.ctx}, d.ctx, func() {}
+}
+
+// covers reports whether a round trip that starts at now may share d: d
+// must not end later than now + timeout, nor more than a slot earlier. A
+// clock reading before d's start (taken first on another goroutine) may not
+// share it.
+func (d *sharedDeadline) covers(now time.Time, timeout time.Duration) bool {
+	since := now.Sub(d.start)
+	return since >= 0 && since < timeout/deadlineSlots
+}
+
+// callContext is a caller's context (its values, for the client's hooks)
+// that ends with bound.
+type callContext struct {
+	context.Context
+	bound context.Context
+}
+
+func (c callContext) Deadline() (time.Time, bool) { return c.bound.Deadline() }
+func (c callContext) Done() <-chan struct{}       { return c.bound.Done() }
+func (c callContext) Err() error                  { return c.bound.Err() }

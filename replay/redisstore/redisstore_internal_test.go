@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -243,4 +244,136 @@ func TestRoundTripDirect(t *testing.T) {
 	if onCaller(New(c, nil)) {
 		t.Error("New's store ran a round trip on the caller's goroutine, want one of its own")
 	}
+}
+
+// The round trips of a store that made its client share one deadline per
+// slot of its timeout, instead of a context and a timer each: each still
+// ends within the timeout of its start, and no more than a slot before it;
+// the caller's values reach the client (its hooks), a caller's deadline is
+// kept exactly, and a caller's canceled context fails the call at once.
+func TestSharedDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 640 * time.Millisecond
+		slot := timeout / deadlineSlots
+		s, err := NewFromURL("redis://127.0.0.1:1", &Options{Timeout: timeout}) // never dialled
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		type key struct{}
+		caller := context.WithValue(t.Context(), key{}, "v")
+		type seen struct {
+			done     <-chan struct{}
+			deadline time.Time
+			start    time.Time
+		}
+		call := func(ctx context.Context, bound time.Duration) seen {
+			t.Helper()
+			start := time.Now()
+			got, err := roundTrip(ctx, s, func(ctx context.Context) (seen, error) {
+				if ctx.Value(key{}) != "v" {
+					t.Error("the caller's value did not reach the round trip")
+				}
+				dl, ok := ctx.Deadline()
+				if !ok {
+					t.Fatal("a round trip without a deadline")
+				}
+				return seen{ctx.Done(), dl, start}, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if end := got.start.Add(bound); got.deadline.After(end) || !got.deadline.After(end.Add(-slot)) {
+				t.Errorf("deadline %v after the start, want in (%v, %v]", got.deadline.Sub(got.start), bound-slot, bound)
+			}
+			return got
+		}
+		a := call(caller, timeout)
+		time.Sleep(slot / 2)
+		if b := call(caller, timeout); b.done != a.done {
+			t.Error("two round trips within one slot did not share their deadline")
+		}
+		time.Sleep(slot / 2)
+		c := call(caller, timeout)
+		if c.done == a.done {
+			t.Error("a round trip a slot later shared the earlier deadline")
+		}
+		if c.deadline != c.start.Add(timeout) {
+			t.Errorf("a new slot's deadline is %v after its start, want %v", c.deadline.Sub(c.start), timeout)
+		}
+
+		// A caller's deadline sooner than the timeout is honoured exactly,
+		// on a context of its own; a later one changes nothing.
+		short, cancel := context.WithTimeout(caller, timeout/2)
+		defer cancel()
+		if d := call(short, timeout/2); d.done == c.done || d.deadline != d.start.Add(timeout/2) {
+			t.Errorf("with a caller's deadline %v: shared %v, deadline %v after the start", timeout/2, d.done == c.done, d.deadline.Sub(d.start))
+		}
+		long, cancel3 := context.WithTimeout(caller, 2*timeout)
+		defer cancel3()
+		if d := call(long, timeout); d.done != c.done {
+			t.Errorf("with a caller's deadline %v: a context of its own, want the shared deadline", 2*timeout)
+		}
+
+		// A frozen server: the shared deadline ends the round trip with the
+		// store's error.
+		_, err = roundTrip(caller, s, func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		})
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no reply within 640ms") {
+			t.Errorf("round trip past the deadline = %v, want the store's timeout", err)
+		}
+
+		canceled, cancel2 := context.WithCancel(caller)
+		cancel2()
+		ran := false
+		_, err = roundTrip(canceled, s, func(context.Context) (int, error) { ran = true; return 0, nil })
+		if !errors.Is(err, context.Canceled) || ran {
+			t.Errorf("round trip on a canceled context = %v, ran %v; want context.Canceled without running", err, ran)
+		}
+	})
+}
+
+// A reservation's value is reservedTag and 26 base32 characters (as
+// rand.Text) from the store's ChaCha8 seeded from crypto/rand, built in
+// one allocation: with the owner token as its tail, Reserve no longer
+// allocates the token and the value apart, nor makes a getrandom call.
+func TestReservedValue(t *testing.T) {
+	seen := map[string]bool{}
+	o, o2 := newOwners(), newOwners()
+	for range 1000 {
+		v := o.reservedValue()
+		if v == o2.reservedValue() {
+			t.Fatalf("two stores drew the same owner token %q", v)
+		}
+		owner, ok := strings.CutPrefix(v, reservedTag)
+		if !ok || len(owner) != ownerLen || strings.Trim(owner, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != "" {
+			t.Fatalf("reservedValue() = %q, want %q and %d base32 characters", v, reservedTag, ownerLen)
+		}
+		if seen[owner] {
+			t.Fatalf("owner %q drawn twice", owner)
+		}
+		seen[owner] = true
+	}
+	if raceEnabled() {
+		return // the race detector adds allocations of its own
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = o.reservedValue() }); n != 1 {
+		t.Errorf("reservedValue allocates %v times, want 1", n)
+	}
+}
+
+// raceEnabled reports whether the test binary was built with -race.
+func raceEnabled() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
 }

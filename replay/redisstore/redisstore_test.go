@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -669,5 +670,32 @@ func TestLocalCommit(t *testing.T) {
 	}
 	if redisstore.New(c, &redisstore.Options{Replicas: 1}).LocalCommit() {
 		t.Fatal("Replicas 1: LocalCommit true; its Commit waits for acknowledgments")
+	}
+}
+
+// A Store says how long its calls take at most (replay.Bounded), so that
+// the guard need not set a timer of its own: Options.Timeout, twice that
+// with Replicas (an unacknowledged claim is released within a second
+// timeout).
+func TestCallTimeout(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer c.Close()
+	for _, tc := range []struct {
+		opts *redisstore.Options
+		want time.Duration
+	}{
+		{nil, redisstore.DefaultTimeout},
+		{&redisstore.Options{Timeout: time.Second}, time.Second},
+		{&redisstore.Options{Timeout: time.Second, Replicas: 1}, 2 * time.Second},
+		{&redisstore.Options{Timeout: math.MaxInt64, Replicas: 1}, math.MaxInt64 - 1},
+	} {
+		var st replay.Store = redisstore.New(c, tc.opts)
+		b, ok := st.(replay.Bounded)
+		if !ok {
+			t.Fatal("a Redis store does not implement replay.Bounded")
+		}
+		if got := b.CallTimeout(); got != tc.want {
+			t.Errorf("%+v: CallTimeout = %v, want %v", tc.opts, got, tc.want)
+		}
 	}
 }
