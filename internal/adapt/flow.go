@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
 	"reflect"
-	"slices"
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
@@ -90,7 +88,7 @@ func Declared[C any](f *Flow[C]) mcpwire.Caps { return f.call.Declared() }
 // of needs as the questions asked, after the capability gate: a need the
 // client did not declare fails with the -32021 WireError. A zero state
 // (nil, struct{}{}) seals no continuation.
-func Pause[C any](f *Flow[C], state C, needs map[string]mcpwire.Need) (string, error) {
+func Pause[C any](f *Flow[C], state C, needs Needs) (string, error) {
 	if err := Gate(f.call.Declared(), needs); err != nil {
 		return "", err
 	}
@@ -98,7 +96,7 @@ func Pause[C any](f *Flow[C], state C, needs map[string]mcpwire.Need) (string, e
 	if isZero(state) {
 		cont = nil
 	}
-	tok, err := f.f.Pause(cont, slices.Sorted(maps.Keys(needs))...)
+	tok, err := f.f.Pause(cont, needs.Keys()...)
 	if err != nil {
 		return "", err
 	}
