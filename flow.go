@@ -27,28 +27,32 @@ type Flow struct {
 	binding reqstate.Binding
 	args    json.RawMessage
 
-	resumed    bool
 	round      int
 	flowID     reqstate.ID
 	cont       json.RawMessage
 	asked      []string
-	answers    map[string]any
+	answers    map[string]any // may be Request.InputResponses itself (answersOf)
 	unverified map[string]any
 	argsHash   reqstate.Hash
-	hashed     bool
 	res        replay.Reservation
+	obs        *flowObs // set only with an Observer (observe.go)
 
 	mu     sync.Mutex
 	token  string // the sealed pause, once Pause succeeded
 	paused bool
 	ended  bool
 
-	// Set only with an Observer (observe.go).
-	obsCtx   context.Context // Begin's, for Observer.Paused
-	start    time.Time
-	meta     map[string]any
-	version  string
-	observed bool // Observer.Ended was called
+	resumed  bool
+	hashed   bool
+	observed bool // Observer.Ended was called; guarded by mu
+}
+
+// flowObs is what the Observer's events need of a Flow beyond the rest of
+// it, kept apart so a guard without an Observer does not allocate it.
+type flowObs struct {
+	ctx   context.Context // Begin's, for Observer.Paused
+	start time.Time
+	meta  map[string]any
 }
 
 // Resumed reports whether this call carried a verified requestState.
