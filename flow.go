@@ -190,7 +190,7 @@ func (f *Flow) Pause(continuation any, asked ...string) (string, error) {
 	if f.binding.Principal.Anonymous() {
 		ttl = g.opts.AnonymousTTL
 	}
-	tok, err := g.codec.Seal(f.binding, &reqstate.State{
+	st := reqstate.State{
 		Continuation: cont,
 		Round:        next,
 		IssuedAt:     now,
@@ -198,7 +198,8 @@ func (f *Flow) Pause(continuation any, asked ...string) (string, error) {
 		FlowID:       f.flowID,
 		ArgsHash:     f.argsHash,
 		Asked:        asked,
-	})
+	}
+	tok, err := seal(g.codec, f.binding, &st)
 	if err != nil {
 		return "", fmt.Errorf("mrtr: seal pause: %w", err)
 	}
@@ -207,6 +208,18 @@ func (f *Flow) Pause(continuation any, asked ...string) (string, error) {
 		f.observePause(tok)
 	}
 	return tok, nil
+}
+
+// seal seals s with codec. reqstate's own codec is called directly, so
+// that s, which it does not keep, stays on the caller's stack; through the
+// interface it would be allocated on every pause. Another Codec seals a
+// copy.
+func seal(codec reqstate.Codec, b reqstate.Binding, s *reqstate.State) (string, error) {
+	if c, ok := codec.(*reqstate.AESGCM); ok {
+		return c.Seal(b, s)
+	}
+	cp := *s
+	return codec.Seal(b, &cp)
 }
 
 // Paused reports whether Pause succeeded, and the sealed state.

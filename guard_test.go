@@ -795,3 +795,38 @@ func TestFlowSize(t *testing.T) {
 		t.Errorf("a Flow takes %d bytes, want at most 320", n)
 	}
 }
+
+// A pause allocates what sealing, hashing the arguments and the flow id
+// need, and not the State it seals: reqstate's codec keeps no pointer to
+// it, so it stays on Pause's stack.
+func TestPauseAllocations(t *testing.T) {
+	codec := reqstate.New(mustRing(t), nil)
+	g := New(codec, nil)
+	r := deployReq()
+	begin := func() *Flow {
+		f, err := g.Begin(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	asked := []string{"confirm"} // an adapter's, allocated once here
+	beginOnly := testing.AllocsPerRun(100, func() { begin() })
+	withPause := testing.AllocsPerRun(100, func() {
+		if _, err := begin().Pause(nil, asked...); err != nil {
+			t.Fatal(err)
+		}
+	})
+	b := r.binding(DefaultServerID)
+	now := time.Now()
+	sealOnly := testing.AllocsPerRun(100, func() {
+		if _, err := codec.Seal(b, &reqstate.State{Round: 1, IssuedAt: now, ExpiresAt: now.Add(time.Minute), Asked: asked}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	hash := testing.AllocsPerRun(100, func() { _, _ = reqstate.HashArguments(r.Arguments) })
+	id := testing.AllocsPerRun(100, func() { _, _ = reqstate.NewID(nil) })
+	if pause := withPause - beginOnly; pause > sealOnly+hash+id {
+		t.Errorf("a pause allocates %v times; sealing %v, hashing %v, the flow id %v", pause, sealOnly, hash, id)
+	}
+}
