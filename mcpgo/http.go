@@ -3,7 +3,6 @@ package mcpgo
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -47,14 +46,18 @@ func (a *Adapter) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		// The exchange and the rewriter in one allocation: both live as
-		// long as the call.
+		// The exchange, the rewriter, the context carrying the exchange
+		// and the body's reader in one allocation: all live as long as the
+		// call.
 		xw := &struct {
-			x  exchange
-			rw rewriter
+			x    exchange
+			rw   rewriter
+			ctx  exchangeContext
+			body bodyReader
 		}{}
 		x, rw := &xw.x, &xw.rw
 		rw.w, rw.x = w, x
+		xw.ctx = exchangeContext{Context: r.Context(), x: x}
 		var buf *bytes.Buffer
 		if r.Body != nil {
 			// The body is read once more here (mcp-go reads its own copy), into
@@ -76,9 +79,10 @@ func (a *Adapter) Handler(next http.Handler) http.Handler {
 			// refuse the body as unparsable (-32600); the guard refuses the
 			// call as invalid instead (adapt.StripBadState).
 			x.body, x.badState = adapt.StripBadState(x.body)
-			r.Body = io.NopCloser(bytes.NewReader(x.body))
+			xw.body.Reset(x.body)
+			r.Body = &xw.body
 		}
-		next.ServeHTTP(rw, r.WithContext(withExchange(r.Context(), x)))
+		next.ServeHTTP(rw, r.WithContext(&xw.ctx))
 		rw.finish()
 		if buf != nil {
 			x.nullOnce.Do(func() {}) // the call is over: nobody asks any more
@@ -90,6 +94,12 @@ func (a *Adapter) Handler(next http.Handler) http.Handler {
 		}
 	})
 }
+
+// bodyReader is the request body Handler passes on: the bytes it read.
+type bodyReader struct{ bytes.Reader }
+
+// Close implements io.Closer; there is nothing to close.
+func (*bodyReader) Close() error { return nil }
 
 // maxPooledBody is the largest body buffer Handler keeps for reuse.
 const maxPooledBody = 64 << 10

@@ -129,19 +129,26 @@ type Call struct {
 	// Meta is the request's _meta, for the guard's Observer (trace
 	// context); nil for none.
 	Meta map[string]any
-	// Caps returns what the client declared, for the capability gate; it
-	// is called at most once, and only when the handler pauses or asks.
-	Caps func() mcpwire.Caps
+	// Caps reads what the client declared, for the capability gate; it is
+	// called at most once, and only when the handler pauses or asks. An
+	// interface, not a func: an adapter's own call type implements it,
+	// where a closure would be one more allocation per call.
+	Caps CapsReader
 
 	capsOnce sync.Once
 	caps     mcpwire.Caps
+}
+
+// CapsReader reads what the client of a call declared it can answer.
+type CapsReader interface {
+	ReadCaps() mcpwire.Caps
 }
 
 // Declared returns what the client declared, computed once.
 func (c *Call) Declared() mcpwire.Caps {
 	c.capsOnce.Do(func() {
 		if c.Caps != nil {
-			c.caps = c.Caps()
+			c.caps = c.Caps.ReadCaps()
 		}
 	})
 	return c.caps
