@@ -46,15 +46,7 @@ func (a *Adapter) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		// The exchange, the rewriter, the context carrying the exchange
-		// and the body's reader in one allocation: all live as long as the
-		// call.
-		xw := &struct {
-			x    exchange
-			rw   rewriter
-			ctx  exchangeContext
-			body bodyReader
-		}{}
+		xw := new(handlerState)
 		x, rw := &xw.x, &xw.rw
 		rw.w, rw.x = w, x
 		xw.ctx = exchangeContext{Context: r.Context(), x: x}
@@ -95,6 +87,16 @@ func (a *Adapter) Handler(next http.Handler) http.Handler {
 	})
 }
 
+// handlerState is what Handler keeps of one request, in one allocation:
+// the exchange, the rewriter, the context carrying the exchange and the
+// body's reader all live as long as the call.
+type handlerState struct {
+	x    exchange
+	rw   rewriter
+	ctx  exchangeContext
+	body bodyReader
+}
+
 // bodyReader is the request body Handler passes on: the bytes it read.
 type bodyReader struct{ bytes.Reader }
 
@@ -133,11 +135,11 @@ func nullResponses(body []byte) bool {
 type rewriter struct {
 	w      http.ResponseWriter
 	x      *exchange
-	status int  // held back until the first byte of the body
-	sent   bool // the status line is out
-	typed  bool // sse is known
-	sse    bool // the body is an event stream
-	split  mcpwire.EventSplitter
+	status int                    // held back until the first byte of the body
+	sent   bool                   // the status line is out
+	typed  bool                   // sse is known
+	sse    bool                   // the body is an event stream
+	split  *mcpwire.EventSplitter // allocated for the first event written in pieces
 }
 
 func (rw *rewriter) Header() http.Header { return rw.w.Header() }
@@ -186,6 +188,9 @@ func (rw *rewriter) writeStatus() {
 // an event the stream ended inside, as they were.
 func (rw *rewriter) finish() {
 	rw.writeStatus()
+	if rw.split == nil {
+		return
+	}
 	if held := rw.split.Held(); len(held) > 0 {
 		_, _ = rw.w.Write(held)
 	}
@@ -202,8 +207,11 @@ func (rw *rewriter) rewrite(p []byte) []byte {
 	pending, modern := rw.x.pending, rw.x.modern
 	rw.x.mu.Unlock()
 	if rw.sse {
-		if rw.split.Idle() && bytes.HasSuffix(p, []byte("\n\n")) && (len(pending) == 0 || !bytes.Contains(p, []byte(`"error"`))) {
+		if (rw.split == nil || rw.split.Idle()) && bytes.HasSuffix(p, []byte("\n\n")) && (len(pending) == 0 || !bytes.Contains(p, []byte(`"error"`))) {
 			return p // whole events, none to rewrite: as written
+		}
+		if rw.split == nil {
+			rw.split = new(mcpwire.EventSplitter)
 		}
 		var out []byte
 		rw.split.Split(p, func(ev *mcpwire.Event) {

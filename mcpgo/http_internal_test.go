@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/mrtr-go/mrtr/internal/adapt"
 )
@@ -142,5 +143,9 @@ func TestHandlerAllocations(t *testing.T) {
 	}
 	if n -= alone; n > 2 {
 		t.Errorf("Handler adds %v allocations to a request, want at most 2", n)
+	}
+	// The event splitter is allocated only for a stream written in pieces.
+	if size := unsafe.Sizeof(handlerState{}); size > 224 {
+		t.Errorf("Handler's state per request takes %d bytes, want at most 224", size)
 	}
 }
