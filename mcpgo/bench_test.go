@@ -62,7 +62,7 @@ func TestHandleFlow(t *testing.T) {
 // both calls, the single-use reservation, the typed continuation, the
 // call's answers and binding the arguments again on the resume. It was 65
 // before the cuts of issue 19.
-const maxFlowAllocs = 42
+const maxFlowAllocs = 40
 
 // TestHandleFlowAllocations pins what the adapter and the guard allocate
 // per flow, over what mcp-go allocates for the same flow.

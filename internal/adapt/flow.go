@@ -39,7 +39,13 @@ type Flow[C any] struct {
 // decode is ErrStaleContinuation; only its Go type is logged.
 func NewFlow[C any](ctx context.Context, f *mrtr.Flow, c *Call, rec *Record, logger *slog.Logger) (*Flow[C], error) {
 	fl := &Flow[C]{f: f, call: c, rec: rec}
-	st, ok, err := mrtr.Decode[C](f)
+	// Decoded straight into fl, which is on the heap already: through a
+	// local, as mrtr.Decode does, the value would be allocated again.
+	err := f.Continuation(&fl.state)
+	ok := err == nil
+	if errors.Is(err, mrtr.ErrNoContinuation) {
+		err = nil
+	}
 	if err != nil {
 		// The decode error quotes the sealed value: it reaches neither the
 		// client nor the log; only the Go type is logged.
@@ -49,7 +55,7 @@ func NewFlow[C any](ctx context.Context, f *mrtr.Flow, c *Call, rec *Record, log
 		}
 		return nil, ErrStaleContinuation
 	}
-	fl.state, fl.hasCont = st, ok
+	fl.hasCont = ok
 	return fl, nil
 }
 
