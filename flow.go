@@ -27,28 +27,32 @@ type Flow struct {
 	binding reqstate.Binding
 	args    json.RawMessage
 
-	resumed    bool
 	round      int
 	flowID     reqstate.ID
 	cont       json.RawMessage
 	asked      []string
-	answers    map[string]any
+	answers    map[string]any // may be Request.InputResponses itself (answersOf)
 	unverified map[string]any
 	argsHash   reqstate.Hash
-	hashed     bool
 	res        replay.Reservation
+	obs        *flowObs // set only with an Observer (observe.go)
 
 	mu     sync.Mutex
 	token  string // the sealed pause, once Pause succeeded
 	paused bool
 	ended  bool
 
-	// Set only with an Observer (observe.go).
-	obsCtx   context.Context // Begin's, for Observer.Paused
-	start    time.Time
-	meta     map[string]any
-	version  string
-	observed bool // Observer.Ended was called
+	resumed  bool
+	hashed   bool
+	observed bool // Observer.Ended was called; guarded by mu
+}
+
+// flowObs is what the Observer's events need of a Flow beyond the rest of
+// it, kept apart so a guard without an Observer does not allocate it.
+type flowObs struct {
+	ctx   context.Context // Begin's, for Observer.Paused
+	start time.Time
+	meta  map[string]any
 }
 
 // Resumed reports whether this call carried a verified requestState.
@@ -186,7 +190,7 @@ func (f *Flow) Pause(continuation any, asked ...string) (string, error) {
 	if f.binding.Principal.Anonymous() {
 		ttl = g.opts.AnonymousTTL
 	}
-	tok, err := g.codec.Seal(f.binding, &reqstate.State{
+	st := reqstate.State{
 		Continuation: cont,
 		Round:        next,
 		IssuedAt:     now,
@@ -194,7 +198,8 @@ func (f *Flow) Pause(continuation any, asked ...string) (string, error) {
 		FlowID:       f.flowID,
 		ArgsHash:     f.argsHash,
 		Asked:        asked,
-	})
+	}
+	tok, err := seal(g.codec, f.binding, &st)
 	if err != nil {
 		return "", fmt.Errorf("mrtr: seal pause: %w", err)
 	}
@@ -203,6 +208,18 @@ func (f *Flow) Pause(continuation any, asked ...string) (string, error) {
 		f.observePause(tok)
 	}
 	return tok, nil
+}
+
+// seal seals s with codec. reqstate's own codec is called directly, so
+// that s, which it does not keep, stays on the caller's stack; through the
+// interface it would be allocated on every pause. Another Codec seals a
+// copy.
+func seal(codec reqstate.Codec, b reqstate.Binding, s *reqstate.State) (string, error) {
+	if c, ok := codec.(*reqstate.AESGCM); ok {
+		return c.Seal(b, s)
+	}
+	cp := *s
+	return codec.Seal(b, &cp)
 }
 
 // Paused reports whether Pause succeeded, and the sealed state.

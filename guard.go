@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
@@ -173,7 +174,9 @@ type Request struct {
 	RequestState string
 	// InputResponses are the client's answers, by input request key, as
 	// the adapter decoded them (package gosdk passes the SDK's typed
-	// results; an adapter without types may pass json.RawMessage).
+	// results; an adapter without types may pass json.RawMessage). The
+	// Flow may keep the map itself as its verified answers, when every
+	// key in it was asked: do not change it after Begin.
 	InputResponses map[string]any
 	// BadState marks a requestState member that is present but not a
 	// string (a number, an object, ...). Only strings are tokens, so Begin
@@ -220,14 +223,16 @@ func (g *Guard) Begin(ctx context.Context, r *Request) (*Flow, error) {
 	if g.opts.Observer != nil {
 		return g.observeBegin(ctx, r)
 	}
-	return g.begin(ctx, r)
+	return g.begin(ctx, r, new(Flow))
 }
 
-func (g *Guard) begin(ctx context.Context, r *Request) (*Flow, error) {
+// begin fills in f, a new Flow, for r (observeBegin allocates it together
+// with what the Observer needs).
+func (g *Guard) begin(ctx context.Context, r *Request, f *Flow) (*Flow, error) {
 	if r.BadResponses {
 		return nil, ErrInvalidResponses
 	}
-	f := &Flow{g: g, binding: r.binding(g.opts.ServerID), args: r.Arguments}
+	f.g, f.binding, f.args = g, r.binding(g.opts.ServerID), r.Arguments
 	if r.BadState {
 		return nil, g.rejected(ctx, r, ReasonInvalid, "not a string")
 	}
@@ -276,16 +281,48 @@ func (g *Guard) begin(ctx context.Context, r *Request) (*Flow, error) {
 	f.round = st.Round
 	f.flowID = st.FlowID
 	f.cont = st.Continuation
-	for _, k := range st.Asked {
-		if v, ok := r.InputResponses[k]; ok {
-			if f.answers == nil {
-				f.answers = make(map[string]any, len(st.Asked))
-			}
-			f.answers[k] = v
-		}
-	}
+	f.answers = answersOf(st.Asked, r.InputResponses)
 	f.asked = st.Asked
 	return f, nil
+}
+
+// maxAliasedAsked bounds the asked keys answersOf compares each answer
+// with before it keeps the answers as they came.
+const maxAliasedAsked = 8
+
+// answersOf returns the answers of responses to the keys asked, nil for
+// none. When every key of responses was asked, the usual resume, it is
+// responses itself rather than a copy: the guard never writes to it and
+// Flow.Answers hands out copies (Request.InputResponses says the map is
+// the guard's once given to Begin). The check compares each answer with
+// at most maxAliasedAsked keys; with more, the answers are copied.
+func answersOf(asked []string, responses map[string]any) map[string]any {
+	if len(responses) == 0 {
+		return nil
+	}
+	if len(responses) <= len(asked) && len(asked) <= maxAliasedAsked && allAsked(responses, asked) {
+		return responses
+	}
+	var answers map[string]any
+	for _, k := range asked {
+		if v, ok := responses[k]; ok {
+			if answers == nil {
+				answers = make(map[string]any, len(asked))
+			}
+			answers[k] = v
+		}
+	}
+	return answers
+}
+
+// allAsked reports whether every key of responses is one of asked.
+func allAsked(responses map[string]any, asked []string) bool {
+	for k := range responses {
+		if !slices.Contains(asked, k) {
+			return false
+		}
+	}
+	return true
 }
 
 // reservedUntil is how long the single-use store keeps a token's mark, on

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/mrtr-go/mrtr/internal/testing/fakeclock"
 	"github.com/mrtr-go/mrtr/replay"
@@ -760,5 +761,94 @@ func TestConsumeOnError(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.End(t.Context(), errors.New("handler failed"))
+	}
+}
+
+// The verified answers of a resume cost nothing when every answer was
+// asked (the usual resume: the request's map is kept as it is), and are
+// still only the asked ones otherwise, duplicate keys in the sealed
+// round or not.
+func TestResumeAnswers(t *testing.T) {
+	g := New(reqstate.New(mustRing(t), nil), nil)
+	r := deployReq()
+	pause := func(asked ...string) string {
+		f, err := g.Begin(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := f.Pause(nil, asked...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	tok := pause("confirm", "reason")
+	begin := func(answers map[string]any) *Flow {
+		f, err := g.Begin(context.Background(), resume(r, tok, answers))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	answered := map[string]any{"confirm": true, "reason": "x"}
+	without := testing.AllocsPerRun(100, func() { begin(nil) })
+	with := testing.AllocsPerRun(100, func() { begin(answered) })
+	if with != without {
+		t.Errorf("a resume allocates %v times with its answers, %v without", with, without)
+	}
+	if f := begin(answered); len(f.Answers()) != 2 {
+		t.Errorf("answers %v, want both", f.Answers())
+	}
+	f := begin(map[string]any{"confirm": true, "extra": 1})
+	if _, ok := f.Answer("extra"); ok || len(f.Answers()) != 1 {
+		t.Errorf("answers %v, want only confirm", f.Answers())
+	}
+	tok = pause("confirm", "confirm")
+	f = begin(map[string]any{"confirm": true, "extra": 1})
+	if _, ok := f.Answer("extra"); ok || len(f.Answers()) != 1 {
+		t.Errorf("asked twice: answers %v, want only confirm", f.Answers())
+	}
+}
+
+// Every call allocates a Flow: what only an Observer needs lives apart
+// (flowObs), so a Flow stays in the allocator's 320-byte class.
+func TestFlowSize(t *testing.T) {
+	if n := unsafe.Sizeof(Flow{}); n > 320 {
+		t.Errorf("a Flow takes %d bytes, want at most 320", n)
+	}
+}
+
+// A pause allocates what sealing, hashing the arguments and the flow id
+// need, and not the State it seals: reqstate's codec keeps no pointer to
+// it, so it stays on Pause's stack.
+func TestPauseAllocations(t *testing.T) {
+	codec := reqstate.New(mustRing(t), nil)
+	g := New(codec, nil)
+	r := deployReq()
+	begin := func() *Flow {
+		f, err := g.Begin(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	asked := []string{"confirm"} // an adapter's, allocated once here
+	beginOnly := testing.AllocsPerRun(100, func() { begin() })
+	withPause := testing.AllocsPerRun(100, func() {
+		if _, err := begin().Pause(nil, asked...); err != nil {
+			t.Fatal(err)
+		}
+	})
+	b := r.binding(DefaultServerID)
+	now := time.Now()
+	sealOnly := testing.AllocsPerRun(100, func() {
+		if _, err := codec.Seal(b, &reqstate.State{Round: 1, IssuedAt: now, ExpiresAt: now.Add(time.Minute), Asked: asked}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	hash := testing.AllocsPerRun(100, func() { _, _ = reqstate.HashArguments(r.Arguments) })
+	id := testing.AllocsPerRun(100, func() { _, _ = reqstate.NewID(nil) })
+	if pause := withPause - beginOnly; pause > sealOnly+hash+id {
+		t.Errorf("a pause allocates %v times; sealing %v, hashing %v, the flow id %v", pause, sealOnly, hash, id)
 	}
 }

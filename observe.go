@@ -166,9 +166,15 @@ func (r *Request) call(start time.Time) Call {
 // called with an Observer set.
 func (g *Guard) observeBegin(ctx context.Context, r *Request) (*Flow, error) {
 	start := time.Now()
-	f, err := g.begin(ctx, r)
+	// One allocation, as without an Observer: the Flow and what the
+	// events need of it.
+	fo := &struct {
+		f Flow
+		o flowObs
+	}{o: flowObs{ctx: ctx, start: start, meta: r.Meta}}
+	f, err := g.begin(ctx, r, &fo.f)
 	if f != nil {
-		f.obsCtx, f.start, f.meta, f.version = ctx, start, r.Meta, r.ProtocolVersion
+		f.obs = &fo.o
 	}
 	if (r.RequestState == "" && !r.BadState) || errors.Is(err, ErrInvalidResponses) {
 		return f, err // a first call, or malformed params: no token was judged
@@ -194,9 +200,9 @@ func (g *Guard) observeBegin(ctx context.Context, r *Request) (*Flow, error) {
 // observePause reports a sealed pause, with Begin's context (Pause has
 // none of its own). Called with f.mu held.
 func (f *Flow) observePause(tok string) {
-	ctx := f.obsCtx
-	if ctx == nil {
-		ctx = context.Background()
+	ctx := context.Background()
+	if f.obs != nil {
+		ctx = f.obs.ctx
 	}
 	f.g.opts.Observer.Paused(ctx, PauseEvent{
 		Call:       f.call(),
@@ -207,7 +213,11 @@ func (f *Flow) observePause(tok string) {
 }
 
 func (f *Flow) call() Call {
-	return Call{Method: f.binding.Method, ProtocolVersion: f.version, Target: f.binding.Target, Meta: f.meta, Start: f.start}
+	c := Call{Method: f.binding.Method, ProtocolVersion: f.binding.ProtocolVersion, Target: f.binding.Target}
+	if f.obs != nil {
+		c.Meta, c.Start = f.obs.meta, f.obs.start
+	}
+	return c
 }
 
 // observeEnd runs End and reports the call's end, once.
@@ -227,8 +237,8 @@ func (f *Flow) observeEnd(ctx context.Context, handlerErr error) error {
 	if paused {
 		e.KeyID, e.TokenBytes = reqstate.TokenKeyID(tok), len(tok)
 	}
-	if !f.start.IsZero() {
-		e.Duration = time.Since(f.start)
+	if f.obs != nil && !f.obs.start.IsZero() {
+		e.Duration = time.Since(f.obs.start)
 	}
 	f.g.opts.Observer.Ended(ctx, e)
 	return err

@@ -192,9 +192,12 @@ func newCall(req mcp.Request, method, target, version string, args json.RawMessa
 			c.Responses[k] = v
 		}
 	}
-	c.Caps = func() mcpwire.Caps { return declaredCapabilities(req, full) }
+	c.Caps = c
 	return c
 }
+
+// ReadCaps implements adapt.CapsReader.
+func (c *call) ReadCaps() mcpwire.Caps { return declaredCapabilities(c.req, c.fullCaps) }
 
 // principalOf derives the caller of c for the guard.
 func (a *Adapter) principalOf(ctx context.Context, c *call) error {

@@ -64,7 +64,7 @@ func needOf(r mcp.InputRequest) mcpwire.Need {
 }
 
 // needsOf is needOf for every request of reqs; nil for none.
-func needsOf(reqs mcp.InputRequestMap) map[string]mcpwire.Need { return adapt.NeedsOf(reqs, needOf) }
+func needsOf(reqs mcp.InputRequestMap) adapt.Needs { return adapt.NeedsOf(reqs, needOf) }
 
 // MissingCapabilityError returns the -32021 JSON-RPC error whose
 // data.requiredCapabilities is a ClientCapabilities object holding the

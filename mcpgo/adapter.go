@@ -139,8 +139,19 @@ func (x *exchange) nullResponses() bool {
 
 type exchangeKey struct{}
 
-func withExchange(ctx context.Context, x *exchange) context.Context {
-	return context.WithValue(ctx, exchangeKey{}, x)
+// exchangeContext is a context carrying an exchange, as
+// context.WithValue(ctx, exchangeKey{}, x) would, in a value Handler
+// allocates together with the exchange.
+type exchangeContext struct {
+	context.Context
+	x *exchange
+}
+
+func (c *exchangeContext) Value(key any) any {
+	if key == (exchangeKey{}) {
+		return c.x
+	}
+	return c.Context.Value(key)
 }
 
 func exchangeFrom(ctx context.Context) *exchange {
@@ -201,8 +212,22 @@ func withRecord(ctx context.Context) (context.Context, *adapt.Record) {
 	if r := record(ctx); r != nil {
 		return ctx, r
 	}
-	r := &adapt.Record{}
-	return context.WithValue(ctx, recordKey{}, r), r
+	rc := &recordContext{Context: ctx}
+	return rc, &rc.rec
+}
+
+// recordContext is a context carrying a record of sealed states, as
+// context.WithValue(ctx, recordKey{}, &rec) would, in one allocation.
+type recordContext struct {
+	context.Context
+	rec adapt.Record
+}
+
+func (c *recordContext) Value(key any) any {
+	if key == (recordKey{}) {
+		return &c.rec
+	}
+	return c.Context.Value(key)
 }
 
 // stateGuard is the tool and prompt middleware: it refuses a result whose

@@ -55,6 +55,30 @@ func TestHandleFlow(t *testing.T) {
 	}
 }
 
+// maxFlowAllocs is how many allocations the adapter and the guard add to
+// the flow of BenchmarkHandleFlow (first call, pause, resume, answer),
+// against mcp-go alone with a state of the same length: the guard's Flow
+// on each call, sealing and opening the state, hashing the arguments on
+// both calls, the single-use reservation, the typed continuation, the
+// call's answers and binding the arguments again on the resume. It was 65
+// before the cuts of issue 19.
+const maxFlowAllocs = 40
+
+// TestHandleFlowAllocations pins what the adapter and the guard allocate
+// per flow, over what mcp-go allocates for the same flow.
+func TestHandleFlowAllocations(t *testing.T) {
+	if mcpgo.RaceEnabled {
+		t.Skip("the race detector drops pooled items at random")
+	}
+	sealed := benchSealedServer(t)
+	plain := benchPlainServer(len(handleFlow(t, sealed)))
+	s := testing.AllocsPerRun(200, func() { handleFlow(t, sealed) })
+	p := testing.AllocsPerRun(200, func() { handleFlow(t, plain) })
+	if s-p > maxFlowAllocs {
+		t.Errorf("a sealed flow allocates %v times, mcp-go's alone %v: %v more, want at most %d", s, p, s-p, maxFlowAllocs)
+	}
+}
+
 func benchSealedServer(tb testing.TB) *server.MCPServer {
 	ring, err := reqstate.GenerateKeyRing("bench", nil)
 	if err != nil {

@@ -109,7 +109,7 @@ func needOf(r mcp.InputRequest) mcpwire.Need {
 }
 
 // needsOf is needOf for every request of reqs; nil for none.
-func needsOf(reqs mcp.InputRequests) map[string]mcpwire.Need { return adapt.NeedsOf(reqs, needOf) }
+func needsOf(reqs mcp.InputRequests) adapt.Needs { return adapt.NeedsOf(reqs, needOf) }
 
 // ToolFlow is the Flow of a tool call.
 type ToolFlow[C any] struct{ Flow[C] }

@@ -43,8 +43,8 @@ func AddTool[In, C any](a *Adapter, t mcp.Tool, h ToolHandler[In, C]) {
 		}
 		clean := req
 		clean.Params.MultiRoundTripParams = mcp.MultiRoundTripParams{}
-		return run(ctx, a, c, func(ctx context.Context, fl *Flow[C]) (*mcp.CallToolResult, error) {
-			return h(ctx, clean, args, &ToolFlow[C]{*fl})
+		return run(ctx, a, c, func(ctx context.Context, fl Flow[C]) (*mcp.CallToolResult, error) {
+			return h(ctx, clean, args, &ToolFlow[C]{fl})
 		}, func(r *mcp.CallToolResult) adapt.Result {
 			if r == nil {
 				return adapt.Result{}
@@ -67,8 +67,8 @@ func AddPrompt[C any](a *Adapter, p mcp.Prompt, h PromptHandler[C]) {
 		}
 		clean := req
 		clean.Params.MultiRoundTripParams = mcp.MultiRoundTripParams{}
-		return run(ctx, a, c, func(ctx context.Context, fl *Flow[C]) (*mcp.GetPromptResult, error) {
-			return h(ctx, clean, &PromptFlow[C]{*fl})
+		return run(ctx, a, c, func(ctx context.Context, fl Flow[C]) (*mcp.GetPromptResult, error) {
+			return h(ctx, clean, &PromptFlow[C]{fl})
 		}, func(r *mcp.GetPromptResult) adapt.Result {
 			if r == nil {
 				return adapt.Result{}
@@ -105,8 +105,8 @@ func resourceHandler[C any](a *Adapter, h ResourceHandler[C]) server.ResourceHan
 			clean := req
 			clean.Params.MultiRoundTripParams = mcp.MultiRoundTripParams{}
 			var paused *mcp.MultiRoundTripResult
-			contents, err := run(ctx, a, c, func(ctx context.Context, fl *Flow[C]) ([]mcp.ResourceContents, error) {
-				return h(ctx, clean, &ResourceFlow[C]{Flow: *fl, paused: &paused})
+			contents, err := run(ctx, a, c, func(ctx context.Context, fl Flow[C]) ([]mcp.ResourceContents, error) {
+				return h(ctx, clean, &ResourceFlow[C]{Flow: fl, paused: &paused})
 			}, func([]mcp.ResourceContents) adapt.Result { return adapt.Result{} })
 			if err != nil || paused == nil {
 				return contents, err
@@ -132,14 +132,27 @@ func resourceHandler[C any](a *Adapter, h ResourceHandler[C]) server.ResourceHan
 	}
 }
 
+// call is a pausable request for the guard, with what reading its
+// client's declaration needs.
+type call struct {
+	adapt.Call
+	ctx  context.Context
+	meta *mcp.Meta
+}
+
+// ReadCaps implements adapt.CapsReader.
+func (c *call) ReadCaps() mcpwire.Caps { return capsOf(c.ctx, c.meta) }
+
 // newCall reads a pausable request for the guard.
 func (a *Adapter) newCall(ctx context.Context, method, target string, args json.RawMessage, mrt mcp.MultiRoundTripParams, meta *mcp.Meta) (*adapt.Call, error) {
 	p, err := a.principal(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c := &adapt.Call{Method: method, Target: target, Version: server.RequestProtocolVersion(ctx), Principal: p,
-		Arguments: args, State: mrt.RequestState}
+	cc := &call{ctx: ctx, meta: meta, Call: adapt.Call{Method: method, Target: target, Version: server.RequestProtocolVersion(ctx), Principal: p,
+		Arguments: args, State: mrt.RequestState}}
+	c := &cc.Call
+	c.Caps = cc
 	if meta != nil {
 		c.Meta = meta.AdditionalFields // for the guard's Observer (trace context)
 	}
@@ -155,7 +168,6 @@ func (a *Adapter) newCall(ctx context.Context, method, target string, args json.
 	} else if x != nil {
 		c.NullResponses = x.nullResponses() // mcp-go decodes null as absent
 	}
-	c.Caps = func() mcpwire.Caps { return capsOf(ctx, meta) }
 	return c, nil
 }
 
@@ -178,10 +190,10 @@ func rawArguments(p mcp.CallToolParams) json.RawMessage {
 // run is the common path of every handler: adapt.Run (the guard's checks,
 // the handler, the checks of its result, settling the single-use
 // reservation), with errors mapped for Handler.
-func run[R, C any](ctx context.Context, a *Adapter, c *adapt.Call, h func(context.Context, *Flow[C]) (R, error), inspect func(R) adapt.Result) (R, error) {
+func run[R, C any](ctx context.Context, a *Adapter, c *adapt.Call, h func(context.Context, Flow[C]) (R, error), inspect func(R) adapt.Result) (R, error) {
 	res, err := adapt.Run(ctx, a.guard, c, record(ctx), a.logger,
 		func(ctx context.Context, core *adapt.Flow[C]) (R, error) {
-			return h(ctx, &Flow[C]{core: core})
+			return h(ctx, Flow[C]{core: core}) // by value: the handler's ToolFlow (or other) holds the one copy
 		}, inspect)
 	if err != nil {
 		var zero R

@@ -3,7 +3,6 @@ package mcpgo
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -47,14 +46,10 @@ func (a *Adapter) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		// The exchange and the rewriter in one allocation: both live as
-		// long as the call.
-		xw := &struct {
-			x  exchange
-			rw rewriter
-		}{}
+		xw := new(handlerState)
 		x, rw := &xw.x, &xw.rw
 		rw.w, rw.x = w, x
+		xw.ctx = exchangeContext{Context: r.Context(), x: x}
 		var buf *bytes.Buffer
 		if r.Body != nil {
 			// The body is read once more here (mcp-go reads its own copy), into
@@ -76,9 +71,10 @@ func (a *Adapter) Handler(next http.Handler) http.Handler {
 			// refuse the body as unparsable (-32600); the guard refuses the
 			// call as invalid instead (adapt.StripBadState).
 			x.body, x.badState = adapt.StripBadState(x.body)
-			r.Body = io.NopCloser(bytes.NewReader(x.body))
+			xw.body.Reset(x.body)
+			r.Body = &xw.body
 		}
-		next.ServeHTTP(rw, r.WithContext(withExchange(r.Context(), x)))
+		next.ServeHTTP(rw, r.WithContext(&xw.ctx))
 		rw.finish()
 		if buf != nil {
 			x.nullOnce.Do(func() {}) // the call is over: nobody asks any more
@@ -90,6 +86,22 @@ func (a *Adapter) Handler(next http.Handler) http.Handler {
 		}
 	})
 }
+
+// handlerState is what Handler keeps of one request, in one allocation:
+// the exchange, the rewriter, the context carrying the exchange and the
+// body's reader all live as long as the call.
+type handlerState struct {
+	x    exchange
+	rw   rewriter
+	ctx  exchangeContext
+	body bodyReader
+}
+
+// bodyReader is the request body Handler passes on: the bytes it read.
+type bodyReader struct{ bytes.Reader }
+
+// Close implements io.Closer; there is nothing to close.
+func (*bodyReader) Close() error { return nil }
 
 // maxPooledBody is the largest body buffer Handler keeps for reuse.
 const maxPooledBody = 64 << 10
@@ -123,11 +135,11 @@ func nullResponses(body []byte) bool {
 type rewriter struct {
 	w      http.ResponseWriter
 	x      *exchange
-	status int  // held back until the first byte of the body
-	sent   bool // the status line is out
-	typed  bool // sse is known
-	sse    bool // the body is an event stream
-	split  mcpwire.EventSplitter
+	status int                    // held back until the first byte of the body
+	sent   bool                   // the status line is out
+	typed  bool                   // sse is known
+	sse    bool                   // the body is an event stream
+	split  *mcpwire.EventSplitter // allocated for the first event written in pieces
 }
 
 func (rw *rewriter) Header() http.Header { return rw.w.Header() }
@@ -176,6 +188,9 @@ func (rw *rewriter) writeStatus() {
 // an event the stream ended inside, as they were.
 func (rw *rewriter) finish() {
 	rw.writeStatus()
+	if rw.split == nil {
+		return
+	}
 	if held := rw.split.Held(); len(held) > 0 {
 		_, _ = rw.w.Write(held)
 	}
@@ -192,8 +207,11 @@ func (rw *rewriter) rewrite(p []byte) []byte {
 	pending, modern := rw.x.pending, rw.x.modern
 	rw.x.mu.Unlock()
 	if rw.sse {
-		if rw.split.Idle() && bytes.HasSuffix(p, []byte("\n\n")) && (len(pending) == 0 || !bytes.Contains(p, []byte(`"error"`))) {
+		if (rw.split == nil || rw.split.Idle()) && bytes.HasSuffix(p, []byte("\n\n")) && (len(pending) == 0 || !bytes.Contains(p, []byte(`"error"`))) {
 			return p // whole events, none to rewrite: as written
+		}
+		if rw.split == nil {
+			rw.split = new(mcpwire.EventSplitter)
 		}
 		var out []byte
 		rw.split.Split(p, func(ev *mcpwire.Event) {

@@ -3,9 +3,12 @@ package mcpgo
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/mrtr-go/mrtr/internal/adapt"
 )
@@ -102,5 +105,47 @@ func TestRewriterEventStream(t *testing.T) {
 		if !strings.HasPrefix(out, notice) || !strings.Contains(out, `"code":-32602`) || !strings.Contains(out, `"data":{"reason":"expired"}`) || strings.Contains(out, "-32603") {
 			t.Errorf("%s: %q", name, out)
 		}
+	}
+}
+
+// Handler adds two allocations to a request it passes on: its own state
+// (the exchange, the rewriter, the context carrying the exchange and the
+// body's reader, together) and the request copy carrying that context.
+// The body buffer is pooled. next still reads the body and finds the
+// exchange.
+func TestHandlerAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector drops pooled items at random")
+	}
+	a := &Adapter{}
+	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"deploy","requestState":"v1.bench.AAAA"}}`
+	var got []byte
+	var found bool
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ = io.ReadAll(r.Body)
+		found = exchangeFrom(r.Context()) != nil
+	})
+	h := a.Handler(next)
+	w := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	rd := strings.NewReader(body)
+	serve := func(h http.Handler) func() {
+		return func() {
+			rd.Reset(body)
+			req.Body = io.NopCloser(rd)
+			h.ServeHTTP(w, req)
+		}
+	}
+	alone := testing.AllocsPerRun(100, serve(next))
+	n := testing.AllocsPerRun(100, serve(h))
+	if string(got) != body || !found {
+		t.Fatalf("next read %q, exchange found %v", got, found)
+	}
+	if n -= alone; n > 2 {
+		t.Errorf("Handler adds %v allocations to a request, want at most 2", n)
+	}
+	// The event splitter is allocated only for a stream written in pieces.
+	if size := unsafe.Sizeof(handlerState{}); size > 224 {
+		t.Errorf("Handler's state per request takes %d bytes, want at most 224", size)
 	}
 }

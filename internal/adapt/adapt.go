@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/mrtr-go/mrtr"
@@ -16,17 +17,43 @@ import (
 // Requests; older clients go through their SDK's bridge.
 const ModernVersion = "2026-07-28"
 
+// Need is one input request as the gate sees it, under its key.
+type Need struct {
+	Key string
+	mcpwire.Need
+}
+
+// Needs are the input requests of one pause or result as the gate sees
+// them, sorted by key. A slice, not a map: built once per pause and read
+// twice, it costs one allocation.
+type Needs []Need
+
 // NeedsOf maps an SDK's input requests to what the gate needs of each,
-// with needOf reading one; nil for none.
-func NeedsOf[R any](reqs map[string]R, needOf func(R) mcpwire.Need) map[string]mcpwire.Need {
+// with needOf reading one, sorted by key; nil for none.
+func NeedsOf[R any](reqs map[string]R, needOf func(R) mcpwire.Need) Needs {
 	if len(reqs) == 0 {
 		return nil
 	}
-	needs := make(map[string]mcpwire.Need, len(reqs))
+	needs := make(Needs, 0, len(reqs))
 	for k, r := range reqs {
-		needs[k] = needOf(r)
+		needs = append(needs, Need{Key: k, Need: needOf(r)})
+	}
+	if len(needs) > 1 {
+		slices.SortFunc(needs, func(a, b Need) int { return strings.Compare(a.Key, b.Key) })
 	}
 	return needs
+}
+
+// Keys returns the keys of needs, in their order; nil for none.
+func (needs Needs) Keys() []string {
+	if len(needs) == 0 {
+		return nil
+	}
+	keys := make([]string, len(needs))
+	for i, n := range needs {
+		keys[i] = n.Key
+	}
+	return keys
 }
 
 // Logger returns l, or a logger that discards when l is nil.
@@ -38,17 +65,18 @@ func Logger(l *slog.Logger) *slog.Logger {
 }
 
 // Gate returns the -32021 error for the needs caps cannot answer, or nil.
-func Gate(caps mcpwire.Caps, needs map[string]mcpwire.Need) error {
+// A client that can answer them all, the common case, costs no allocation.
+func Gate(caps mcpwire.Caps, needs Needs) error {
+	if !slices.ContainsFunc(needs, func(n Need) bool { return caps.Lacks(n.Need) != "" }) {
+		return nil
+	}
 	lack := caps.LacksAny(func(yield func(mcpwire.Need) bool) {
 		for _, n := range needs {
-			if !yield(n) {
+			if !yield(n.Need) {
 				return
 			}
 		}
 	})
-	if lack == nil {
-		return nil
-	}
 	return MissingCapabilities(lack...)
 }
 
@@ -101,19 +129,26 @@ type Call struct {
 	// Meta is the request's _meta, for the guard's Observer (trace
 	// context); nil for none.
 	Meta map[string]any
-	// Caps returns what the client declared, for the capability gate; it
-	// is called at most once, and only when the handler pauses or asks.
-	Caps func() mcpwire.Caps
+	// Caps reads what the client declared, for the capability gate; it is
+	// called at most once, and only when the handler pauses or asks. An
+	// interface, not a func: an adapter's own call type implements it,
+	// where a closure would be one more allocation per call.
+	Caps CapsReader
 
 	capsOnce sync.Once
 	caps     mcpwire.Caps
+}
+
+// CapsReader reads what the client of a call declared it can answer.
+type CapsReader interface {
+	ReadCaps() mcpwire.Caps
 }
 
 // Declared returns what the client declared, computed once.
 func (c *Call) Declared() mcpwire.Caps {
 	c.capsOnce.Do(func() {
 		if c.Caps != nil {
-			c.caps = c.Caps()
+			c.caps = c.Caps.ReadCaps()
 		}
 	})
 	return c.caps
@@ -142,7 +177,7 @@ func Begin(ctx context.Context, g *mrtr.Guard, c *Call) (*mrtr.Flow, error) {
 // after it: the requestState it carries and what its input requests need.
 type Result struct {
 	State string
-	Needs map[string]mcpwire.Need
+	Needs Needs
 }
 
 // Run is the common path of every handler: the guard's checks, the typed

@@ -3,6 +3,7 @@ package adapt
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/mrtr-go/mrtr"
@@ -27,7 +28,7 @@ func TestWire(t *testing.T) {
 		{fmt.Errorf("mrtr: seal pause: %w at 2026-11-30T00:00:00Z", reqstate.ErrNoSealingKey), -32603, "internal error", ``},
 		{mrtr.ErrHandlerState, -32603, "server bug: a handler set requestState without sealing it", ``},
 		{mrtr.ErrInvalidResponses, -32602, "invalid params: inputResponses must be an object of answers", ``},
-		{Gate(mcpwire.Caps{}, map[string]mcpwire.Need{"a": {Method: mcpwire.MethodListRoots}}), -32021, "missing required client capability", `{"requiredCapabilities":{"roots":{}}}`},
+		{Gate(mcpwire.Caps{}, Needs{{Key: "a", Need: mcpwire.Need{Method: mcpwire.MethodListRoots}}}), -32021, "missing required client capability", `{"requiredCapabilities":{"roots":{}}}`},
 	} {
 		w := Wire(tc.err)
 		if w == nil || w.Code != tc.code || w.Message != tc.msg || string(w.Data) != tc.data {
@@ -66,5 +67,27 @@ func TestRecord(t *testing.T) {
 	}
 	if !errors.Is(r.CheckState("step=1"), mrtr.ErrHandlerState) {
 		t.Error("a hand-set state passed")
+	}
+}
+
+// NeedsOf sorts by key (the order Pause seals the asked keys in), and the
+// gate costs nothing when the client can answer every request.
+func TestNeedsAndGate(t *testing.T) {
+	needs := NeedsOf(map[string]string{"b": mcpwire.MethodListRoots, "a": mcpwire.MethodElicit, "c": mcpwire.MethodSampling},
+		func(m string) mcpwire.Need { return mcpwire.Need{Method: m} })
+	if got := needs.Keys(); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("keys %q, want a b c", got)
+	}
+	if NeedsOf(map[string]string(nil), nil) != nil || Needs(nil).Keys() != nil {
+		t.Error("no requests: want nil needs and keys")
+	}
+	all := mcpwire.Caps{ElicitForm: true, Sampling: true, Roots: true}
+	var err error
+	if n := testing.AllocsPerRun(100, func() { err = Gate(all, needs) }); n != 0 || err != nil {
+		t.Errorf("Gate with every capability: %v allocations, %v; want 0, nil", n, err)
+	}
+	w := Wire(Gate(mcpwire.Caps{ElicitForm: true}, needs))
+	if w == nil || w.Code != -32021 || string(w.Data) != `{"requiredCapabilities":{"roots":{},"sampling":{}}}` {
+		t.Errorf("Gate without roots and sampling: %+v", w)
 	}
 }

@@ -23,9 +23,17 @@ import (
 // false (for every body that is not one such request, valid JSON or not:
 // the SDK then answers it as it would).
 func StripBadState(body []byte) ([]byte, bool) {
-	if bytes.IndexByte(body, '\\') < 0 && !containsFold(body, "requeststate") {
-		return body, false // no member of that name, in any spelling
+	if bytes.IndexByte(body, '\\') < 0 && plainStates(body) {
+		// No member of that name in any spelling, or each one a string or
+		// null (the common resume): nothing to strip, and the body is not
+		// validated or parsed here.
+		return body, false
 	}
+	return stripBadState(body)
+}
+
+// stripBadState is StripBadState on the parsed body.
+func stripBadState(body []byte) ([]byte, bool) {
 	b := mcpwire.TrimSpace(body)
 	if len(b) == 0 || b[0] != '{' || !json.Valid(b) {
 		return body, false
@@ -72,18 +80,74 @@ func isBadState(k string, v []byte) bool {
 	return strings.EqualFold(k, "requestState") && v[0] != '"' && string(v) != "null"
 }
 
-// containsFold reports whether b holds lower (lower-case ASCII) in any
-// case, without allocating.
-func containsFold(b []byte, lower string) bool {
-	for i := 0; i+len(lower) <= len(b); i++ {
-		if b[i]|0x20 != lower[0] {
+// plainStates reports, for body without a backslash, whether every
+// "requestState" in it (in any case, quotes included) that is followed by
+// a colon is followed by a string or null: then no member of that name,
+// anywhere in the body, has any other value, and StripBadState has
+// nothing to strip. Without a backslash a member's name is written as it
+// reads, so every member named requestState is one of the places looked
+// at; a place that is not a member (inside a string) can only send the
+// body to the full reading. A body that is not JSON gets the answer the
+// full reading gives it too: nothing stripped. A body with the name and a
+// byte outside ASCII goes to the full reading.
+func plainStates(body []byte) bool {
+	const name = `"requeststate"`
+	i := indexFold(body, name, 0)
+	if i < 0 {
+		return true // no such name at all, in ASCII
+	}
+	if hasHighBit(body) {
+		// A name may fold to requestState through a non-ASCII letter (the
+		// long s, U+017F), as the SDKs' decoders match names: only the full
+		// reading sees it.
+		return false
+	}
+	for ; i >= 0; i = indexFold(body, name, i+1) {
+		j := skipJSONSpace(body, i+len(name))
+		if j == len(body) || body[j] != ':' {
+			continue // not a member's name
+		}
+		j = skipJSONSpace(body, j+1)
+		if j < len(body) && (body[j] == '"' || bytes.HasPrefix(body[j:], []byte("null"))) {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// indexFold returns the index of the first lower (lower-case ASCII, no
+// letters in its punctuation) in b at or after from, in any case, or -1;
+// without allocating.
+func indexFold(b []byte, lower string, from int) int {
+	for i := from; i+len(lower) <= len(b); i++ {
+		if b[i]|0x20 != lower[0]|0x20 {
 			continue
 		}
 		j := 1
-		for j < len(lower) && b[i+j]|0x20 == lower[j] {
+		for j < len(lower) && b[i+j]|0x20 == lower[j]|0x20 {
 			j++
 		}
 		if j == len(lower) {
+			return i
+		}
+	}
+	return -1
+}
+
+// skipJSONSpace returns the index of the first byte at or after i in b
+// that is not JSON whitespace.
+func skipJSONSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// hasHighBit reports whether b holds a byte outside ASCII.
+func hasHighBit(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
 			return true
 		}
 	}

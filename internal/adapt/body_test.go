@@ -21,6 +21,10 @@ func TestStripBadState(t *testing.T) {
 		{"escaped name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","request\u0053tate":5}}`, true},
 		{"spaces", " {\"method\" : \"tools/call\" , \"params\" : { \"requestState\" : 5 } } ", true},
 		{"string", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","requestState":"v1.a"}}`, false},
+		{"string and a number", `{"method":"tools/call","params":{"requestState":"v1.a","REQUESTSTATE":5}}`, true},
+		{"string and a long s", `{"method":"tools/call","params":{"requestState":"v1.a","requeſtState":5}}`, true},
+		{"string, and the name in a string", `{"method":"tools/call","params":{"arguments":{"x":"requestState:5"},"requestState":"v1.a"}}`, false},
+		{"name as a value", `{"method":"tools/call","params":{"x":"requestState","requestState":[]}}`, true},
 		{"null", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","requestState":null}}`, false},
 		{"no state", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`, false},
 		{"not pausable", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"requestState":5}}`, false},
@@ -48,8 +52,8 @@ func TestStripBadState(t *testing.T) {
 			if err := json.Unmarshal(out, &msg); err != nil {
 				t.Fatalf("stripped body %s: %v", out, err)
 			}
-			for k := range msg.Params {
-				if strings.EqualFold(k, "requestState") {
+			for k, v := range msg.Params {
+				if strings.EqualFold(k, "requestState") && v[0] != '"' {
 					t.Fatalf("stripped body still names %s: %s", k, out)
 				}
 			}
@@ -64,8 +68,14 @@ func FuzzStripBadState(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","requestState":5}}`))
 	f.Add([]byte(`{"method":"prompts/get","params":{"REQUESTSTATE":{"a":[1,2]},"name":"\u00e9"}}`))
 	f.Add([]byte(`{"method":"resources/read","params":{"requestState":"x"}}`))
+	f.Add([]byte(`{"method":"tools/call","params":{"requestState":"v1.a","requeſtState":5}}`))
+	f.Add([]byte(`{"method":"tools/call","params":{"arguments":{"x":"\"requestState\":5"},"requestState":"v1.a"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		out, bad := StripBadState(body)
+		// The shortcut for the common resume answers as the full reading.
+		if full, fullBad := stripBadState(body); fullBad != bad || string(full) != string(out) {
+			t.Fatalf("StripBadState: %v %q; the full reading: %v %q", bad, out, fullBad, full)
+		}
 		if !bad {
 			if string(out) != string(body) {
 				t.Fatalf("unchanged body changed")
@@ -79,4 +89,15 @@ func FuzzStripBadState(f *testing.F) {
 			t.Fatalf("stripped body still has a bad state: %q", again)
 		}
 	})
+}
+
+// The common resume, a string requestState, passes without the body being
+// parsed here: no allocation.
+func TestStripBadStateResume(t *testing.T) {
+	body := []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"deploy","arguments":{"service":"api","env":"production"},` +
+		`"inputResponses":{"confirm":{"action":"accept","content":{"approve":true}}},"requestState":"v1.bench.AAAA","_meta":{"a":1}}}`)
+	var bad bool
+	if n := testing.AllocsPerRun(100, func() { _, bad = StripBadState(body) }); n != 0 || bad {
+		t.Errorf("StripBadState of a resume: %v allocations, bad %v; want 0, false", n, bad)
+	}
 }

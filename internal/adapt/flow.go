@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
 	"reflect"
-	"slices"
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
@@ -41,7 +39,13 @@ type Flow[C any] struct {
 // decode is ErrStaleContinuation; only its Go type is logged.
 func NewFlow[C any](ctx context.Context, f *mrtr.Flow, c *Call, rec *Record, logger *slog.Logger) (*Flow[C], error) {
 	fl := &Flow[C]{f: f, call: c, rec: rec}
-	st, ok, err := mrtr.Decode[C](f)
+	// Decoded straight into fl, which is on the heap already: through a
+	// local, as mrtr.Decode does, the value would be allocated again.
+	err := f.Continuation(&fl.state)
+	ok := err == nil
+	if errors.Is(err, mrtr.ErrNoContinuation) {
+		err = nil
+	}
 	if err != nil {
 		// The decode error quotes the sealed value: it reaches neither the
 		// client nor the log; only the Go type is logged.
@@ -51,7 +55,7 @@ func NewFlow[C any](ctx context.Context, f *mrtr.Flow, c *Call, rec *Record, log
 		}
 		return nil, ErrStaleContinuation
 	}
-	fl.state, fl.hasCont = st, ok
+	fl.hasCont = ok
 	return fl, nil
 }
 
@@ -90,7 +94,7 @@ func Declared[C any](f *Flow[C]) mcpwire.Caps { return f.call.Declared() }
 // of needs as the questions asked, after the capability gate: a need the
 // client did not declare fails with the -32021 WireError. A zero state
 // (nil, struct{}{}) seals no continuation.
-func Pause[C any](f *Flow[C], state C, needs map[string]mcpwire.Need) (string, error) {
+func Pause[C any](f *Flow[C], state C, needs Needs) (string, error) {
 	if err := Gate(f.call.Declared(), needs); err != nil {
 		return "", err
 	}
@@ -98,7 +102,7 @@ func Pause[C any](f *Flow[C], state C, needs map[string]mcpwire.Need) (string, e
 	if isZero(state) {
 		cont = nil
 	}
-	tok, err := f.f.Pause(cont, slices.Sorted(maps.Keys(needs))...)
+	tok, err := f.f.Pause(cont, needs.Keys()...)
 	if err != nil {
 		return "", err
 	}

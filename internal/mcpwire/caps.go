@@ -40,12 +40,13 @@ func ParseCaps(raw json.RawMessage) Caps {
 
 // capsOf reads a valid ClientCapabilities object.
 func capsOf(raw []byte) Caps {
-	return readCaps(func(path ...string) (present, object bool) {
-		v, ok := raw, true
-		for _, k := range path {
-			if v, ok = member(v, k); !ok || v[0] != '{' {
-				return ok, false
-			}
+	return readCaps(func(key, sub string) (present, object bool) {
+		v, ok := member(raw, key)
+		if !ok || v[0] != '{' || sub == "" {
+			return ok, ok && v[0] == '{'
+		}
+		if v, ok = member(v, sub); !ok || v[0] != '{' {
+			return ok, false
 		}
 		return true, true
 	})
@@ -54,14 +55,20 @@ func capsOf(raw []byte) Caps {
 // CapsFromValue reads a ClientCapabilities object already decoded by
 // encoding/json (a map[string]any), as an SDK hands out a request's _meta.
 func CapsFromValue(v any) Caps {
-	return readCaps(func(path ...string) (present, object bool) {
-		cur := v
-		for _, k := range path {
-			m, isObj := cur.(map[string]any)
-			if !isObj {
+	return readCaps(func(key, sub string) (present, object bool) {
+		m, isObj := v.(map[string]any)
+		if !isObj {
+			return false, false
+		}
+		cur, present := m[key]
+		if !present {
+			return false, false
+		}
+		if sub != "" {
+			if m, isObj = cur.(map[string]any); !isObj {
 				return false, false
 			}
-			if cur, present = m[k]; !present {
+			if cur, present = m[sub]; !present {
 				return false, false
 			}
 		}
@@ -71,22 +78,24 @@ func CapsFromValue(v any) Caps {
 }
 
 // readCaps is the one reading of a declaration, over lookup, which reports
-// whether the member at path is present and whether it is an object. A
-// capability counts only as an object; an empty elicitation object
-// declares form mode.
-func readCaps(lookup func(path ...string) (present, object bool)) Caps {
+// whether the member key (its member sub, unless sub is empty) is present
+// and whether it is an object. A capability counts only as an object; an
+// empty elicitation object declares form mode. The path is two strings,
+// not a variadic slice, so that a lookup through the func value allocates
+// nothing.
+func readCaps(lookup func(key, sub string) (present, object bool)) Caps {
 	var c Caps
-	if _, obj := lookup("elicitation"); obj {
+	if _, obj := lookup("elicitation", ""); obj {
 		form, _ := lookup("elicitation", "form")
 		url, _ := lookup("elicitation", "url")
 		c.ElicitForm = form || !url
 		c.ElicitURL = url
 	}
-	if _, obj := lookup("sampling"); obj {
+	if _, obj := lookup("sampling", ""); obj {
 		c.Sampling = true
 		c.SamplingTools, _ = lookup("sampling", "tools")
 	}
-	_, c.Roots = lookup("roots")
+	_, c.Roots = lookup("roots", "")
 	return c
 }
 

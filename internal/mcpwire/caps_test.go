@@ -179,3 +179,24 @@ func FuzzCapsFromValue(f *testing.F) {
 		}
 	})
 }
+
+// Reading a declaration allocates nothing, in either form: an adapter
+// reads one on every pause.
+func TestReadCapsAllocatesNothing(t *testing.T) {
+	raw := json.RawMessage(`{"elicitation":{"url":{}},"sampling":{"tools":{}},"roots":{}}`)
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	want := Caps{ElicitURL: true, Sampling: true, SamplingTools: true, Roots: true}
+	var got Caps
+	if n := testing.AllocsPerRun(100, func() { got = CapsFromValue(v) }); n != 0 || got != want {
+		t.Errorf("CapsFromValue: %v allocations, %+v; want 0, %+v", n, got, want)
+	}
+	if raceEnabled {
+		return // json.Valid's scanner is pooled, and the race detector drops pooled items at random
+	}
+	if n := testing.AllocsPerRun(100, func() { got = ParseCaps(raw) }); n != 0 || got != want {
+		t.Errorf("ParseCaps: %v allocations, %+v; want 0, %+v", n, got, want)
+	}
+}

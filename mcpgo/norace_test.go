@@ -1,0 +1,5 @@
+//go:build !race
+
+package mcpgo
+
+const raceEnabled = false
