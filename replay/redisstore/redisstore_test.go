@@ -586,7 +586,7 @@ func TestCommitAfterLostClaim(t *testing.T) {
 	raw := newClient(t, url)
 	for _, replicas := range []int{0, 1} {
 		prefix := newPrefix()
-		store := newStore(t, url, &redisstore.Options{Prefix: prefix, Replicas: replicas})
+		store := newStore(t, url, &redisstore.Options{Prefix: prefix, Replicas: replicas, Timeout: ackTimeout})
 		for _, second := range []string{"releases", "commits"} {
 			t.Run(fmt.Sprintf("Replicas%d/%s", replicas, second), func(t *testing.T) {
 				id, exp := newID(), time.Now().Add(time.Hour)
