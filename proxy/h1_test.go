@@ -205,9 +205,9 @@ func TestH1InvalidHeader(t *testing.T) {
 	}
 }
 
-// oneShotServer answers each connection's first request and closes the
-// connection, sending on closed once it did.
-func oneShotServer(t *testing.T, closed chan<- struct{}) string {
+// serveConns runs handle on every connection to a loopback listener,
+// closed at the test's end, and returns its URL with path.
+func serveConns(t *testing.T, path string, handle func(net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -220,19 +220,26 @@ func oneShotServer(t *testing.T, closed chan<- struct{}) string {
 			if err != nil {
 				return
 			}
-			go func() {
-				defer func() { c.Close(); closed <- struct{}{} }()
-				r, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				_, _ = io.Copy(io.Discard, r.Body)
-				// Keep-alive as far as the header goes: the close comes after.
-				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-			}()
+			go handle(c)
 		}
 	}()
-	return "http://" + ln.Addr().String() + "/mcp"
+	return "http://" + ln.Addr().String() + path
+}
+
+// oneShotServer answers each connection's first request and closes the
+// connection, sending on closed once it did.
+func oneShotServer(t *testing.T, closed chan<- struct{}) string {
+	t.Helper()
+	return serveConns(t, "/mcp", func(c net.Conn) {
+		defer func() { c.Close(); closed <- struct{}{} }()
+		r, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		// Keep-alive as far as the header goes: the close comes after.
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
 }
 
 // TestH1ServerClosedIdle: an idle connection the upstream closed is not
@@ -348,34 +355,20 @@ func TestH1Cancel(t *testing.T) {
 // rawServer answers every request on a connection with reply.
 func rawServer(t *testing.T, reply string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	return serveConns(t, "/", func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			r, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					r, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, r.Body)
-					if _, err := io.WriteString(c, reply); err != nil {
-						return
-					}
-				}
-			}()
+			_, _ = io.Copy(io.Discard, r.Body)
+			if _, err := io.WriteString(c, reply); err != nil {
+				return
+			}
 		}
-	}()
-	return "http://" + ln.Addr().String() + "/"
+	})
 }
 
 // TestH1Informational: 1xx responses before the response are skipped, a

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -356,24 +355,10 @@ func TestReservedValue(t *testing.T) {
 		}
 		seen[owner] = true
 	}
-	if raceEnabled() {
+	if raceEnabled {
 		return // the race detector adds allocations of its own
 	}
 	if n := testing.AllocsPerRun(100, func() { _ = o.reservedValue() }); n != 1 {
 		t.Errorf("reservedValue allocates %v times, want 1", n)
 	}
-}
-
-// raceEnabled reports whether the test binary was built with -race.
-func raceEnabled() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			return s.Value == "true"
-		}
-	}
-	return false
 }
