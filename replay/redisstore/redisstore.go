@@ -83,6 +83,9 @@ type Options struct {
 	// waiting for Redis. With the client NewFromURL makes, calls starting
 	// close together share one deadline, which may end a call up to 1/64
 	// of Timeout sooner (see "Failures" in the package documentation).
+	// With Replicas above zero, a Reserve whose claim the replicas did
+	// not acknowledge then releases it within a second Timeout, so it
+	// returns within twice Timeout (what CallTimeout reports).
 	// Zero means DefaultTimeout; a negative value panics.
 	Timeout time.Duration
 
