@@ -272,9 +272,7 @@ func (b *Bridge) relay(ctx context.Context, out *responder, h *hold, caps mcpwir
 		case <-ctx.Done():
 			// The client gave up on this round: the upstream's call is
 			// abandoned with it.
-			a.call.Cancel("the client went away")
-			b.endHold(h)
-			b.release(h.s)
+			b.abandon(h, "the client went away")
 			h.busy.Unlock()
 			return
 		}
@@ -294,9 +292,7 @@ func (b *Bridge) pause(out *responder, h *hold, reqs []*rpc.Message, caps mcpwir
 		for _, m := range reqs {
 			_ = h.s.conn.RespondError(m.ID, -32601, "the client cannot answer "+m.Method)
 		}
-		h.a.call.Cancel("the client cannot answer the server's requests")
-		b.endHold(h)
-		b.release(h.s)
+		b.abandon(h, "the client cannot answer the server's requests")
 		h.busy.Unlock()
 		slices.Sort(missing)
 		out.fail(http.StatusBadRequest, mcpwire.CodeMissingCapability, mcpwire.MissingCapabilityMessage, mcpwire.MissingCapabilityData(slices.Compact(missing)...))
@@ -309,8 +305,7 @@ func (b *Bridge) pause(out *responder, h *hold, reqs []*rpc.Message, caps mcpwir
 			for _, m := range reqs {
 				_ = h.s.conn.RespondError(m.ID, mrtr.CodeInternalError, "the proxy cannot hold the call")
 			}
-			h.a.call.Cancel("the proxy is at its limit of held calls")
-			b.release(h.s)
+			b.abandon(h, "the proxy is at its limit of held calls")
 			h.busy.Unlock()
 			out.fail(http.StatusOK, mrtr.CodeInternalError, errTooHeld.Error(), nil)
 			return
@@ -362,9 +357,15 @@ func (b *Bridge) expire(h *hold) {
 		return
 	}
 	b.log.Info("bridge: a held call expired; the upstream's call is cancelled", "method", h.method)
-	h.a.call.Cancel("the paused call expired")
+	b.abandon(h, "the paused call expired")
+}
+
+// abandon forgets h, frees its session and cancels its call upstream, in
+// that order: whoever reacts to the cancellation finds the bridge settled.
+func (b *Bridge) abandon(h *hold, reason string) {
 	b.endHold(h)
 	b.release(h.s)
+	h.a.call.Cancel(reason)
 }
 
 // endHold forgets h.
