@@ -24,7 +24,7 @@ import (
 // mrtr: its fixtures pause with plain requestStates the proxy seals. The
 // proxy differs from an adapter only where Front says.
 func TestContract(t *testing.T) {
-	adaptertest.RunFront(t, serveProxied, adaptertest.Front{RejectStatus: http.StatusOK, SealsServerState: true})
+	adaptertest.RunFront(t, serveProxied, adaptertest.Front{RejectStatus: http.StatusOK, SealsServerState: true, RefusesFoldedNames: true})
 }
 
 func serveProxied(t *testing.T, c adaptertest.Config) string {

@@ -144,8 +144,9 @@
 // names are matched exactly, and a client message whose envelope or
 // params repeat a member name, or carry one that equals a protocol
 // member's name only under case folding (encoding/json, and so mcp-go,
-// matches names that way), is refused (400), so the upstream cannot
-// read a message the proxy judged differently; a message the proxy does
+// matches names that way), is refused (400, -32600, naming the request's
+// id when the envelope itself was sound), so the upstream cannot read a
+// message the proxy judged differently; a message the proxy does
 // not change is forwarded as received, one it changes (a resume) is
 // encoded again from what it parsed.
 package proxy

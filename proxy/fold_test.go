@@ -18,15 +18,19 @@ func TestCaseFoldedNames(t *testing.T) {
 	px := startProxy(t, up.url(), nil, nil, nil)
 	st := upStateJSON()
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}`
-	for _, body := range []string{
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask",` + meta + `,"RequestState":` + st + `}}`,
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask",` + meta + `,"requeſtState":` + st + `}}`,
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask",` + meta + `,"\u0052equestState":` + st + `}}`,
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask",` + meta + `,"InputResponses":{"confirm":{"action":"accept","content":{"ok":true}}}}}`,
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"plain",` + meta + `,"NAME":"ask"}}`,
-		`{"jsonrpc":"2.0","id":1,"method":"tools/list","Method":"tools/call","params":{"name":"ask","requestState":` + st + `}}`,
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"plain",` + meta + `},"PARAMS":{"name":"ask","requestState":` + st + `}}`,
+	// In params, the answer names the request; in the envelope, the id is
+	// not trusted (it may be the folded member that was meant), so null.
+	for _, c := range []struct{ body, id string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask",` + meta + `,"RequestState":` + st + `}}`, "1"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask",` + meta + `,"requeſtState":` + st + `}}`, "1"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask",` + meta + `,"\u0052equestState":` + st + `}}`, "1"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask",` + meta + `,"InputResponses":{"confirm":{"action":"accept","content":{"ok":true}}}}}`, "1"},
+		{`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"plain",` + meta + `,"NAME":"ask"}}`, `"a"`},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/list","Method":"tools/call","params":{"name":"ask","requestState":` + st + `}}`, "null"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"plain",` + meta + `},"PARAMS":{"name":"ask","requestState":` + st + `}}`, "null"},
+		{`{"jsonrpc":"2.0","id":1,"ID":2,"method":"tools/call","params":{"name":"plain",` + meta + `}}`, "null"},
 	} {
+		body := c.body
 		resp, err := http.Post(px.URL, "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
@@ -34,8 +38,8 @@ func TestCaseFoldedNames(t *testing.T) {
 		var r reply
 		r.raw = readAll(resp)
 		decode(t, r.raw, &r)
-		if resp.StatusCode != http.StatusBadRequest || r.err == nil || r.err.Code != -32600 {
-			t.Errorf("%.90s: %d %s, want 400 -32600", body, resp.StatusCode, r.raw)
+		if resp.StatusCode != http.StatusBadRequest || r.err == nil || r.err.Code != -32600 || string(r.id) != c.id {
+			t.Errorf("%.90s: %d %s, want 400 -32600 with id %s", body, resp.StatusCode, r.raw, c.id)
 		}
 	}
 	for _, s := range up.all() {

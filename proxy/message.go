@@ -28,9 +28,15 @@ type rpcRequest struct {
 
 var errBadRequest = errors.New("not a JSON-RPC message")
 
-// errFoldedName is parseRequest's error for a member whose name equals a
-// protocol member's name only under case folding.
-var errFoldedName = errors.New("member name differs from a protocol name only in case")
+// foldedNameError is parseRequest's error for a member whose name equals a
+// protocol member's name only under case folding. id is the request's id
+// when the envelope was sound and the name is in its params, so the answer
+// names the request; nil otherwise.
+type foldedNameError struct{ id json.RawMessage }
+
+func (*foldedNameError) Error() string {
+	return "member name differs from a protocol name only in case"
+}
 
 // Member names the proxy reads, in the envelope and in a pausable call's
 // params.
@@ -65,7 +71,7 @@ func parseRequest(body []byte) (*rpcRequest, error) {
 		return nil, err
 	}
 	if foldedName(msg, envelopeNames) {
-		return nil, errFoldedName
+		return nil, &foldedNameError{}
 	}
 	r := &rpcRequest{msg: msg, body: body}
 	if id, ok := msg["id"]; ok && !bytes.Equal(id, []byte("null")) {
@@ -87,7 +93,7 @@ func parseRequest(body []byte) (*rpcRequest, error) {
 			return nil, errBadRequest
 		}
 		if foldedName(r.params, paramNames) {
-			return nil, errFoldedName
+			return nil, &foldedNameError{id: r.id}
 		}
 	}
 	return r, nil

@@ -277,12 +277,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, err := parseRequest(body)
+	var folded *foldedNameError
 	switch {
 	case errors.Is(err, mcpwire.ErrDuplicateName):
 		writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: a member name repeats", nil)
 		return
-	case errors.Is(err, errFoldedName):
-		writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: a member name differs from a protocol name only in case", nil)
+	case errors.As(err, &folded):
+		writeError(w, http.StatusBadRequest, folded.id, mcpwire.CodeInvalidRequest, "invalid request: a member name differs from a protocol name only in case", nil)
 		return
 	case errors.Is(err, errBadRequest) || errors.Is(err, mcpwire.ErrNotObject):
 		writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: one JSON-RPC object expected (no batches)", nil)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
 )
@@ -23,6 +24,9 @@ func TestStripBadState(t *testing.T) {
 		{"string", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","requestState":"v1.a"}}`, false},
 		{"string and a number", `{"method":"tools/call","params":{"requestState":"v1.a","REQUESTSTATE":5}}`, true},
 		{"string and a long s", `{"method":"tools/call","params":{"requestState":"v1.a","requeſtState":5}}`, true},
+		{"long s only", `{"method":"tools/call","params":{"name":"x","requeſtState":5}}`, true},
+		{"long s, string", `{"method":"tools/call","params":{"name":"x","requeſtState":"v1.a"}}`, false},
+		{"long s elsewhere", `{"method":"tools/call","params":{"name":"ſ","requestState":"v1.a"}}`, false},
 		{"string, and the name in a string", `{"method":"tools/call","params":{"arguments":{"x":"requestState:5"},"requestState":"v1.a"}}`, false},
 		{"name as a value", `{"method":"tools/call","params":{"x":"requestState","requestState":[]}}`, true},
 		{"null", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","requestState":null}}`, false},
@@ -69,6 +73,7 @@ func FuzzStripBadState(f *testing.F) {
 	f.Add([]byte(`{"method":"prompts/get","params":{"REQUESTSTATE":{"a":[1,2]},"name":"\u00e9"}}`))
 	f.Add([]byte(`{"method":"resources/read","params":{"requestState":"x"}}`))
 	f.Add([]byte(`{"method":"tools/call","params":{"requestState":"v1.a","requeſtState":5}}`))
+	f.Add([]byte(`{"method":"tools/call","params":{"requeſtState":5}}`))
 	f.Add([]byte(`{"method":"tools/call","params":{"arguments":{"x":"\"requestState\":5"},"requestState":"v1.a"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		out, bad := StripBadState(body)
@@ -99,5 +104,22 @@ func TestStripBadStateResume(t *testing.T) {
 	var bad bool
 	if n := testing.AllocsPerRun(100, func() { _, bad = StripBadState(body) }); n != 0 || bad {
 		t.Errorf("StripBadState of a resume: %v allocations, bad %v; want 0, false", n, bad)
+	}
+}
+
+// TestFoldsToRequestState: the long s is the one letter outside ASCII that
+// Unicode simple folding equates with a letter of "requestState", so it is
+// the only one plainStates must look for.
+func TestFoldsToRequestState(t *testing.T) {
+	var found []rune
+	for _, c := range "requestState" {
+		for r := unicode.SimpleFold(c); r != c; r = unicode.SimpleFold(r) {
+			if r > unicode.MaxASCII && !strings.ContainsRune(string(found), r) {
+				found = append(found, r)
+			}
+		}
+	}
+	if string(found) != longS {
+		t.Fatalf("letters outside ASCII that fold into requestState: %q, want %q", string(found), longS)
 	}
 }

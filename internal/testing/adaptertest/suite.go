@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -228,6 +229,12 @@ type Front struct {
 	// states), so the raw fixture's hand-set state leaves sealed instead
 	// of being refused.
 	SealsServerState bool
+	// RefusesFoldedNames: the front end refuses, with HTTP 400 and
+	// -32600, a body naming a protocol member in another case
+	// ("RequestState", or "requeſtState" with the long s): the proxy
+	// cannot know whether its upstream decodes names exactly or folded.
+	// An adapter's guard judges what its SDK decoded, which is folded.
+	RefusesFoldedNames bool
 }
 
 func (fe Front) rejectStatus() int {
@@ -517,6 +524,29 @@ func nonStringState(t *testing.T, run Start, fe Front) {
 		wantReject(t, fmt.Sprintf("requestState %v", v), r, mrtr.ReasonInvalid)
 		if r.Status != fe.rejectStatus() {
 			t.Fatalf("requestState %v: HTTP %d, want %d", v, r.Status, fe.rejectStatus())
+		}
+	}
+	// The same under a name the SDKs' decoders fold to requestState, alone
+	// in the body or beside the exact name.
+	for _, name := range []string{"RequestState", "REQUESTSTATE", "requeſtState"} {
+		for _, exact := range []bool{false, true} {
+			p := resume(tok, prodArgs, accept(map[string]any{"approve": true}))
+			if !exact {
+				delete(p, "requestState")
+			}
+			p[name] = 5
+			what := fmt.Sprintf("%s 5 (exact name too: %v)", name, exact)
+			r := c.Call(t, "tools/call", p)
+			if fe.RefusesFoldedNames {
+				if r.Status != http.StatusBadRequest || r.Error == nil || r.Error.Code != -32600 {
+					t.Fatalf("%s: HTTP %d %v, want 400 -32600", what, r.Status, r)
+				}
+				continue
+			}
+			wantReject(t, what, r, mrtr.ReasonInvalid)
+			if r.Status != fe.rejectStatus() {
+				t.Fatalf("%s: HTTP %d, want %d", what, r.Status, fe.rejectStatus())
+			}
 		}
 	}
 	// The token itself was never spent by those.
