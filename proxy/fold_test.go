@@ -30,8 +30,7 @@ func TestCaseFoldedNames(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"plain",` + meta + `},"PARAMS":{"name":"ask","requestState":` + st + `}}`, "null"},
 		{`{"jsonrpc":"2.0","id":1,"ID":2,"method":"tools/call","params":{"name":"plain",` + meta + `}}`, "null"},
 	} {
-		body := c.body
-		resp, err := http.Post(px.URL, "application/json", strings.NewReader(body))
+		resp, err := http.Post(px.URL, "application/json", strings.NewReader(c.body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +38,7 @@ func TestCaseFoldedNames(t *testing.T) {
 		r.raw = readAll(resp)
 		decode(t, r.raw, &r)
 		if resp.StatusCode != http.StatusBadRequest || r.err == nil || r.err.Code != -32600 || string(r.id) != c.id {
-			t.Errorf("%.90s: %d %s, want 400 -32600 with id %s", body, resp.StatusCode, r.raw, c.id)
+			t.Errorf("%.90s: %d %s, want 400 -32600 with id %s", c.body, resp.StatusCode, r.raw, c.id)
 		}
 	}
 	for _, s := range up.all() {

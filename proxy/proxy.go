@@ -283,7 +283,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: a member name repeats", nil)
 		return
 	case errors.As(err, &folded):
-		writeError(w, http.StatusBadRequest, folded.id, mcpwire.CodeInvalidRequest, "invalid request: a member name differs from a protocol name only in case", nil)
+		writeError(w, http.StatusBadRequest, folded.id, mcpwire.CodeInvalidRequest, "invalid request: a "+folded.Error(), nil)
 		return
 	case errors.Is(err, errBadRequest) || errors.Is(err, mcpwire.ErrNotObject):
 		writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: one JSON-RPC object expected (no batches)", nil)

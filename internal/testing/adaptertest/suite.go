@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
 	"github.com/mrtr-go/mrtr/internal/testing/fakeclock"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
@@ -538,7 +539,7 @@ func nonStringState(t *testing.T, run Start, fe Front) {
 			what := fmt.Sprintf("%s 5 (exact name too: %v)", name, exact)
 			r := c.Call(t, "tools/call", p)
 			if fe.RefusesFoldedNames {
-				if r.Status != http.StatusBadRequest || r.Error == nil || r.Error.Code != -32600 {
+				if r.Status != http.StatusBadRequest || r.Error == nil || r.Error.Code != mcpwire.CodeInvalidRequest {
 					t.Fatalf("%s: HTTP %d %v, want 400 -32600", what, r.Status, r)
 				}
 				continue
