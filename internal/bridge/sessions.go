@@ -399,7 +399,22 @@ func (ss *sessions) initialize(ctx context.Context, w *pipeWriter, r *http.Reque
 		return
 	}
 	s := &lsession{ss: ss, id: newHoldID(), caller: key(callerOf(ctx)), up: up, done: make(chan struct{}), busy: 1, usedAt: time.Now()}
+	// The session is known before its id leaves: a client speaks on it as
+	// soon as it reads the response's header, and must not find it
+	// missing. Until then nobody knows the id, and busy keeps it from
+	// the idle timer and from lruIdle.
+	ss.mu.Lock()
+	closed := ss.closed
+	if !closed {
+		ss.byID[s.id] = s
+	}
+	ss.mu.Unlock()
 	go s.read()
+	if closed {
+		_ = s.end(context.Background())
+		writeMsg(w, http.StatusOK, errorMessage(m.ID, mrtr.CodeInternalError, errClosed.Error(), nil))
+		return
+	}
 	w.Header().Set(sessionHeader, s.id)
 	if !s.request(ctx, w, r, m, body, true) {
 		w.Header().Del(sessionHeader)
@@ -407,16 +422,6 @@ func (ss *sessions) initialize(ctx context.Context, w *pipeWriter, r *http.Reque
 		return
 	}
 	defer s.idle()
-	ss.mu.Lock()
-	closed := ss.closed
-	if !closed {
-		ss.byID[s.id] = s
-	}
-	ss.mu.Unlock()
-	if closed {
-		_ = s.end(context.Background())
-		return
-	}
 	ss.c.log.Info("bridge: legacy client session started")
 }
 

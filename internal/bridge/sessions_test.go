@@ -616,3 +616,47 @@ func postHdr(url string, hdr http.Header, msg map[string]any) (int, []byte) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
 }
+
+// TestOldClientSessionUsableAtOnce: the session an initialize creates
+// exists by the time its response reaches the client, so the client's
+// next message (notifications/initialized, sent as soon as the response
+// is read) never finds it missing.
+func TestOldClientSessionUsableAtOnce(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			e := newOldEnv(t, kind, 0)
+			for i := range 50 {
+				init := map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+					"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+					"clientInfo": map[string]any{"name": "raw", "version": "1"},
+				}}
+				body, _ := json.Marshal(init)
+				req, _ := http.NewRequest(http.MethodPost, e.px, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				id := resp.Header.Get("Mcp-Session-Id")
+				// The response's header is all the client needs: it speaks
+				// before reading the body, as early as a client can.
+				status, b := rawPost(t, e.px, id, map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if id == "" || status != http.StatusAccepted {
+					t.Fatalf("round %d: session %q: notifications/initialized got %d %s, want 202", i, id, status, b)
+				}
+				if status, b := rawPost(t, e.px, id, map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}); status != http.StatusOK {
+					t.Fatalf("round %d: tools/list got %d %s", i, status, b)
+				}
+				req, _ = http.NewRequest(http.MethodDelete, e.px, nil)
+				req.Header.Set("Mcp-Session-Id", id)
+				req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+}
