@@ -522,9 +522,9 @@ func TestOldClientSessionBoundToCaller(t *testing.T) {
 	}
 }
 
-// rawInit opens a 2025-11-25 session with raw POSTs (no GET stream) and
-// returns its id.
-func rawInit(t *testing.T, url string) string {
+// postInitialize posts a raw 2025-11-25 initialize and returns the
+// response with its body unread.
+func postInitialize(t *testing.T, url string) *http.Response {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
 		"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}}})
@@ -535,6 +535,14 @@ func rawInit(t *testing.T, url string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return resp
+}
+
+// rawInit opens a 2025-11-25 session with raw POSTs (no GET stream) and
+// returns its id.
+func rawInit(t *testing.T, url string) string {
+	t.Helper()
+	resp := postInitialize(t, url)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	id := resp.Header.Get("Mcp-Session-Id")
@@ -619,25 +627,14 @@ func postHdr(url string, hdr http.Header, msg map[string]any) (int, []byte) {
 
 // TestOldClientSessionUsableAtOnce: the session an initialize creates
 // exists by the time its response reaches the client, so the client's
-// next message (notifications/initialized, sent as soon as the response
-// is read) never finds it missing.
+// next message (notifications/initialized, sent as soon as the response's
+// header is read) never finds it missing.
 func TestOldClientSessionUsableAtOnce(t *testing.T) {
 	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) {
 			e := newOldEnv(t, kind, 0)
 			for i := range 50 {
-				init := map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
-					"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
-					"clientInfo": map[string]any{"name": "raw", "version": "1"},
-				}}
-				body, _ := json.Marshal(init)
-				req, _ := http.NewRequest(http.MethodPost, e.px, bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Accept", "application/json, text/event-stream")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
+				resp := postInitialize(t, e.px)
 				id := resp.Header.Get("Mcp-Session-Id")
 				// The response's header is all the client needs: it speaks
 				// before reading the body, as early as a client can.
@@ -650,11 +647,16 @@ func TestOldClientSessionUsableAtOnce(t *testing.T) {
 				if status, b := rawPost(t, e.px, id, map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}); status != http.StatusOK {
 					t.Fatalf("round %d: tools/list got %d %s", i, status, b)
 				}
-				req, _ = http.NewRequest(http.MethodDelete, e.px, nil)
+				req, _ := http.NewRequest(http.MethodDelete, e.px, nil)
 				req.Header.Set("Mcp-Session-Id", id)
 				req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-				if resp, err := http.DefaultClient.Do(req); err == nil {
-					resp.Body.Close()
+				del, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				del.Body.Close()
+				if del.StatusCode != http.StatusNoContent {
+					t.Fatalf("round %d: DELETE got %d, want 204", i, del.StatusCode)
 				}
 			}
 		})
