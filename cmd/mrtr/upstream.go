@@ -42,14 +42,17 @@ const stdioUpstreamURL = "http://stdio.upstream/mcp"
 // upstreamConfig is what `mrtr proxy` knows of an upstream that is a
 // command, or that may speak 2025-11-25 only.
 type upstreamConfig struct {
-	obs      *telemetry // set by the proxy: where /readyz and /metrics learn of the upstream
-	command  []string   // after --; empty for --upstream URL
-	era      string
-	env      []string // --upstream-env K=V
-	roots    []string // --roots URI
-	maxProcs int
-	maxHolds int
-	node     string // this process among its replicas; empty: none (no Redis store)
+	obs     *telemetry // set by the proxy: where /readyz and /metrics learn of the upstream
+	command []string   // after --; empty for --upstream URL
+	era     string
+	env     []string // --upstream-env K=V
+	roots   []string // --roots URI
+	// rootsFromClient is --roots-from-client: callers answer a legacy
+	// upstream's roots/list during their calls.
+	rootsFromClient bool
+	maxProcs        int
+	maxHolds        int
+	node            string // this process among its replicas; empty: none (no Redis store)
 	// url and dialTimeout are --upstream and --upstream-dial-timeout, set
 	// by the proxy command: an HTTP upstream's era is probed, and a legacy
 	// one bridged, with the proxy's own dial settings.
@@ -62,7 +65,9 @@ func upstreamFlags(f *flags, c *upstreamConfig) {
 	f.Choice(groupUpstream, &c.era, "upstream-era", eraAuto, []string{eraAuto, eraModern, eraLegacy},
 		"`ERA` of the upstream: auto (probe it: server/discover on stdio, a 2026-07-28 request over HTTP), modern (2026-07-28) or legacy (2025-11-25: its mid-call elicitation, sampling and roots requests become sealed rounds)")
 	f.List(groupUpstream, &c.env, "upstream-env", "\n", "`K=V` added to a command upstream's environment (repeatable; the variable: one per line); the proxy's MRTR_* variables never reach it")
-	f.List(groupUpstream, &c.roots, "roots", ",", "`URI` of a root the proxy answers a legacy upstream's roots/list with when no call is waiting for one (repeatable; the variable: comma-separated)")
+	f.List(groupUpstream, &c.roots, "roots", ",", "`URI` of a root the proxy answers every roots/list of a legacy upstream with, in a call or outside one (repeatable; the variable: comma-separated); none: an empty list. Callers are never asked, unless --roots-from-client")
+	f.Bool(groupUpstream, &c.rootsFromClient, "roots-from-client", false,
+		"let callers answer a legacy upstream's roots/list during their calls, as a sealed round (their answer becomes what the upstream may touch, for the rest of its session): only for callers on the upstream's own machine")
 	f.Int(groupLimits, &c.maxProcs, "max-procs", bridge.DefaultMaxSessions, 1,
 		"most upstream processes (legacy sessions on HTTP) open at once; a call needing one more gets an error")
 	f.Int(groupLimits, &c.maxHolds, "max-holds", bridge.DefaultMaxHolds, 1,
@@ -138,7 +143,7 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 	if era == eraModern {
 		log.Info("mrtr proxy: the upstream speaks 2026-07-28: its pauses are sealed; 2026-07-28 clients share one process, their ids and progress tokens remapped; each 2025-11-25 client session gets a process of its own",
 			"upstream", name, "era", era)
-		d := bridge.NewDirectWith(bridge.DirectOptions{Dial: dial, Logger: childLog, MaxProcs: c.maxProcs})
+		d := bridge.NewDirectWith(bridge.DirectOptions{Dial: dial, Logger: childLog, MaxProcs: c.maxProcs, Roots: c.roots, RootsFromClient: c.rootsFromClient})
 		c.instrument(d.Ready, func() (procs, idle, holds int) {
 			st := d.Stats() // the shared child and 2025-11-25 clients' children
 			return st.Sessions, st.Idle, st.Holds
@@ -147,7 +152,7 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 	}
 	b := c.newBridge(guard, dial, nil, childLog)
 	log.Info("mrtr proxy: the upstream speaks 2025-11-25: 2026-07-28 calls are bridged, its mid-call elicitation, sampling and roots requests become sealed input_required rounds; one process per caller and call",
-		"upstream", name, "era", era, "max_procs", c.maxProcs, "max_holds", c.maxHolds, "roots", len(c.roots))
+		"upstream", name, "era", era, "max_procs", c.maxProcs, "max_holds", c.maxHolds, "roots", len(c.roots), "roots_from_client", c.rootsFromClient)
 	return b, b.Close, nil
 }
 
@@ -159,6 +164,7 @@ func (c *upstreamConfig) newBridge(guard *mrtr.Guard, dial func(context.Context)
 	b := bridge.New(bridge.Options{
 		Dial:             dial,
 		Roots:            c.roots,
+		RootsFromClient:  c.rootsFromClient,
 		MaxSessions:      c.maxProcs,
 		MaxHolds:         c.maxHolds,
 		HoldTTL:          p.TTL + 2*lee,
@@ -206,7 +212,7 @@ func (c *upstreamConfig) httpTransport(ctx context.Context, log *slog.Logger, gu
 	}
 	b := c.newBridge(guard, dial, tr, upLog)
 	log.Info("mrtr proxy: the upstream speaks 2025-11-25: 2026-07-28 calls are bridged, its mid-call elicitation, sampling and roots requests become sealed input_required rounds; one upstream session per caller and call; 2025-11-25 clients are passed through",
-		"upstream", name, "era", era, "max_procs", c.maxProcs, "max_holds", c.maxHolds, "roots", len(c.roots))
+		"upstream", name, "era", era, "max_procs", c.maxProcs, "max_holds", c.maxHolds, "roots", len(c.roots), "roots_from_client", c.rootsFromClient)
 	return b, b.Close, nil
 }
 

@@ -23,6 +23,14 @@
 // are answered by the bridge: roots/list with the configured roots, ping
 // with an empty result, anything else with -32601.
 //
+// Roots belong to the operator: a 2025-11-25 server takes the answer to
+// roots/list as the boundary of what it may touch (server-filesystem
+// replaces its allowed directories with it), and the answer lives on in
+// the session, which later calls of the same caller reuse. The callers
+// are remote, so by default the bridge answers every roots/list itself,
+// in a call or outside one, with Options.Roots; only
+// Options.RootsFromClient lets a caller answer one, as a sealed round.
+//
 // The bridge trusts the requestState it receives: only the proxy, after
 // the guard verified the client's token, hands it one. It must never be
 // reachable by clients in any other way.
@@ -64,6 +72,17 @@ const (
 	DefaultHoldTTL      = 5 * time.Minute
 	DefaultIdleTimeout  = 5 * time.Minute
 	DefaultStartTimeout = 60 * time.Second
+	// DefaultRootsWait is Options.RootsWait's default: how long the first
+	// session waits to learn whether the upstream asks for roots.
+	DefaultRootsWait = time.Second
+	// DefaultRootsAskedWait bounds the wait for the roots/list of an
+	// upstream known to ask.
+	DefaultRootsAskedWait = 5 * time.Second
+	// DefaultRootsSettle is Options.RootsSettle's default. Measured with
+	// server-filesystem 2026.8.31 (node 22): a call sent right after the
+	// answer saw the old directories 20 times in 20, one sent 5 ms after
+	// once in 20, 20 ms after never in 20.
+	DefaultRootsSettle = 50 * time.Millisecond
 	// LegacyVersion is the protocol version the bridge speaks upstream.
 	LegacyVersion = "2025-11-25"
 )
@@ -72,9 +91,31 @@ const (
 type Options struct {
 	// Dial opens a new upstream connection, not yet initialized.
 	Dial func(ctx context.Context) (Upstream, error)
-	// Roots answers roots/list requests that arrive outside any bridged
-	// call: each a file:// (or other) URI. Nil answers an empty list.
+	// Roots answers every roots/list request of the upstream, outside a
+	// call and in one (unless RootsFromClient): each a file:// (or other)
+	// URI. Nil answers an empty list. With roots given, a fresh session
+	// serves its first call only once the upstream had them (RootsWait).
 	Roots []string
+	// RootsFromClient passes a roots/list that arrives during a call to
+	// the caller, as an input request of a sealed round, when the caller
+	// declared the roots capability. Off by default: an answer widens
+	// what the upstream may touch for every later call of the session,
+	// so only a proxy whose callers share the upstream's machine should
+	// let them give it.
+	RootsFromClient bool
+	// RootsWait bounds how long a fresh session waits, before its first
+	// call, for the upstream to ask for the roots when Roots is not
+	// empty: servers ask right after initialize, and a call that left
+	// before the answer would see the server's own directories. Once one
+	// session of the Bridge saw the upstream ask, later ones wait for it
+	// up to DefaultRootsAskedWait; once one saw it not ask, later ones do
+	// not wait. Zero means DefaultRootsWait.
+	RootsWait time.Duration
+	// RootsSettle is how long a session waits after answering the
+	// upstream's first roots/list before its first call, for the
+	// upstream to apply the answer (2025-11-25 has no signal for that).
+	// Zero means DefaultRootsSettle.
+	RootsSettle time.Duration
 	// MaxSessions bounds the open upstream connections (children on
 	// stdio); a call that needs one more gets an error. Zero means
 	// DefaultMaxSessions.
@@ -123,9 +164,10 @@ type Options struct {
 // Bridge serves modern requests from legacy sessions. It is safe for
 // concurrent use.
 type Bridge struct {
-	o     Options
-	log   *slog.Logger
-	roots json.RawMessage
+	o         Options
+	log       *slog.Logger
+	roots     json.RawMessage // the roots/list result the bridge answers with
+	rootsGate *rootsGate
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
@@ -163,6 +205,12 @@ func New(o Options) *Bridge {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = DefaultStartTimeout
 	}
+	if o.RootsWait <= 0 {
+		o.RootsWait = DefaultRootsWait
+	}
+	if o.RootsSettle <= 0 {
+		o.RootsSettle = DefaultRootsSettle
+	}
 	if o.ClientName == "" {
 		o.ClientName = "mrtr-proxy"
 	}
@@ -179,12 +227,10 @@ func New(o Options) *Bridge {
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
-	roots := make([]map[string]string, 0, len(o.Roots))
-	for _, u := range o.Roots {
-		roots = append(roots, map[string]string{"uri": u})
-	}
-	b.roots, _ = json.Marshal(map[string]any{"roots": roots})
-	b.legacy = newSessions(sessionsConfig{dial: o.Dial, reserve: b.legacySlot, free: b.legacyFree, idle: o.IdleTimeout, start: o.StartTimeout, log: b.log})
+	b.roots = rootsResult(o.Roots)
+	b.rootsGate = newRootsGate(len(o.Roots) > 0, o.RootsWait, o.RootsSettle, b.log)
+	b.legacy = newSessions(sessionsConfig{dial: o.Dial, reserve: b.legacySlot, free: b.legacyFree, idle: o.IdleTimeout, start: o.StartTimeout, log: b.log,
+		roots: b.roots, operatorRoots: len(o.Roots) > 0, rootsFromClient: o.RootsFromClient, rootsGate: b.rootsGate})
 	return b
 }
 
@@ -309,6 +355,8 @@ type session struct {
 	auth   string // the Authorization it was opened with; reused only with the same
 	info   *initResult
 
+	rootsAnswered rootsSignal // the upstream had the operator's roots
+
 	mu     sync.Mutex
 	active *active // the bridged call in flight, if any
 	idleAt time.Time
@@ -408,7 +456,7 @@ func (b *Bridge) open(ctx context.Context, caller string) (*session, error) {
 		b.log.Error("bridge: start the upstream", "error", err)
 		return nil, fmt.Errorf("the upstream could not be started: %w", err)
 	}
-	s := &session{b: b, up: up, caller: caller, auth: authorizationOf(ctx)}
+	s := &session{b: b, up: up, caller: caller, auth: authorizationOf(ctx), rootsAnswered: newRootsSignal()}
 	if a, ok := up.(authorizer); ok {
 		a.authorize(s.auth)
 	}
@@ -451,6 +499,7 @@ func (b *Bridge) open(ctx context.Context, caller string) (*session, error) {
 			a.push(nil) // wakes the call: the upstream is gone
 		}
 	})
+	b.rootsGate.await(ctx, s.rootsAnswered.c)
 	b.log.Info("bridge: upstream session started", "protocol_version", info.ProtocolVersion)
 	return s, nil
 }
@@ -552,7 +601,7 @@ func (s *session) outside(m *rpc.Message) {
 	}
 	switch m.Method {
 	case "roots/list":
-		_ = s.conn.Respond(m.ID, s.b.roots)
+		s.answerRoots(m)
 	case "ping":
 		_ = s.conn.Respond(m.ID, json.RawMessage("{}"))
 	default:

@@ -309,10 +309,11 @@ func TestBridgedRounds(t *testing.T) {
 	}
 }
 
-// TestBridgedSamplingAndRoots: sampling and roots requests are input
-// requests too; a client that did not declare sampling gets -32021.
+// TestBridgedSamplingAndRoots: sampling requests are input requests too,
+// and so are roots requests with RootsFromClient; a client that did not
+// declare sampling gets -32021.
 func TestBridgedSamplingAndRoots(t *testing.T) {
-	e := newEnv(t, &bridge.Options{Roots: []string{"file:///srv"}})
+	e := newEnv(t, &bridge.Options{Roots: []string{"file:///srv"}, RootsFromClient: true, RootsWait: time.Millisecond})
 	r := call(t, e, "", "tools/call", tool("sample", nil, "", nil), nil)
 	k, ir := onlyKey(t, r)
 	if !strings.Contains(string(ir), "sampling/createMessage") {
@@ -430,7 +431,13 @@ func newEnvWith(t *testing.T, srv *mcp.Server, o bridge.Options, rec *recordingD
 	t.Cleanup(func() { e.b.Close(context.Background()) })
 	ring, _ := reqstate.GenerateKeyRing("k1", nil)
 	h, err := proxy.New(proxy.Options{Upstream: "http://legacy.bridge/mcp", Transport: e.b,
-		Guard: mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil)})})
+		Guard: mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil)}),
+		Principal: func(r *http.Request) (reqstate.Principal, error) {
+			if u := r.Header.Get("X-Test-User"); u != "" {
+				return reqstate.Principal{Issuer: "test", Subject: u}, nil
+			}
+			return reqstate.Principal{}, nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,6 +76,13 @@ type DirectOptions struct {
 	IdleTimeout time.Duration
 	// StartTimeout bounds starting a child. Zero means DefaultStartTimeout.
 	StartTimeout time.Duration
+	// Roots, RootsFromClient, RootsWait and RootsSettle are as in
+	// Options, for the roots/list requests of the children of 2025-11-25
+	// client sessions: by default the proxy answers them with Roots, and
+	// the client never sees them.
+	Roots                  []string
+	RootsFromClient        bool
+	RootsWait, RootsSettle time.Duration
 }
 
 // NewDirectWith returns a Direct configured by o. A nil Dial panics.
@@ -86,8 +93,16 @@ func NewDirectWith(o DirectOptions) *Direct {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.RootsWait <= 0 {
+		o.RootsWait = DefaultRootsWait
+	}
+	if o.RootsSettle <= 0 {
+		o.RootsSettle = DefaultRootsSettle
+	}
 	return &Direct{dial: o.Dial, log: o.Logger, legacy: newSessions(sessionsConfig{
 		dial: o.Dial, max: o.MaxProcs, idle: o.IdleTimeout, start: o.StartTimeout, log: o.Logger,
+		roots: rootsResult(o.Roots), operatorRoots: len(o.Roots) > 0, rootsFromClient: o.RootsFromClient,
+		rootsGate: newRootsGate(len(o.Roots) > 0, o.RootsWait, o.RootsSettle, o.Logger),
 	})}
 }
 

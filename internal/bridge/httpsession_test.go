@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -262,11 +263,21 @@ func TestHTTPBridgedAuthorization(t *testing.T) {
 	})
 }
 
-// TestHTTPBridgedRootsOnGET: a roots/list the upstream sends on the
-// session's GET stream during a call is that call's input request too.
+// TestHTTPBridgedRootsOnGET: with RootsFromClient, a roots/list the
+// upstream sends on the session's GET stream during a call is that call's
+// input request too; without it (the default), the operator's roots
+// answer it and the caller is never asked.
 func TestHTTPBridgedRootsOnGET(t *testing.T) {
+	t.Run("operator", func(t *testing.T) {
+		u := newHTTPUpstream(t)
+		e := newHTTPEnv(t, u, &bridge.Options{Roots: []string{"file:///srv/data"}, RootsWait: time.Millisecond}, 0, false)
+		r := call(t, e, "", "tools/call", tool("roots-later", nil, "", nil), nil)
+		if r.text() != "roots file:///srv/data" {
+			t.Fatalf("want the operator's roots without a round, got %s", r.raw)
+		}
+	})
 	u := newHTTPUpstream(t)
-	e := newHTTPEnv(t, u, nil, 0, false)
+	e := newHTTPEnv(t, u, &bridge.Options{RootsFromClient: true}, 0, false)
 	r := call(t, e, "", "tools/call", tool("roots-later", nil, "", nil), nil)
 	k, ir := onlyKey(t, r)
 	if !strings.Contains(string(ir), "roots/list") {

@@ -226,13 +226,15 @@ func (b *Bridge) relay(ctx context.Context, out *responder, h *hold, caps mcpwir
 				if m.Method == "notifications/progress" || m.Method == "notifications/message" {
 					out.notify(m)
 				}
-			case m.Method == "roots/list" && mcpwire.Required(caps, m.Method, m.Params) != "":
-				// A client without roots cannot answer; the operator's
-				// roots can (as outside a call). Servers ask for roots
+			case m.Method == "roots/list" && (!b.o.RootsFromClient || mcpwire.Required(caps, m.Method, m.Params) != ""):
+				// The operator's roots, as outside a call: the answer is
+				// the boundary of what the upstream may touch, so a
+				// remote caller gives it only where the operator lets
+				// it (RootsFromClient) and it can. Servers ask for roots
 				// unprompted (server-everything 350 ms after initialize),
 				// so refusing the call for it would break calls that
 				// never needed them.
-				_ = h.s.conn.Respond(m.ID, b.roots)
+				h.s.answerRoots(m)
 			case slices.Contains(inputMethods, m.Method):
 				reqs = append(reqs, m)
 			case m.Method == "ping":

@@ -32,6 +32,10 @@ const sessionHeader = "Mcp-Session-Id"
 // not open yet; beyond it the oldest are dropped.
 const maxBacklog = 256
 
+// maxAsked bounds the child's requests a session remembers as passed to
+// its client and not answered yet.
+const maxAsked = 1024
+
 // legacyRequest reports whether r (its body) belongs to a 2025-11-25
 // session rather than to the 2026-07-28 wire: a GET or DELETE, anything
 // carrying a session id, and initialize, which 2026-07-28 does not have.
@@ -62,6 +66,15 @@ type sessionsConfig struct {
 	idle    time.Duration
 	start   time.Duration
 	log     *slog.Logger
+	// roots is the roots/list result the proxy answers the child with
+	// (the operator's, see rootsGate); operatorRoots says the operator
+	// gave some, so the child is told the client has roots even when the
+	// client did not say so. rootsFromClient lets the client answer
+	// roots/list itself instead, as any other request of the child.
+	roots           json.RawMessage
+	operatorRoots   bool
+	rootsFromClient bool
+	rootsGate       *rootsGate
 }
 
 // sessions serves the 2025-11-25 sessions of one Bridge or Direct.
@@ -86,6 +99,9 @@ func newSessions(c sessionsConfig) *sessions {
 	}
 	if c.start <= 0 {
 		c.start = DefaultStartTimeout
+	}
+	if c.roots == nil {
+		c.roots = rootsResult(nil)
 	}
 	return &sessions{c: c, byID: map[string]*lsession{}}
 }
@@ -213,9 +229,13 @@ type lsession struct {
 	posts   []*post // requests in flight, oldest first
 	get     *queue  // the open GET stream, if any
 	backlog [][]byte
-	busy    int // HTTP requests being served
+	asked   map[string]struct{} // ids of the child's requests passed to the client, not yet answered
+	busy    int                 // HTTP requests being served
 	usedAt  time.Time
 	timer   *time.Timer
+
+	rootsAnswered rootsSignal // the child had the operator's roots
+	initialized   bool        // the client's notifications/initialized was relayed
 }
 
 // post is a client request in flight: its id as the child answers it.
@@ -315,12 +335,83 @@ func (ss *sessions) serve(ctx context.Context, w *pipeWriter, r *http.Request, b
 	case m.IsRequest():
 		s.request(ctx, w, r, m, body, false)
 	default: // a notification, or the client's answer to the child's request
+		if m.Method == "" && !s.answers(m) {
+			// An answer to a request the child never sent the client
+			// (one the proxy answered itself, roots/list above all)
+			// would be taken as the answer to it.
+			writeMsg(w, http.StatusBadRequest, errorMessage(nil, -32600, "invalid request: the server sent no request with this id", nil))
+			return
+		}
 		if err := s.up.Send(body); err != nil {
 			writeMsg(w, http.StatusOK, errorMessage(m.ID, mrtr.CodeInternalError, "upstream unavailable: the message was not delivered", nil))
 			return
 		}
+		if m.Method == "notifications/initialized" && s.firstInitialized() {
+			// The child asks for roots now; its first request waits
+			// until it had them.
+			s.ss.c.rootsGate.await(ctx, s.rootsAnswered.c)
+		}
 		w.WriteHeader(http.StatusAccepted)
 	}
+}
+
+// answers reports whether m, a response of the client, answers a request
+// the child sent it and that is not answered yet, and takes that request
+// off the list.
+func (s *lsession) answers(m *rpc.Message) bool {
+	if m.ID == nil {
+		return false
+	}
+	id := canonicalID(m.ID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.asked[id]; !ok {
+		return false
+	}
+	delete(s.asked, id)
+	return true
+}
+
+// firstInitialized reports whether this is the first time the client's
+// notifications/initialized is relayed.
+func (s *lsession) firstInitialized() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first := !s.initialized
+	s.initialized = true
+	return first
+}
+
+// withRootsCapability returns the initialize request body with the roots
+// capability declared, so that the child asks for the operator's roots
+// (which the proxy answers) even if the client offers none. It returns
+// body unchanged when it cannot edit it.
+func withRootsCapability(m *rpc.Message, body []byte) []byte {
+	if len(m.Params) == 0 || m.Params[0] != '{' {
+		return body
+	}
+	params := mcpwire.SplitObject(mcpwire.TrimSpace(m.Params))
+	caps := mcpwire.Object{}
+	if c := params["capabilities"]; len(c) > 0 && c[0] == '{' {
+		caps = mcpwire.SplitObject(mcpwire.TrimSpace(c))
+	}
+	if _, ok := caps["roots"]; ok {
+		return body
+	}
+	caps["roots"] = json.RawMessage("{}")
+	var err error
+	if params["capabilities"], err = caps.Encode(); err != nil {
+		return body
+	}
+	p, err := params.Encode()
+	if err != nil {
+		return body
+	}
+	out, err := (&rpc.Message{ID: m.ID, Method: m.Method, Params: p}).Encode()
+	if err != nil {
+		return body
+	}
+	return out
 }
 
 func idOf(m *rpc.Message) json.RawMessage {
@@ -398,7 +489,7 @@ func (ss *sessions) initialize(ctx context.Context, w *pipeWriter, r *http.Reque
 		writeMsg(w, http.StatusOK, errorMessage(m.ID, mrtr.CodeInternalError, "upstream unavailable: it could not be started", nil))
 		return
 	}
-	s := &lsession{ss: ss, id: newHoldID(), caller: key(callerOf(ctx)), up: up, done: make(chan struct{}), busy: 1, usedAt: time.Now()}
+	s := &lsession{ss: ss, id: newHoldID(), caller: key(callerOf(ctx)), up: up, done: make(chan struct{}), busy: 1, usedAt: time.Now(), asked: map[string]struct{}{}, rootsAnswered: newRootsSignal()}
 	// The session is known before its id leaves: a client speaks on it as
 	// soon as it reads the response's header, and must not find it
 	// missing. Until then nobody knows the id, and busy keeps it from
@@ -416,6 +507,9 @@ func (ss *sessions) initialize(ctx context.Context, w *pipeWriter, r *http.Reque
 		return
 	}
 	w.Header().Set(sessionHeader, s.id)
+	if !ss.c.rootsFromClient && ss.c.operatorRoots {
+		body = withRootsCapability(m, body)
+	}
 	if !s.request(ctx, w, r, m, body, true) {
 		w.Header().Del(sessionHeader)
 		_ = s.end(context.Background())
@@ -431,6 +525,15 @@ func (s *lsession) read() {
 	for b := range s.up.Recv() {
 		m, err := rpc.Parse(b)
 		if err != nil {
+			continue
+		}
+		if m.IsRequest() && m.Method == "roots/list" && !s.ss.c.rootsFromClient {
+			// The operator's roots, never the remote client's (see
+			// rootsGate): the client does not see the request.
+			if resp, err := (&rpc.Message{ID: m.ID, Result: s.ss.c.roots}).Encode(); err == nil {
+				_ = s.up.Send(resp)
+			}
+			s.rootsAnswered.fire()
 			continue
 		}
 		s.route(m, b)
@@ -460,6 +563,11 @@ func (s *lsession) route(m *rpc.Message, b []byte) {
 			}
 		}
 		return // the POST went away: nobody waits for it
+	}
+	if m.IsRequest() && len(s.asked) < maxAsked {
+		// Only the client's answers to these reach the child (beyond
+		// maxAsked unanswered ones, none more).
+		s.asked[canonicalID(m.ID)] = struct{}{}
 	}
 	if m.Method == "notifications/progress" {
 		if t, ok := mcpwire.Member(m.Params, "progressToken"); ok {
