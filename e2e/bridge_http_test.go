@@ -164,11 +164,12 @@ const bridgeSecret = "bridge-http-e2e-secret-of-32-bytes-or-more"
 // TestBridgeHTTPServerEverything: npm's server-everything@2026.8.31 over
 // Streamable HTTP, a 2025-11-25 server, behind `mrtr proxy --upstream
 // URL`: the proxy tells its era, and a 2026-07-28 go-sdk client completes
-// its elicitation, sampling and roots tools through the bridge, each round
-// sealed; a replayed token is refused.
+// its elicitation and sampling tools through the bridge, each round
+// sealed, while its roots tool gets the operator's --roots; a replayed
+// token is refused.
 func TestBridgeHTTPServerEverything(t *testing.T) {
 	up := serverEverythingHTTP(t)
-	url := startProxy(t, "--upstream", up, "--auth-hs256-secret", bridgeSecret)
+	url := startProxy(t, "--upstream", up, "--auth-hs256-secret", bridgeSecret, "--roots", "file:///srv/operator")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	seal := &sealedOnly{t: t}
@@ -176,9 +177,10 @@ func TestBridgeHTTPServerEverything(t *testing.T) {
 	callAll(t, ctx, cs, []toolCase{
 		{"trigger-elicitation-request", map[string]any{}, "Ada Lovelace"},
 		{"trigger-sampling-request", map[string]any{"prompt": "hello", "maxTokens": 10}, "sampled by the test"},
-		{"get-roots-list", map[string]any{}, "file:///srv/project"},
+		// The operator's roots, never the client's (file:///srv/project).
+		{"get-roots-list", map[string]any{}, "file:///srv/operator"},
 	})
-	if seal.tokens < 3 {
+	if seal.tokens < 2 {
 		t.Fatalf("%d sealed rounds seen, want one per tool at least", seal.tokens)
 	}
 

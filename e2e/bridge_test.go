@@ -105,12 +105,13 @@ func (b *sealedBody) Read(p []byte) (int, error) {
 }
 
 // TestBridgeServerEverything: a 2026-07-28 client (go-sdk v1.8.0, its own
-// multi-round loop) completes server-everything's elicitation, sampling
-// and roots tools through `mrtr proxy -- node .../server-everything stdio`,
-// every round sealed; the child never sees an MRTR_* variable.
+// multi-round loop) completes server-everything's elicitation and
+// sampling tools through `mrtr proxy -- node .../server-everything stdio`,
+// every round sealed, and its roots tool gets the operator's --roots, not
+// the client's; the child never sees an MRTR_* variable.
 func TestBridgeServerEverything(t *testing.T) {
 	node, script := serverEverything(t)
-	url := startProxy(t, "--", node, script, "stdio")
+	url := startProxy(t, "--roots", "file:///srv/operator", "--", node, script, "stdio")
 	seal := &sealedOnly{t: t}
 	client := mcp.NewClient(&mcp.Implementation{Name: "bridge-e2e", Version: "1"}, &mcp.ClientOptions{
 		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -135,7 +136,7 @@ func TestBridgeServerEverything(t *testing.T) {
 	}{
 		{"trigger-elicitation-request", map[string]any{}, "Ada Lovelace"},
 		{"trigger-sampling-request", map[string]any{"prompt": "hello", "maxTokens": 10}, "sampled by the test"},
-		{"get-roots-list", map[string]any{}, "file:///srv/project"},
+		{"get-roots-list", map[string]any{}, "file:///srv/operator"},
 		{"get-env", map[string]any{}, "PATH"},
 	} {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
@@ -146,11 +147,14 @@ func TestBridgeServerEverything(t *testing.T) {
 		if res.IsError || !strings.Contains(text, c.want) {
 			t.Fatalf("%s: want %q in the result, got %s", c.tool, c.want, text)
 		}
+		if strings.Contains(text, "file:///srv/project") {
+			t.Fatalf("%s: the client's roots reached the child: %s", c.tool, text)
+		}
 		if c.tool == "get-env" && strings.Contains(text, "MRTR_") {
 			t.Fatalf("the child sees MRTR_* variables: %s", text)
 		}
 	}
-	if n := seal.sealed(); n < 3 {
+	if n := seal.sealed(); n < 2 {
 		t.Fatalf("%d sealed rounds seen, want one per input-asking tool at least", n)
 	}
 }
