@@ -722,6 +722,9 @@ func (b *Bridge) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if b.o.Passthrough != nil && !modernRequest(r, body) {
+		if !b.o.RootsFromClient {
+			body = withoutRootsCapability(body)
+		}
 		out := r.Clone(r.Context())
 		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }

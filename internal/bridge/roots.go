@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
 	"github.com/mrtr-go/mrtr/internal/rpc"
 )
 
@@ -105,4 +106,39 @@ func (g *rootsGate) await(ctx context.Context, answered <-chan struct{}) {
 		}
 	case <-ctx.Done():
 	}
+}
+
+// withoutRootsCapability returns body, a 2025-11-25 client's message
+// passed through to an HTTP upstream, with the roots capability taken out
+// of it if it is an initialize request: the upstream then never asks that
+// client for roots (the proxy does not read what passes through, so it
+// cannot answer for it), and keeps the directories its operator gave it.
+// Anything else, or a body it cannot edit, is returned unchanged.
+func withoutRootsCapability(body []byte) []byte {
+	m, err := rpc.Parse(body)
+	if err != nil || m.Method != "initialize" || !m.IsRequest() || len(m.Params) == 0 || m.Params[0] != '{' {
+		return body
+	}
+	params := mcpwire.SplitObject(mcpwire.TrimSpace(m.Params))
+	c := params["capabilities"]
+	if len(c) == 0 || c[0] != '{' {
+		return body
+	}
+	caps := mcpwire.SplitObject(mcpwire.TrimSpace(c))
+	if _, ok := caps["roots"]; !ok {
+		return body
+	}
+	delete(caps, "roots")
+	if params["capabilities"], err = caps.Encode(); err != nil {
+		return body
+	}
+	p, err := params.Encode()
+	if err != nil {
+		return body
+	}
+	out, err := (&rpc.Message{ID: m.ID, Method: m.Method, Params: p}).Encode()
+	if err != nil {
+		return body
+	}
+	return out
 }
