@@ -91,7 +91,7 @@ func TestPassthroughWithoutRoots(t *testing.T) {
 		var got struct {
 			Params struct {
 				Capabilities map[string]json.RawMessage `json:"capabilities"`
-				ClientInfo   struct{ Name string }     `json:"clientInfo"`
+				ClientInfo   struct{ Name string }      `json:"clientInfo"`
 			} `json:"params"`
 		}
 		if err := json.Unmarshal(rt.bodies[0], &got); err != nil {
