@@ -101,10 +101,7 @@ func parseRequest(body []byte) (*rpcRequest, error) {
 
 // target is the name or URI a pausable call is bound to.
 func (r *rpcRequest) target() (string, bool) {
-	if r.method == mcpwire.MethodReadResource {
-		return r.params.String("uri")
-	}
-	return r.params.String("name")
+	return r.params.String(mcpwire.TargetParam(r.method))
 }
 
 // rpcResponse is a server's final message for one request.

@@ -421,7 +421,7 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	ctx := r.Context()
 	target, ok := req.target()
 	if !ok {
-		writeError(w, http.StatusOK, req.id, mrtr.CodeInvalidParams, "invalid params: "+req.method+" needs a "+map[bool]string{true: "uri", false: "name"}[req.method == mcpwire.MethodReadResource], nil)
+		writeError(w, http.StatusOK, req.id, mrtr.CodeInvalidParams, "invalid params: "+req.method+" needs a "+mcpwire.TargetParam(req.method), nil)
 		return
 	}
 	principal, err := h.principal(r)

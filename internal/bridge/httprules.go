@@ -70,13 +70,8 @@ func transportRules(h http.Header, m *rpc.Message, params mcpwire.Object, tool f
 	if len(h.Values("Mcp-Method")) == 0 {
 		return mismatch("the Mcp-Method header is required")
 	}
-	var key string
-	switch m.Method {
-	case "tools/call", "prompts/get":
-		key = "name"
-	case "resources/read":
-		key = "uri"
-	default:
+	key := mcpwire.TargetParam(m.Method)
+	if key == "" {
 		return nil
 	}
 	if len(h.Values("Mcp-Name")) == 0 {

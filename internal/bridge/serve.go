@@ -130,10 +130,7 @@ func (b *Bridge) passOn(ctx context.Context, out *responder, m *rpc.Message, par
 
 // pausable runs a first call or a resume of a held one.
 func (b *Bridge) pausable(ctx context.Context, out *responder, m *rpc.Message, params mcpwire.Object) {
-	target, _ := params.String("name")
-	if m.Method == "resources/read" {
-		target, _ = params.String("uri")
-	}
+	target, _ := params.String(mcpwire.TargetParam(m.Method))
 	caller := key(callerOf(ctx))
 	caps := mcpwire.CapsFromMeta(params["_meta"])
 	if st, ok := params.String("requestState"); ok && st != "" {

@@ -200,3 +200,19 @@ func TestReadCapsAllocatesNothing(t *testing.T) {
 		t.Errorf("ParseCaps: %v allocations, %+v; want 0, %+v", n, got, want)
 	}
 }
+
+// TestTargetParam: the member naming a pausable call's target, once for
+// the bridge's header rules, its holds and the proxy's binding.
+func TestTargetParam(t *testing.T) {
+	for m, want := range map[string]string{
+		MethodCallTool: "name", MethodGetPrompt: "name", MethodReadResource: "uri",
+		"tools/list": "", "resources/subscribe": "", "": "",
+	} {
+		if got := TargetParam(m); got != want {
+			t.Errorf("TargetParam(%q) = %q, want %q", m, got, want)
+		}
+		if Pausable(m) != (want != "") {
+			t.Errorf("Pausable(%q) disagrees with TargetParam", m)
+		}
+	}
+}

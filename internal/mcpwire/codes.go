@@ -55,3 +55,17 @@ const (
 func Pausable(method string) bool {
 	return method == MethodCallTool || method == MethodGetPrompt || method == MethodReadResource
 }
+
+// TargetParam is the member of a pausable method's params that names
+// what the call is bound to (its token's target, its Mcp-Name header):
+// "uri" for resources/read, "name" for tools/call and prompts/get, and ""
+// for any other method.
+func TargetParam(method string) string {
+	switch method {
+	case MethodCallTool, MethodGetPrompt:
+		return "name"
+	case MethodReadResource:
+		return "uri"
+	}
+	return ""
+}
