@@ -522,3 +522,32 @@ func TestFifo(t *testing.T) {
 	push("r5", 50, false, 1, true) // by bytes: n4 makes room
 	push("r6", 60, false, 0, false)
 }
+
+// TestLegacyPostFlooded (issue 27, item 3): requests beyond the bound of
+// the queue of a request whose client does not read end the session: the
+// client gets what was queued and then a JSON-RPC error saying why.
+func TestLegacyPostFlooded(t *testing.T) {
+	const max = 8
+	sc := &script{onCall: func(ch *scripted, id json.RawMessage) {
+		for i := 0; ch.send(map[string]any{"jsonrpc": "2.0", "id": fmt.Sprint("r", i), "method": "roots/list"}); i++ {
+		}
+	}}
+	b := New(Options{Dial: sc.dial, MaxQueue: max})
+	defer b.Close(context.Background())
+	id := legacyInit(t, b)
+	resp := legacyPost(t, b, id, "application/json, text/event-stream", map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": map[string]any{"name": "flood"}})
+	defer resp.Body.Close()
+	select {
+	case <-sc.child(0).closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the child flooding a request with requests was not stopped")
+	}
+	msgs := readMessages(t, resp)
+	last := msgs[len(msgs)-1]
+	if e, _ := last["error"].(map[string]any); e == nil || last["id"] != float64(2) || !strings.Contains(fmt.Sprint(e["message"]), "protocol error") {
+		t.Fatalf("the flooded request's answer: %v", last)
+	}
+	if n := len(msgs) - 1; n > 2*max { // what was queued, and the batch taken before it
+		t.Fatalf("%d of the child's requests reached the client, beyond twice the bound %d", n, max)
+	}
+}

@@ -147,7 +147,7 @@ func (ss *sessions) close(ctx context.Context) error {
 }
 
 // take reserves a slot for one more child. At the bound the least
-// recently used idle session (lru) is ended to make room: its slot is
+// recently used idle session (lruLocked) is ended to make room: its slot is
 // this one's, and its child is stopped before take returns, so the
 // children stay within the bound. On a Bridge, c.reserve does that over
 // the bridge's sessions too (Bridge.evict).
