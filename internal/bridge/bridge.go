@@ -78,8 +78,10 @@ type Options struct {
 	// call: each a file:// (or other) URI. Nil answers an empty list.
 	Roots []string
 	// MaxSessions bounds the open upstream connections (children on
-	// stdio); a call that needs one more gets an error. Zero means
-	// DefaultMaxSessions.
+	// stdio), the bridge's and those of 2025-11-25 client sessions
+	// together. At the bound the least recently used idle one of either
+	// kind is stopped to make room; a call that needs one more when none
+	// is idle gets an error. Zero means DefaultMaxSessions.
 	MaxSessions int
 	// MaxHolds bounds the calls held waiting for a client's answers; a
 	// call that would pause beyond it gets an error. Zero means
