@@ -47,9 +47,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
@@ -117,8 +119,10 @@ type Options struct {
 	// Zero means DefaultRootsSettle.
 	RootsSettle time.Duration
 	// MaxSessions bounds the open upstream connections (children on
-	// stdio); a call that needs one more gets an error. Zero means
-	// DefaultMaxSessions.
+	// stdio), the bridge's and those of 2025-11-25 client sessions
+	// together. At the bound the least recently used idle one of either
+	// kind is stopped to make room; a call that needs one more when none
+	// is idle gets an error. Zero means DefaultMaxSessions.
 	MaxSessions int
 	// MaxHolds bounds the calls held waiting for a client's answers; a
 	// call that would pause beyond it gets an error. Zero means
@@ -136,8 +140,20 @@ type Options struct {
 	StartTimeout time.Duration
 	// ClientName and ClientVersion are the clientInfo sent upstream.
 	ClientName, ClientVersion string
-	// Logger receives one line per session started or lost and per
-	// refused call; nil means none.
+	// MaxQueue and MaxQueueBytes bound each queue of the upstream's
+	// messages waiting for a reader: a call's while it is held (nobody
+	// reads them until its client resumes it) or while its client reads
+	// slowly, and each of a 2025-11-25 client session's (a request's, and
+	// its GET stream's, open or not yet). Notifications beyond them are
+	// dropped (counted in Stats.Dropped); a request beyond them is the
+	// upstream's protocol error: its session is stopped, never reused,
+	// and the call, or the client's requests in flight, get a JSON-RPC
+	// error. Zero means DefaultMaxQueue (messages) and
+	// DefaultMaxQueueBytes.
+	MaxQueue, MaxQueueBytes int
+	// Logger receives one line per session started or lost; refused
+	// calls and dropped notifications are warned of at most once every
+	// few seconds, with the count of those left out. Nil means none.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -180,6 +196,9 @@ type Bridge struct {
 
 	legacy      *sessions // 2025-11-25 clients' sessions (sessions.go)
 	legacyProcs int       // their children, counted against MaxSessions
+
+	warn    *warnings    // refusals at a limit, dropped notifications
+	dropped atomic.Int64 // notifications dropped from full queues
 }
 
 // New returns a Bridge. A nil Dial panics.
@@ -220,6 +239,12 @@ func New(o Options) *Bridge {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.MaxQueue <= 0 {
+		o.MaxQueue = DefaultMaxQueue
+	}
+	if o.MaxQueueBytes <= 0 {
+		o.MaxQueueBytes = DefaultMaxQueueBytes
+	}
 	if !validNode(o.Node) {
 		panic("bridge: Options.Node has a character other than a letter, digit, '-' or '_'")
 	}
@@ -227,9 +252,11 @@ func New(o Options) *Bridge {
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
+	b.warn = newWarnings(b.log, o.Now)
 	b.roots = rootsResult(o.Roots)
 	b.rootsGate = newRootsGate(len(o.Roots) > 0, o.RootsWait, o.RootsSettle, b.log)
 	b.legacy = newSessions(sessionsConfig{dial: o.Dial, reserve: b.legacySlot, free: b.legacyFree, idle: o.IdleTimeout, start: o.StartTimeout, log: b.log,
+		maxQueue: o.MaxQueue, maxQueueBytes: o.MaxQueueBytes, now: o.Now, warn: b.warn,
 		roots: b.roots, operatorRoots: len(o.Roots) > 0, rootsFromClient: o.RootsFromClient, rootsGate: b.rootsGate})
 	return b
 }
@@ -290,6 +317,9 @@ type Stats struct {
 	Idle int
 	// Holds counts the calls held for a client's answers.
 	Holds int
+	// Dropped counts the upstream's notifications dropped, since the
+	// start, because the queue they waited in was full (Options.MaxQueue).
+	Dropped int64
 }
 
 // Stats reports the open sessions, the idle ones among them and the held
@@ -299,7 +329,7 @@ func (b *Bridge) Stats() Stats {
 	open, idle := b.legacy.stats()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := Stats{Sessions: len(b.sessions) + open, Idle: idle, Holds: len(b.holds)}
+	s := Stats{Sessions: len(b.sessions) + open, Idle: idle, Holds: len(b.holds), Dropped: b.dropped.Load() + b.legacy.dropped.Load()}
 	for _, l := range b.idle {
 		s.Idle += len(l)
 	}
@@ -341,7 +371,7 @@ var (
 	errClosed   = errors.New("the proxy is shutting down")
 	errTooMany  = errors.New("the proxy is at its limit of upstream sessions (--max-procs); try again later")
 	errTooHeld  = errors.New("the proxy is at its limit of held calls (--max-holds); try again later")
-	errGone     = errors.New("the paused call is gone (it expired, or the proxy holding it restarted): start the call over")
+	errGone     = errors.New("the paused call is gone (it expired, its upstream failed, or the proxy holding it restarted): start the call over")
 	errLost     = errors.New("the upstream ended during the call")
 	errBusyHold = errors.New("this paused call is being resumed by another request")
 )
@@ -404,12 +434,16 @@ func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
 			return s, nil
 		}
 	}
-	if len(b.sessions)+b.starting+b.legacyProcs >= b.o.MaxSessions && !b.evictIdle() {
+	victim, err := b.room()
+	if err != nil {
 		b.mu.Unlock()
-		return nil, errTooMany
+		return nil, err
 	}
 	b.starting++
 	b.mu.Unlock()
+	if victim != nil {
+		_ = victim(context.Background())
+	}
 	s, err := b.open(ctx, caller)
 	b.mu.Lock()
 	b.starting--
@@ -429,22 +463,73 @@ func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
 	return s, err
 }
 
-// evictIdle stops one idle session of any caller to make room; b.mu held.
-func (b *Bridge) evictIdle() bool {
+// room makes room for one more session (a bridge session or the child
+// of a 2025-11-25 client session) within MaxSessions: at the bound it
+// evicts an idle session, and returns how to stop it, which the caller
+// does once b.mu is released and before it opens its own in the slot, so
+// that the children stay within the bound; errTooMany when there is none
+// to evict (warned of). b.mu held.
+func (b *Bridge) room() (stop func(context.Context) error, err error) {
+	if len(b.sessions)+b.starting+b.legacyProcs < b.o.MaxSessions {
+		return nil, nil
+	}
+	if stop = b.evict(nil); stop == nil {
+		b.warn.warn("--max-procs", "bridge: a call was refused: the proxy is at its limit of upstream sessions (--max-procs) and none is idle",
+			"limit", "--max-procs", "max", b.o.MaxSessions)
+		return nil, errTooMany
+	}
+	b.log.Debug("bridge: an idle upstream session stopped to make room")
+	return stop, nil
+}
+
+// evict takes the least recently used idle session, of either pool, whose
+// caller (key of a principal) of accepts (nil accepts any) out of the
+// count, and returns how to stop it; nil when there is none. The pools
+// are one: the bridge's sessions with no call in flight, and the
+// sessions of 2025-11-25 clients with no request in flight (those with
+// their GET stream open last: a client listens on it). --max-procs-per-
+// caller (a later issue) evicts with an of naming one caller. b.mu held.
+//
+// Evicting a 2025-11-25 client session ends it, as its idle timeout
+// does: its id is unknown from then on, so its client's next request gets
+// 404, which in 2025-11-25 tells a client to initialize a new session.
+func (b *Bridge) evict(of func(caller string) bool) (stop func(context.Context) error) {
+	var v *session
+	var at time.Time
 	for c, l := range b.idle {
-		if len(l) == 0 {
+		if of != nil && !of(c) {
 			continue
 		}
-		s := l[0]
-		b.idle[c] = l[1:]
-		if len(b.idle[c]) == 0 {
-			delete(b.idle, c)
+		for _, s := range l {
+			s.mu.Lock()
+			t := s.idleAt
+			s.mu.Unlock()
+			if v == nil || t.Before(at) {
+				v, at = s, t
+			}
 		}
-		delete(b.sessions, s)
-		go s.stop(context.Background())
-		return true
 	}
-	return false
+	if lv := b.legacy.evict(of, v != nil, at, func() { b.legacyProcs-- }); lv != nil {
+		return lv.end
+	}
+	if v == nil {
+		return nil
+	}
+	l := b.idle[v.caller]
+	if i := slices.Index(l, v); i >= 0 {
+		b.idle[v.caller] = slices.Delete(l, i, i+1)
+	}
+	if len(b.idle[v.caller]) == 0 {
+		delete(b.idle, v.caller)
+	}
+	delete(b.sessions, v)
+	v.mu.Lock()
+	v.dead = true // never handed out again, whatever happens next
+	if v.timer != nil {
+		v.timer.Stop()
+	}
+	v.mu.Unlock()
+	return v.stop
 }
 
 // open dials and initializes a session.
@@ -587,10 +672,50 @@ func (s *session) handle(m *rpc.Message) {
 	a := s.active
 	s.mu.Unlock()
 	if a != nil {
-		a.push(m)
+		dropped, ok := a.push(m)
+		if dropped > 0 {
+			s.b.dropped.Add(int64(dropped))
+			s.b.warn.warn("queue", "bridge: a held or slow call's queue is full: the upstream's notifications are dropped",
+				"max", s.b.o.MaxQueue, "max_bytes", s.b.o.MaxQueueBytes)
+		}
+		if !ok {
+			go s.b.flooded(s, a)
+		}
 		return
 	}
 	s.outside(m)
+}
+
+// flooded stops a session whose upstream overflowed its call's queue
+// (see fifo): the session is never reused, the hold of its call, if one
+// waits for a resume, ends (the resume is told to start over), and a call
+// being relayed gets errFlood.
+func (b *Bridge) flooded(s *session, a *active) {
+	b.log.Warn("bridge: the upstream overflowed a call's queue with requests (a protocol error); its session is stopped",
+		"max", b.o.MaxQueue, "max_bytes", b.o.MaxQueueBytes)
+	s.mu.Lock()
+	s.dead = true
+	s.mu.Unlock()
+	b.mu.Lock()
+	var h *hold
+	for _, x := range b.holds {
+		if x.a == a {
+			h = x
+			break
+		}
+	}
+	b.mu.Unlock()
+	if h != nil && h.busy.TryLock() { // else a resume relays it, and reads errFlood
+		b.mu.Lock()
+		current := b.holds[h.id] == h
+		b.mu.Unlock()
+		if current {
+			b.abandon(h, errFlood.Error())
+		}
+		h.busy.Unlock()
+	}
+	_ = s.stop(context.Background())
+	b.drop(s)
 }
 
 // outside answers a request that arrived while no bridged call is in
@@ -610,36 +735,64 @@ func (s *session) outside(m *rpc.Message) {
 }
 
 // active is the call in flight on a session: the upstream's response to
-// it, and the messages the upstream sent meanwhile, queued in order.
+// it, and the messages the upstream sent meanwhile, queued in order
+// within Options.MaxQueue and MaxQueueBytes.
 type active struct {
 	call *rpc.Call
 
 	mu     sync.Mutex
-	queue  []*rpc.Message // nil entry: the upstream is gone
+	queue  fifo[*rpc.Message] // nil entry: the upstream is gone
+	err    error              // errFlood once the queue overflowed
 	signal chan struct{}
 }
 
-func newActive(c *rpc.Call) *active { return &active{call: c, signal: make(chan struct{}, 1)} }
+func (b *Bridge) newActive() *active {
+	return &active{queue: newFifo[*rpc.Message](b.o.MaxQueue, b.o.MaxQueueBytes), signal: make(chan struct{}, 1)}
+}
 
-func (a *active) push(m *rpc.Message) {
+// push queues m; nil says the upstream is gone. It returns the
+// notifications dropped for room, and false when m overflowed the queue:
+// then the queue is emptied but for a nil, which tells the call to end
+// with errFlood, and takes nothing more; the caller stops the session.
+func (a *active) push(m *rpc.Message) (dropped int, ok bool) {
 	a.mu.Lock()
-	a.queue = append(a.queue, m)
+	switch {
+	case a.err != nil: // overflowed: the call reads only its end
+		ok = true
+	case m == nil:
+		a.queue.force(nil, 0, false)
+		ok = true
+	default:
+		dropped, ok = a.queue.push(m, msgSize(m), m.IsNotification())
+		if !ok {
+			a.err = errFlood
+			a.queue.take()
+			a.queue.force(nil, 0, false)
+		}
+	}
 	a.mu.Unlock()
 	select {
 	case a.signal <- struct{}{}:
 	default:
 	}
+	return dropped, ok
 }
 
 func (a *active) pop() (*rpc.Message, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.queue) == 0 {
-		return nil, false
+	return a.queue.pop()
+}
+
+// lost is why the call ended without its response: errLost when the
+// upstream went, errFlood when it overflowed the queue.
+func (a *active) lost() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err != nil {
+		return a.err
 	}
-	m := a.queue[0]
-	a.queue = a.queue[1:]
-	return m, true
+	return errLost
 }
 
 // hold is a bridged call waiting for the client's answers.

@@ -139,7 +139,7 @@ func (d *Direct) Stats() Stats {
 	if d.Running() {
 		open++
 	}
-	return Stats{Sessions: open, Idle: idle}
+	return Stats{Sessions: open, Idle: idle, Dropped: d.legacy.dropped.Load()}
 }
 
 // Close stops the upstream, if it runs, and the children of 2025-11-25

@@ -142,7 +142,7 @@ func (b *Bridge) pausable(ctx context.Context, out *responder, m *rpc.Message, p
 		out.fail(http.StatusOK, mrtr.CodeInternalError, err.Error(), nil)
 		return
 	}
-	a := newActive(nil)
+	a := b.newActive()
 	s.mu.Lock()
 	s.active = a // before the request leaves, so nothing the upstream sends is missed
 	s.mu.Unlock()
@@ -217,7 +217,7 @@ func (b *Bridge) relay(ctx context.Context, out *responder, h *hold, caps mcpwir
 			case m == nil:
 				b.endHold(h)
 				h.busy.Unlock()
-				out.fail(http.StatusOK, mrtr.CodeInternalError, errLost.Error(), nil)
+				out.fail(http.StatusOK, mrtr.CodeInternalError, a.lost().Error(), nil)
 				return
 			case m.IsNotification():
 				if m.Method == "notifications/progress" || m.Method == "notifications/message" {
@@ -301,6 +301,7 @@ func (b *Bridge) pause(out *responder, h *hold, reqs []*rpc.Message, caps mcpwir
 	if h.id == "" {
 		if len(b.holds) >= b.o.MaxHolds {
 			b.mu.Unlock()
+			b.warn.warn("--max-holds", "bridge: a call was refused: the proxy is at its limit of held calls (--max-holds)", "limit", "--max-holds", "max", b.o.MaxHolds)
 			for _, m := range reqs {
 				_ = h.s.conn.RespondError(m.ID, mrtr.CodeInternalError, "the proxy cannot hold the call")
 			}

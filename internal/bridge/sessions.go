@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mrtr-go/mrtr"
@@ -23,14 +24,16 @@ import (
 // session is the process, so each such session gets a child of its own:
 // initialize starts one, and every message of the session goes to it as
 // it is, with the client's own ids (one client per child, nothing to
-// remap). The children count against the same bound as the bridge's.
+// remap). The children count against the same bound as the bridge's,
+// and the sessions of both are evicted by one policy (Bridge.evict).
+//
+// What the child sends waits in queues bounded as a held call's are
+// (fifo, Options.MaxQueue): one for each request in flight, one for the
+// GET stream, kept while no stream is open. A child that overflows one
+// with requests or responses has its session ended.
 
 // sessionHeader is the 2025-11-25 session id header.
 const sessionHeader = "Mcp-Session-Id"
-
-// maxBacklog bounds the messages a session keeps for a GET stream that is
-// not open yet; beyond it the oldest are dropped.
-const maxBacklog = 256
 
 // maxAsked bounds the child's requests a session remembers as passed to
 // its client and not answered yet.
@@ -75,6 +78,11 @@ type sessionsConfig struct {
 	operatorRoots   bool
 	rootsFromClient bool
 	rootsGate       *rootsGate
+	// maxQueue and maxQueueBytes bound each queue of a session (fifo);
+	// zero means the defaults.
+	maxQueue, maxQueueBytes int
+	now                     func() time.Time // nil means time.Now
+	warn                    *warnings        // nil: the handler's own
 }
 
 // sessions serves the 2025-11-25 sessions of one Bridge or Direct.
@@ -85,6 +93,8 @@ type sessions struct {
 	byID   map[string]*lsession
 	own    int // children counted here when c.reserve is nil
 	closed bool
+
+	dropped atomic.Int64 // notifications dropped from full queues
 }
 
 func newSessions(c sessionsConfig) *sessions {
@@ -100,18 +110,19 @@ func newSessions(c sessionsConfig) *sessions {
 	if c.start <= 0 {
 		c.start = DefaultStartTimeout
 	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.warn == nil {
+		c.warn = newWarnings(c.log, c.now)
+	}
 	if c.roots == nil {
 		c.roots = rootsResult(nil)
 	}
 	return &sessions{c: c, byID: map[string]*lsession{}}
 }
 
-// count reports the open sessions.
-func (ss *sessions) count() int {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return len(ss.byID)
-}
+func (ss *sessions) newQueue() *queue { return newQueue(ss.c.maxQueue, ss.c.maxQueueBytes) }
 
 // stats reports the open sessions (each one upstream connection: a child
 // on stdio) and the idle ones among them, with no request in flight but
@@ -151,36 +162,34 @@ func (ss *sessions) close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// take reserves a slot for one more child, stopping the least recently
-// used idle session when the bound is reached.
+// take reserves a slot for one more child. At the bound the least
+// recently used idle session (lruLocked) is ended to make room: its slot is
+// this one's, and its child is stopped before take returns, so the
+// children stay within the bound. On a Bridge, c.reserve does that over
+// the bridge's sessions too (Bridge.evict).
 func (ss *sessions) take() error {
-	for try := 0; ; try++ {
-		err := ss.reserve()
-		if err == nil || errors.Is(err, errClosed) || try > 0 {
-			return err
-		}
-		victim := ss.lruIdle()
-		if victim == nil {
-			return err
-		}
-		ss.c.log.Debug("bridge: idle legacy client session stopped to make room")
-		_ = victim.end(context.Background())
-	}
-}
-
-func (ss *sessions) reserve() error {
 	if ss.c.reserve != nil {
 		return ss.c.reserve()
 	}
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	switch {
-	case ss.closed:
+	if ss.closed {
+		ss.mu.Unlock()
 		return errClosed
-	case ss.own >= ss.c.max:
+	}
+	if ss.own < ss.c.max {
+		ss.own++
+		ss.mu.Unlock()
+		return nil
+	}
+	v := ss.evictLocked(nil, false, time.Time{}, func() {}) // its slot is taken over as it is
+	ss.mu.Unlock()
+	if v == nil {
+		ss.c.warn.warn("--max-procs", "bridge: a call was refused: the proxy is at its limit of upstream processes (--max-procs) and none is idle",
+			"limit", "--max-procs", "max", ss.c.max)
 		return errTooMany
 	}
-	ss.own++
+	ss.c.log.Debug("bridge: idle legacy client session stopped to make room")
+	_ = v.end(context.Background())
 	return nil
 }
 
@@ -194,23 +203,49 @@ func (ss *sessions) free() {
 	ss.mu.Unlock()
 }
 
-// lruIdle returns the session to stop for room: of those with no request
-// in flight, one that serves nothing at all before one with only its GET
-// stream open, and then the one least recently used.
-func (ss *sessions) lruIdle() *lsession {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	var v *lsession
-	var vStreams bool
-	var at time.Time
+// lruLocked returns the session to stop for room among those whose
+// caller of accepts (nil accepts any): of those with no request in
+// flight, one that serves nothing at all before one with only its GET
+// stream open, and then the one least recently used; and whether it
+// streams, and when it was last used. ss.mu held.
+func (ss *sessions) lruLocked(of func(caller string) bool) (v *lsession, streams bool, at time.Time) {
 	for _, s := range ss.byID {
+		if of != nil && !of(s.caller) {
+			continue
+		}
 		s.mu.Lock()
-		streams := s.get != nil
+		st := s.get != nil
 		ok := s.idleLocked()
-		if ok && (v == nil || (vStreams && !streams) || (vStreams == streams && s.usedAt.Before(at))) {
-			v, vStreams, at = s, streams, s.usedAt
+		if ok && (v == nil || (streams && !st) || (streams == st && s.usedAt.Before(at))) {
+			v, streams, at = s, st, s.usedAt
 		}
 		s.mu.Unlock()
+	}
+	return v, streams, at
+}
+
+// evict takes the session lruLocked picks out of the sessions when it
+// ranks before an idle session of the bridge's last used at before (when
+// other says there is one: that one serves no stream, so it goes first
+// unless this one is older and serves none either). The session is
+// unknown from then on (404), and give hands its slot over at once; the
+// caller ends it (end). Nil when there is none to take.
+func (ss *sessions) evict(of func(caller string) bool, other bool, before time.Time, give func()) *lsession {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.evictLocked(of, other, before, give)
+}
+
+func (ss *sessions) evictLocked(of func(caller string) bool, other bool, before time.Time, give func()) *lsession {
+	v, streams, at := ss.lruLocked(of)
+	if v == nil || other && (streams || !at.Before(before)) {
+		return nil
+	}
+	delete(ss.byID, v.id)
+	// In byID, v has not reached end's freeing of its slot: the slot is
+	// handed over here, and end leaves it.
+	if v.released.CompareAndSwap(false, true) {
+		give()
 	}
 	return v
 }
@@ -225,14 +260,18 @@ type lsession struct {
 	once   sync.Once
 	err    error // of stopping the child
 
+	released atomic.Bool // its slot was given back (by end, or evict handed it over)
+
 	mu      sync.Mutex
 	posts   []*post // requests in flight, oldest first
-	get     *queue  // the open GET stream, if any
-	backlog [][]byte
-	asked   map[string]struct{} // ids of the child's requests passed to the client, not yet answered
-	busy    int                 // HTTP requests being served
+	get     *queue  // backlog, while the GET stream is open
+	backlog *queue  // what the child sends for the GET stream, open or not
+	busy    int     // HTTP requests being served
 	usedAt  time.Time
 	timer   *time.Timer
+	flooded bool                // a queue overflowed: the session is ending
+	why     error               // errFlood once flooded
+	asked   map[string]struct{} // ids of the child's requests passed to the client, not yet answered
 
 	rootsAnswered rootsSignal // the child had the operator's roots
 	initialized   bool        // the client's notifications/initialized was relayed
@@ -247,37 +286,48 @@ type post struct {
 	final bool // the response was queued
 }
 
-// queue hands messages from the reading goroutine to one HTTP response.
+// queue hands messages from the reading goroutine to one HTTP response,
+// within its bounds (fifo).
 type queue struct {
 	mu     sync.Mutex
-	msgs   [][]byte
+	msgs   fifo[[]byte]
 	signal chan struct{}
 }
 
-func newQueue() *queue { return &queue{signal: make(chan struct{}, 1)} }
+func newQueue(max, maxBytes int) *queue {
+	return &queue{msgs: newFifo[[]byte](max, maxBytes), signal: make(chan struct{}, 1)}
+}
 
-func (q *queue) push(b []byte) {
+// push queues b, a notification when note (see fifo.push).
+func (q *queue) push(b []byte, note bool) (dropped int, ok bool) {
 	q.mu.Lock()
-	q.msgs = append(q.msgs, b)
+	dropped, ok = q.msgs.push(b, len(b), note)
 	q.mu.Unlock()
 	select {
 	case q.signal <- struct{}{}:
 	default:
 	}
+	return dropped, ok
 }
 
 func (q *queue) empty() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.msgs) == 0
+	n, _ := q.msgs.size()
+	return n == 0
 }
 
 func (q *queue) take() [][]byte {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	m := q.msgs
-	q.msgs = nil
-	return m
+	return q.msgs.take()
+}
+
+// size reports the messages queued and their bytes.
+func (q *queue) size() (n, bytes int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.msgs.size()
 }
 
 // canonicalID is a JSON-RPC id as a map key: the same id however it was
@@ -446,7 +496,7 @@ func (s *lsession) idle() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.busy--
-	s.usedAt = time.Now()
+	s.usedAt = s.ss.c.now()
 	select {
 	case <-s.done:
 		return
@@ -475,8 +525,7 @@ func (ss *sessions) initialize(ctx context.Context, w *pipeWriter, r *http.Reque
 		writeMsg(w, http.StatusBadRequest, errorMessage(idOf(m), -32600, "bad request: no Mcp-Session-Id header (initialize first)", nil))
 		return
 	}
-	if err := ss.take(); err != nil {
-		ss.c.log.Warn("bridge: legacy client session refused", "error", err)
+	if err := ss.take(); err != nil { // warned of at the limit
 		writeMsg(w, http.StatusOK, errorMessage(m.ID, mrtr.CodeInternalError, err.Error(), nil))
 		return
 	}
@@ -489,7 +538,7 @@ func (ss *sessions) initialize(ctx context.Context, w *pipeWriter, r *http.Reque
 		writeMsg(w, http.StatusOK, errorMessage(m.ID, mrtr.CodeInternalError, "upstream unavailable: it could not be started", nil))
 		return
 	}
-	s := &lsession{ss: ss, id: newHoldID(), caller: key(callerOf(ctx)), up: up, done: make(chan struct{}), busy: 1, usedAt: time.Now(), asked: map[string]struct{}{}, rootsAnswered: newRootsSignal()}
+	s := &lsession{ss: ss, id: newHoldID(), caller: key(callerOf(ctx)), up: up, done: make(chan struct{}), busy: 1, usedAt: ss.c.now(), backlog: ss.newQueue(), asked: map[string]struct{}{}, rootsAnswered: newRootsSignal()}
 	// The session is known before its id leaves: a client speaks on it as
 	// soon as it reads the response's header, and must not find it
 	// missing. Until then nobody knows the id, and busy keeps it from
@@ -545,24 +594,47 @@ func (s *lsession) read() {
 // route hands one message of the child to where it belongs: a response to
 // its request's POST; a request or notification to the POST it names by
 // progress token, else to the oldest POST that streams, else to the GET
-// stream.
+// stream (kept for it while none is open). A message that overflows its
+// queue ends the session.
 func (s *lsession) route(m *rpc.Message, b []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.flooded {
+		return
+	}
+	q := s.queueFor(m)
+	if q == nil {
+		return
+	}
+	dropped, ok := q.push(b, m.IsNotification())
+	if dropped > 0 {
+		s.ss.dropped.Add(int64(dropped))
+		s.ss.c.warn.warn("queue", "bridge: a queue of a legacy client session is full: the upstream's notifications are dropped",
+			"max", q.msgs.max, "max_bytes", q.msgs.maxBytes)
+	}
+	if !ok {
+		s.flooded, s.why = true, errFlood
+		s.ss.c.log.Warn("bridge: the upstream of a legacy client session overflowed a queue with requests (a protocol error); the session is ended")
+		go s.end(context.Background())
+	}
+}
+
+// queueFor returns the queue m goes to (see route); nil when nobody waits
+// for it. s.mu held.
+func (s *lsession) queueFor(m *rpc.Message) *queue {
 	if m.Method == "" {
 		if m.ID == nil {
-			return
+			return nil
 		}
 		id := canonicalID(m.ID)
 		for i, p := range s.posts {
 			if p.id == id {
 				p.final = true
 				s.posts = append(s.posts[:i:i], s.posts[i+1:]...)
-				p.q.push(b)
-				return
+				return p.q
 			}
 		}
-		return // the POST went away: nobody waits for it
+		return nil // the POST went away: nobody waits for it
 	}
 	if m.IsRequest() && len(s.asked) < maxAsked {
 		// Only the client's answers to these reach the child (beyond
@@ -574,26 +646,17 @@ func (s *lsession) route(m *rpc.Message, b []byte) {
 			tok := canonicalID(t)
 			for _, p := range s.posts {
 				if p.token == tok && p.sse {
-					p.q.push(b)
-					return
+					return p.q
 				}
 			}
 		}
 	}
 	for _, p := range s.posts {
 		if p.sse {
-			p.q.push(b)
-			return
+			return p.q
 		}
 	}
-	if s.get != nil {
-		s.get.push(b)
-		return
-	}
-	if len(s.backlog) >= maxBacklog {
-		s.backlog = s.backlog[1:]
-	}
-	s.backlog = append(s.backlog, b)
+	return s.backlog
 }
 
 // request relays one client request to the child and its answer back:
@@ -602,7 +665,7 @@ func (s *lsession) route(m *rpc.Message, b []byte) {
 func (s *lsession) request(ctx context.Context, w *pipeWriter, r *http.Request, m *rpc.Message, body []byte, first bool) bool {
 	// Nothing may come before an initialize's response: the session does
 	// not exist yet.
-	p := &post{id: canonicalID(m.ID), q: newQueue(), sse: !first && strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
+	p := &post{id: canonicalID(m.ID), q: s.ss.newQueue(), sse: !first && strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
 	if meta, ok := mcpwire.Member(m.Params, "_meta"); ok {
 		if t, ok := mcpwire.Member(meta, "progressToken"); ok {
 			p.token = canonicalID(t)
@@ -649,12 +712,22 @@ func (s *lsession) request(ctx context.Context, w *pipeWriter, r *http.Request, 
 			if !p.q.empty() { // queued before the end: delivered first
 				continue
 			}
-			out.fail(http.StatusOK, mrtr.CodeInternalError, errLost.Error()+": the process exited", nil)
+			out.fail(http.StatusOK, mrtr.CodeInternalError, s.lost(), nil)
 			return false
 		case <-ctx.Done():
 			return false
 		}
 	}
+}
+
+// lost is the message of a request the session's end cut short.
+func (s *lsession) lost() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.why != nil {
+		return s.why.Error()
+	}
+	return errLost.Error() + ": the process exited"
 }
 
 // forget drops p from the requests in flight.
@@ -676,24 +749,19 @@ func (s *lsession) stream(ctx context.Context, w *pipeWriter, r *http.Request) {
 		writeMsg(w, http.StatusNotAcceptable, errorMessage(nil, -32600, "not acceptable: the GET stream is text/event-stream", nil))
 		return
 	}
-	q := newQueue()
 	s.mu.Lock()
 	if s.get != nil {
 		s.mu.Unlock()
 		writeMsg(w, http.StatusConflict, errorMessage(nil, -32600, "conflict: this session's GET stream is already open", nil))
 		return
 	}
+	q := s.backlog // what waited for the stream comes first
 	s.get = q
-	for _, b := range s.backlog {
-		q.push(b)
-	}
-	s.backlog = nil
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		if s.get == q {
-			s.get = nil
-			s.backlog = append(q.take(), s.backlog...) // undelivered: kept for the next stream
+			s.get = nil // what it did not take is kept for the next stream
 		}
 		s.mu.Unlock()
 	}()
@@ -731,23 +799,32 @@ func (s *lsession) end(ctx context.Context) error {
 		s.mu.Unlock()
 		close(s.done)
 		s.err = s.up.Close(ctx)
-		ss.free()
+		if s.released.CompareAndSwap(false, true) { // else evict handed the slot over
+			ss.free()
+		}
 	})
 	return s.err
 }
 
 // legacySlot takes one of the bridge's MaxSessions for the child of a
-// 2025-11-25 client session, stopping an idle bridge session if need be.
+// 2025-11-25 client session, evicting the least recently used idle
+// session of either pool if need be (Bridge.room).
 func (b *Bridge) legacySlot() error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.closed {
+		b.mu.Unlock()
 		return errClosed
 	}
-	if len(b.sessions)+b.starting+b.legacyProcs >= b.o.MaxSessions && !b.evictIdle() {
-		return errTooMany
+	victim, err := b.room()
+	if err != nil {
+		b.mu.Unlock()
+		return err
 	}
 	b.legacyProcs++
+	b.mu.Unlock()
+	if victim != nil {
+		_ = victim(context.Background())
+	}
 	return nil
 }
 
