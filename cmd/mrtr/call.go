@@ -197,7 +197,7 @@ func (a *app) callCmd(ctx context.Context, args []string) error {
 	rec := &httpRecorder{token: token, base: http.DefaultTransport}
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:             endpoint,
-		HTTPClient:           &http.Client{Transport: rec},
+		HTTPClient:           &http.Client{Transport: rec, CheckRedirect: noRedirects},
 		DisableStandaloneSSE: true, // no notifications wanted; legacy requests arrive on the call's own stream
 	}
 	var sopts *mcp.ClientSessionOptions
@@ -566,14 +566,21 @@ func serverError(err error) *jsonrpc.Error {
 	return nil
 }
 
+// noRedirects is the CheckRedirect of mrtr call and mrtr probe: a
+// redirect is not followed (the bearer token goes to the URL given and
+// nowhere else, not even another port of the same host, which
+// net/http would send it to) but returned as the answer, for the caller
+// to report.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
 // httpRecorder adds the bearer token to every request and keeps the last
-// refusal of the server, to explain it.
+// refusal or redirect of the server, to explain it.
 type httpRecorder struct {
 	token string
 	base  http.RoundTripper
 
 	mu   sync.Mutex
-	last *http.Response // status, header and request of the last 4xx; body closed
+	last *http.Response // status, header and request of the last 3xx or 4xx; body closed
 }
 
 func (t *httpRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -582,7 +589,7 @@ func (t *httpRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set("Authorization", "Bearer "+t.token)
 	}
 	resp, err := t.base.RoundTrip(r)
-	if err == nil && resp.StatusCode >= 400 && resp.StatusCode < 500 {
+	if err == nil && resp.StatusCode >= 300 && resp.StatusCode < 500 {
 		t.mu.Lock()
 		t.last = &http.Response{StatusCode: resp.StatusCode, Status: resp.Status, Header: resp.Header.Clone(), Request: r}
 		t.mu.Unlock()
@@ -590,9 +597,10 @@ func (t *httpRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// hint explains the last refusal: a missing or refused bearer token, with
-// the error the server gave in WWW-Authenticate (RFC 6750 §3), or a path
-// that is not an MCP endpoint. It returns "" for anything else.
+// hint explains the last refusal: a redirect (not followed), a missing or
+// refused bearer token, with the error the server gave in
+// WWW-Authenticate (RFC 6750 §3), or a path that is not an MCP endpoint.
+// It returns "" for anything else.
 func (t *httpRecorder) hint() string {
 	t.mu.Lock()
 	last := t.last
@@ -614,6 +622,13 @@ func (t *httpRecorder) hint() string {
 		status = fmt.Sprint(last.StatusCode)
 	}
 	switch {
+	case last.StatusCode < 400:
+		loc := last.Header.Get("Location")
+		if loc == "" {
+			loc = "(no Location)"
+		}
+		return fmt.Sprintf("the server answered %s for %s, to %s: mrtr call follows no redirects (a bearer token goes to the URL given, nowhere else); if that is the endpoint, call it instead",
+			status, last.Request.URL.Redacted(), termtext.Line(loc))
 	case last.StatusCode == http.StatusUnauthorized && t.token == "":
 		return fmt.Sprintf("the server wants a bearer token (%s%s) and none was sent: pass --bearer TOKEN or set $MRTR_BEARER", status, said)
 	case last.StatusCode == http.StatusUnauthorized:
