@@ -50,7 +50,8 @@ func joinAttempts(as []attempt) string {
 const inconclusiveHint = " (inconclusive: the honest retry with these answers starts over too, so --answers with accepting answers makes it conclusive)"
 
 // hint says why as were inconclusive, for the first inconclusive one: the
-// honest retry starting over too, failing the same way, or no answer.
+// honest retry starting over too, failing the same way, or no answer. A
+// check that failed needs none: an accepted attempt says enough.
 func hint(as ...attempt) string {
 	for _, a := range as {
 		if a.j != Inconclusive {
@@ -161,7 +162,12 @@ func (p *prober) tampered(ctx context.Context) {
 		p.add(CheckTampered, Skip, "the state is too short to tamper with")
 		return
 	}
-	p.add(CheckTampered, verdictOf(as), joinAttempts(as)+hint(as...))
+	v := verdictOf(as)
+	d := joinAttempts(as)
+	if v == Warn {
+		d += hint(as...)
+	}
+	p.add(CheckTampered, v, d)
 }
 
 // maxMethodProbes bounds the prompts, and the resources, the moved check
@@ -198,7 +204,11 @@ func (p *prober) moved(ctx context.Context) {
 	if len(notes) > 0 {
 		d += "; " + strings.Join(notes, "; ")
 	}
-	p.add(CheckMoved, verdictOf(as), d+hint(as...))
+	v := verdictOf(as)
+	if v == Warn {
+		d += hint(as...)
+	}
+	p.add(CheckMoved, v, d)
 }
 
 // moveBoth sends a fresh state of a to b and one of b to a, each judged
