@@ -127,7 +127,7 @@ func (p *prompter) elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.E
 			return &mcp.ElicitResult{Action: action}, nil
 		}
 		if set {
-			content[f.name] = v
+			content[f.key] = v
 		}
 	}
 	if len(fields) == 0 {
@@ -246,7 +246,8 @@ const (
 // keywords (ranges, lengths, patterns, formats, item counts) are
 // jsonschema's.
 type field struct {
-	name, title, desc string
+	key               string // the property's name, as the server spelled it: the answer's key
+	name, title, desc string // shown: cleaned of terminal controls
 	kind              string
 	required          bool
 	def               any // the schema default; meaningful if hasDef
@@ -272,13 +273,13 @@ func parseElicitSchema(schema any) []*field {
 	var fields []*field
 	for _, r := range asArray(s["required"]) {
 		name, ok := r.(string)
-		if _, has := props[name]; ok && has && !slices.ContainsFunc(fields, func(f *field) bool { return f.name == name }) {
+		if _, has := props[name]; ok && has && !slices.ContainsFunc(fields, func(f *field) bool { return f.key == name }) {
 			fields = append(fields, newField(name, asObject(props[name]), true))
 		}
 	}
 	var rest []string
 	for name := range props {
-		if !slices.ContainsFunc(fields, func(f *field) bool { return f.name == name }) {
+		if !slices.ContainsFunc(fields, func(f *field) bool { return f.key == name }) {
 			rest = append(rest, name)
 		}
 	}
@@ -314,7 +315,7 @@ var limitWords = []struct{ keyword, format string }{
 
 func newField(name string, s map[string]any, required bool) *field {
 	str := func(k string) string { v, _ := s[k].(string); return termtext.Clean(v) }
-	f := &field{name: termtext.Clean(name), title: str("title"), desc: str("description"), required: required}
+	f := &field{key: name, name: termtext.Line(name), title: str("title"), desc: str("description"), required: required}
 	if d, ok := s["default"]; ok && d != nil {
 		data, _ := json.Marshal(d) // a plain decoding: a number is a float64
 		f.hasDef = json.Unmarshal(data, &f.def) == nil

@@ -352,3 +352,15 @@ func TestListFactsShowEnumValues(t *testing.T) {
 		t.Fatalf("listFacts:\n got %q\nwant %q", got, want)
 	}
 }
+
+// A field whose name has terminal controls is shown cleaned but answered
+// under the name the server sent, once.
+func TestElicitKeepsTheServersKey(t *testing.T) {
+	name := "n\x1b[2Jame"
+	params := &mcp.ElicitParams{Mode: "form", Message: "m", RequestedSchema: map[string]any{"type": "object",
+		"required": []any{name}, "properties": map[string]any{name: map[string]any{"type": "string"}}}}
+	res, out := elicitWith(t, params, "x\n")
+	if res.Action != "accept" || res.Content[name] != "x" || len(res.Content) != 1 || strings.Count(out, "name: ") != 1 || strings.Contains(out, "\x1b") {
+		t.Fatalf("%#v\n%q", res, out)
+	}
+}
