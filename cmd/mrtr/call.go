@@ -48,7 +48,10 @@ rounds itself (--max-rounds does not apply).
 
 Text content goes to stdout, other content as a summary, structured content
 as JSON. A tool error (isError) goes to stderr and exits 1, as does a
-JSON-RPC error.
+JSON-RPC error. Everything the server chose is shown without terminal
+controls (escape sequences, bidi overrides), in a pipe too. Redirects are
+not followed (the bearer token goes to URL and nowhere else): one is
+reported, with where it pointed.
 
 Flags:
 `
