@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,11 @@ func runProbeArgs(t *testing.T, args ...string) (*probeReport, int) {
 }
 
 // wantProbe checks every check's verdict and the exit status that goes
-// with them; on a mismatch it logs the whole report.
+// with them (mrtr probe --help): 1 when a check fails, else 3 when every
+// check is skipped (nothing could be checked), else 4 when tampered,
+// moved or arguments_changed warns or is skipped other than for --tool
+// without --other-tool (incomplete), else 0. On a mismatch it logs the
+// whole report.
 func wantProbe(t *testing.T, rep *probeReport, code int, want map[string]attack.Verdict) {
 	t.Helper()
 	got := rep.Verdicts()
@@ -68,14 +73,28 @@ func wantProbe(t *testing.T, rep *probeReport, code int, want map[string]attack.
 			bad = true
 		}
 	}
-	wantCode := 0
-	for _, v := range want {
-		if v == attack.Fail {
-			wantCode = 1
+	fail, skipped, incomplete := false, 0, false
+	for n, v := range want {
+		fail = fail || v == attack.Fail
+		if v == attack.Skip {
+			skipped++
+		}
+		if slices.Contains(attack.Essential, n) && (v == attack.Warn ||
+			v == attack.Skip && !strings.Contains(rep.Get(n).Detail, "--tool without --other-tool")) {
+			incomplete = true
 		}
 	}
+	wantCode := 0
+	switch {
+	case fail:
+		wantCode = 1
+	case skipped == len(attack.Names):
+		wantCode = 3
+	case incomplete:
+		wantCode = 4
+	}
 	if code != wantCode {
-		t.Errorf("exit status %d, want %d", code, wantCode)
+		t.Errorf("exit status %d, want %d (incomplete %v, unchecked %q)", code, wantCode, rep.Incomplete, rep.Unchecked)
 	}
 	if bad {
 		b, _ := json.MarshalIndent(rep, "", "  ")

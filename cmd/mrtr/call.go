@@ -16,6 +16,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mrtr-go/mrtr/internal/termtext"
 )
 
 const callSynopsis = "mrtr call URL [TOOL | --prompt NAME | --resource URI] [--arg k=v ...] [--args-json JSON] [--bearer TOKEN] [--root URI ...] [--max-rounds 50] [--legacy] [--timeout 60s]"
@@ -46,7 +48,10 @@ rounds itself (--max-rounds does not apply).
 
 Text content goes to stdout, other content as a summary, structured content
 as JSON. A tool error (isError) goes to stderr and exits 1, as does a
-JSON-RPC error.
+JSON-RPC error. Everything the server chose is shown without terminal
+controls (escape sequences, bidi overrides), in a pipe too. Redirects are
+not followed (the bearer token goes to URL and nowhere else): one is
+reported, with where it pointed.
 
 Flags:
 `
@@ -63,7 +68,27 @@ const defaultMaxRounds = 50
 // input request (the server shedding load) the client retries.
 const maxBusyRounds = 3
 
+// call runs mrtr call; its error (which may quote the server) is
+// cleaned of terminal controls.
 func (a *app) call(ctx context.Context, args []string) error {
+	return cleanError(a.callCmd(ctx, args))
+}
+
+// cleanError returns err with its text cleaned of terminal controls
+// (termtext.Clean), still matching what err matches; nil for nil.
+func cleanError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &cleanedError{err}
+}
+
+type cleanedError struct{ err error }
+
+func (e *cleanedError) Error() string { return termtext.Clean(e.err.Error()) }
+func (e *cleanedError) Unwrap() error { return e.err }
+
+func (a *app) callCmd(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("call", callSynopsis)
 	fs.Usage = func() {
 		fmt.Fprintf(a.stderr, "Usage: %s\n%s", callSynopsis, callHelp)
@@ -175,7 +200,7 @@ func (a *app) call(ctx context.Context, args []string) error {
 	rec := &httpRecorder{token: token, base: http.DefaultTransport}
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:             endpoint,
-		HTTPClient:           &http.Client{Transport: rec},
+		HTTPClient:           &http.Client{Transport: rec, CheckRedirect: noRedirects},
 		DisableStandaloneSSE: true, // no notifications wanted; legacy requests arrive on the call's own stream
 	}
 	var sopts *mcp.ClientSessionOptions
@@ -386,7 +411,7 @@ func (in *inputs) answer(ctx context.Context, reqs mcp.InputRequestMap) (mcp.Inp
 			err = fmt.Errorf("the server asks for input of a kind this client does not know (%T)", q)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("input request %q: %w", printable(k), err)
+			return nil, fmt.Errorf("input request %q: %w", k, err)
 		}
 		resp[k] = r
 	}
@@ -489,7 +514,8 @@ func stringParams(ctx context.Context, cs *mcp.ClientSession, tool string) map[s
 
 // callError explains why a call failed: the timeout or an interrupt
 // rather than the error they caused, an HTTP refusal with what to do
-// about it, a JSON-RPC error by its code, message and data.
+// about it, a JSON-RPC error by its code, message and data. The server's
+// words in it are cleaned of terminal controls by call (cleanError).
 func callError(ctx context.Context, rec *httpRecorder, err error) error {
 	if cause := context.Cause(ctx); cause != nil {
 		if errors.Is(cause, context.Canceled) {
@@ -502,12 +528,12 @@ func callError(ctx context.Context, rec *httpRecorder, err error) error {
 			Reason string `json:"reason"`
 		}
 		json.Unmarshal(je.Data, &data)
-		msg := fmt.Sprintf("error %d: %s", je.Code, printable(je.Message))
+		msg := fmt.Sprintf("error %d: %s", je.Code, je.Message)
 		if data.Reason == "rounds_exceeded" {
 			msg = "the server's round limit was reached: " + msg
 		}
 		if len(je.Data) > 0 {
-			msg += "\n  data: " + printable(string(je.Data))
+			msg += "\n  data: " + string(je.Data)
 		}
 		return errors.New(msg)
 	}
@@ -543,14 +569,21 @@ func serverError(err error) *jsonrpc.Error {
 	return nil
 }
 
+// noRedirects is the CheckRedirect of mrtr call and mrtr probe: a
+// redirect is not followed (the bearer token goes to the URL given and
+// nowhere else, not even another port of the same host, which
+// net/http would send it to) but returned as the answer, for the caller
+// to report.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
 // httpRecorder adds the bearer token to every request and keeps the last
-// refusal of the server, to explain it.
+// refusal or redirect of the server, to explain it.
 type httpRecorder struct {
 	token string
 	base  http.RoundTripper
 
 	mu   sync.Mutex
-	last *http.Response // status, header and request of the last 4xx; body closed
+	last *http.Response // status, header and request of the last 3xx or 4xx; body closed
 }
 
 func (t *httpRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -559,7 +592,7 @@ func (t *httpRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set("Authorization", "Bearer "+t.token)
 	}
 	resp, err := t.base.RoundTrip(r)
-	if err == nil && resp.StatusCode >= 400 && resp.StatusCode < 500 {
+	if err == nil && resp.StatusCode >= 300 && resp.StatusCode < 500 {
 		t.mu.Lock()
 		t.last = &http.Response{StatusCode: resp.StatusCode, Status: resp.Status, Header: resp.Header.Clone(), Request: r}
 		t.mu.Unlock()
@@ -567,9 +600,10 @@ func (t *httpRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// hint explains the last refusal: a missing or refused bearer token, with
-// the error the server gave in WWW-Authenticate (RFC 6750 §3), or a path
-// that is not an MCP endpoint. It returns "" for anything else.
+// hint explains the last refusal: a redirect (not followed), a missing or
+// refused bearer token, with the error the server gave in
+// WWW-Authenticate (RFC 6750 §3), or a path that is not an MCP endpoint.
+// It returns "" for anything else.
 func (t *httpRecorder) hint() string {
 	t.mu.Lock()
 	last := t.last
@@ -591,23 +625,30 @@ func (t *httpRecorder) hint() string {
 		status = fmt.Sprint(last.StatusCode)
 	}
 	switch {
+	case last.StatusCode < 400:
+		loc := last.Header.Get("Location")
+		if loc == "" {
+			loc = "(no Location)"
+		}
+		return fmt.Sprintf("the server answered %s for %s, to %s: mrtr call follows no redirects (a bearer token goes to the URL given, nowhere else); if that is the endpoint, call it instead",
+			status, last.Request.URL.Redacted(), termtext.Line(loc))
 	case last.StatusCode == http.StatusUnauthorized && t.token == "":
-		return printable(fmt.Sprintf("the server wants a bearer token (%s%s) and none was sent: pass --bearer TOKEN or set $MRTR_BEARER", status, said))
+		return fmt.Sprintf("the server wants a bearer token (%s%s) and none was sent: pass --bearer TOKEN or set $MRTR_BEARER", status, said)
 	case last.StatusCode == http.StatusUnauthorized:
-		return printable(fmt.Sprintf("the server refused the bearer token (%s%s): it may be expired, for another server (audience) or malformed; get a new one and pass it with --bearer or $MRTR_BEARER", status, said))
+		return fmt.Sprintf("the server refused the bearer token (%s%s): it may be expired, for another server (audience) or malformed; get a new one and pass it with --bearer or $MRTR_BEARER", status, said)
 	case last.StatusCode == http.StatusForbidden && challenge["error"] == "insufficient_scope":
 		need := ""
 		if s := challenge["scope"]; s != "" {
 			need = "; it needs scope " + s
 		}
-		return printable(fmt.Sprintf("the server refused the bearer token's scope (%s%s)%s", status, said, need))
+		return fmt.Sprintf("the server refused the bearer token's scope (%s%s)%s", status, said, need)
 	case last.StatusCode == http.StatusNotFound:
 		u := last.Request.URL
 		q := fmt.Sprintf("is %s the MCP endpoint? mrtr serve and mrtr proxy serve it at /mcp", u.Path)
 		if u.Path != "/mcp" && !strings.HasSuffix(u.Path, "/mcp") {
 			q = fmt.Sprintf("is the path right? MCP servers usually answer at /mcp (%s://%s/mcp), as mrtr serve and mrtr proxy do", u.Scheme, u.Host)
 		}
-		return printable(fmt.Sprintf("the server answered %s for %s: %s", status, u.Redacted(), q))
+		return fmt.Sprintf("the server answered %s for %s: %s", status, u.Redacted(), q)
 	}
 	return ""
 }
@@ -672,7 +713,7 @@ func (a *app) list(ctx context.Context, cs *mcp.ClientSession) error {
 			if err != nil {
 				return fmt.Errorf("list tools: %w", err)
 			}
-			fmt.Fprintf(w, "  %s%s\n", printable(t.Name), summary(t.Description))
+			fmt.Fprintf(w, "  %s%s\n", termtext.Line(t.Name), summary(t.Description))
 			fields := parseElicitSchema(t.InputSchema)
 			for _, f := range fields {
 				fmt.Fprintf(w, "    %s (%s)%s\n", f.name, strings.Join(f.listFacts(), ", "), summary(f.title+" "+f.desc))
@@ -685,13 +726,13 @@ func (a *app) list(ctx context.Context, cs *mcp.ClientSession) error {
 			if err != nil {
 				return fmt.Errorf("list prompts: %w", err)
 			}
-			fmt.Fprintf(w, "  %s%s\n", printable(p.Name), summary(p.Description))
+			fmt.Fprintf(w, "  %s%s\n", termtext.Line(p.Name), summary(p.Description))
 			for _, arg := range p.Arguments {
 				req := "optional"
 				if arg.Required {
 					req = "required"
 				}
-				fmt.Fprintf(w, "    %s (%s)%s\n", printable(arg.Name), req, summary(arg.Description))
+				fmt.Fprintf(w, "    %s (%s)%s\n", termtext.Line(arg.Name), req, summary(arg.Description))
 			}
 		}
 	}
@@ -701,13 +742,13 @@ func (a *app) list(ctx context.Context, cs *mcp.ClientSession) error {
 			if err != nil {
 				return fmt.Errorf("list resources: %w", err)
 			}
-			fmt.Fprintf(w, "  %s (%s)%s\n", printable(r.URI), strings.Join(nonEmpty(printable(r.Name), printable(r.MIMEType)), ", "), summary(r.Description))
+			fmt.Fprintf(w, "  %s (%s)%s\n", termtext.Line(r.URI), strings.Join(nonEmpty(termtext.Line(r.Name), termtext.Line(r.MIMEType)), ", "), summary(r.Description))
 		}
 		for r, err := range cs.ResourceTemplates(ctx, nil) {
 			if err != nil {
 				return fmt.Errorf("list resource templates: %w", err)
 			}
-			fmt.Fprintf(w, "  %s (template: %s)%s\n", printable(r.URITemplate), strings.Join(nonEmpty(printable(r.Name), printable(r.MIMEType)), ", "), summary(r.Description))
+			fmt.Fprintf(w, "  %s (template: %s)%s\n", termtext.Line(r.URITemplate), strings.Join(nonEmpty(termtext.Line(r.Name), termtext.Line(r.MIMEType)), ", "), summary(r.Description))
 		}
 	}
 	return nil
@@ -715,7 +756,7 @@ func (a *app) list(ctx context.Context, cs *mcp.ClientSession) error {
 
 // summary is ": " and a description on one line, or "".
 func summary(s string) string {
-	if s = oneLine(printable(s)); s == "" {
+	if s = termtext.Line(s); s == "" {
 		return ""
 	}
 	return ": " + s
@@ -728,21 +769,22 @@ func nonEmpty(ss ...string) []string {
 // printPrompt prints a prompt's description and its messages.
 func (a *app) printPrompt(res *mcp.GetPromptResult) {
 	if res.Description != "" {
-		fmt.Fprintf(a.stdout, "%s\n", printable(res.Description))
+		fmt.Fprintf(a.stdout, "%s\n", termtext.Clean(res.Description))
 	}
 	for _, m := range res.Messages {
-		s := printable(contentString(m.Content))
-		fmt.Fprintf(a.stdout, "%s: %s\n", m.Role, strings.TrimSuffix(s, "\n"))
+		s := termtext.Clean(contentString(m.Content))
+		fmt.Fprintf(a.stdout, "%s: %s\n", termtext.Line(string(m.Role)), strings.TrimSuffix(s, "\n"))
 	}
 }
 
-// printResource prints a resource's text as itself, a blob as a summary.
+// printResource prints a resource's text as itself (cleaned of terminal
+// controls), a blob as a summary.
 func (a *app) printResource(c *mcp.ResourceContents) {
 	if c.Blob != nil || c.Text == "" {
 		fmt.Fprintln(a.stdout, contentString(&mcp.EmbeddedResource{Resource: c}))
 		return
 	}
-	s := c.Text
+	s := termtext.Clean(c.Text)
 	if !strings.HasSuffix(s, "\n") {
 		s += "\n"
 	}
@@ -750,7 +792,8 @@ func (a *app) printResource(c *mcp.ResourceContents) {
 }
 
 // printResult prints a tool result: to stdout, or to stderr with an
-// error to exit 1 if it is a tool error.
+// error to exit 1 if it is a tool error. Text is cleaned of terminal
+// controls; structured content is JSON with the same values.
 func (a *app) printResult(tool string, res *mcp.CallToolResult) error {
 	w := a.stdout
 	if res.IsError {
@@ -764,7 +807,7 @@ func (a *app) printResult(tool string, res *mcp.CallToolResult) error {
 		}
 	}
 	for _, c := range content {
-		s := contentString(c)
+		s := termtext.Clean(contentString(c))
 		if !strings.HasSuffix(s, "\n") {
 			s += "\n"
 		}
@@ -772,7 +815,7 @@ func (a *app) printResult(tool string, res *mcp.CallToolResult) error {
 	}
 	if res.StructuredContent != nil {
 		if b, err := json.MarshalIndent(res.StructuredContent, "", "  "); err == nil {
-			fmt.Fprintf(w, "%s\n", b)
+			fmt.Fprintf(w, "%s\n", termtext.JSON(b))
 		}
 	}
 	if res.IsError {
@@ -781,19 +824,22 @@ func (a *app) printResult(tool string, res *mcp.CallToolResult) error {
 	return nil
 }
 
-// contentString shows text as itself and summarizes everything else.
+// contentString shows text as itself and summarizes everything else,
+// the server's names, URIs and types in a summary on one line, cleaned
+// of terminal controls. Text is left as the server sent it: the caller
+// cleans it.
 func contentString(c mcp.Content) string {
 	switch c := c.(type) {
 	case *mcp.TextContent:
 		return c.Text
 	case *mcp.ImageContent:
-		return fmt.Sprintf("[image %s, %d bytes]", c.MIMEType, len(c.Data))
+		return fmt.Sprintf("[image %s, %d bytes]", termtext.Line(c.MIMEType), len(c.Data))
 	case *mcp.AudioContent:
-		return fmt.Sprintf("[audio %s, %d bytes]", c.MIMEType, len(c.Data))
+		return fmt.Sprintf("[audio %s, %d bytes]", termtext.Line(c.MIMEType), len(c.Data))
 	case *mcp.ResourceLink:
-		s := "[resource link " + c.URI
-		if c.Name != "" {
-			s += " (" + c.Name + ")"
+		s := "[resource link " + termtext.Line(c.URI)
+		if name := termtext.Line(c.Name); name != "" {
+			s += " (" + name + ")"
 		}
 		return s + "]"
 	case *mcp.EmbeddedResource:
@@ -801,9 +847,9 @@ func contentString(c mcp.Content) string {
 		if r == nil {
 			return "[resource]"
 		}
-		s := "[resource " + r.URI
-		if r.MIMEType != "" {
-			s += ", " + r.MIMEType
+		s := "[resource " + termtext.Line(r.URI)
+		if mt := termtext.Line(r.MIMEType); mt != "" {
+			s += ", " + mt
 		}
 		if r.Blob != nil {
 			s += fmt.Sprintf(", %d bytes", len(r.Blob))
@@ -818,7 +864,7 @@ func contentString(c mcp.Content) string {
 	if b, err := json.Marshal(c); err == nil {
 		json.Unmarshal(b, &kind)
 	}
-	return fmt.Sprintf("[%s content]", kind.Type)
+	return fmt.Sprintf("[%s content]", termtext.Line(kind.Type))
 }
 
 // sameJSON reports whether text is JSON for the same value as v.
@@ -911,11 +957,11 @@ func (p *prompter) sample(ctx context.Context, params *mcp.CreateMessageParams) 
 		return nil, err
 	}
 	fmt.Fprintf(p.out, "\nThe server asks for a model's reply (sampling, up to %d tokens); you are the model.\n", params.MaxTokens)
-	if s := printable(params.SystemPrompt); s != "" {
+	if s := termtext.Clean(params.SystemPrompt); s != "" {
 		fmt.Fprintf(p.out, "system: %s\n", s)
 	}
 	for _, m := range params.Messages {
-		fmt.Fprintf(p.out, "%s: %s\n", printable(string(m.Role)), strings.TrimSuffix(printable(contentString(m.Content)), "\n"))
+		fmt.Fprintf(p.out, "%s: %s\n", termtext.Line(string(m.Role)), strings.TrimSuffix(termtext.Clean(contentString(m.Content)), "\n"))
 	}
 	for {
 		fmt.Fprint(p.out, "reply (:decline to refuse): ")

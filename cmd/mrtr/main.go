@@ -96,8 +96,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
-	case errors.Is(err, errProbeFailed):
-		return 1
+	case probeExit(err) != 0:
+		return probeExit(err)
 	default:
 		fmt.Fprintf(a.stderr, "mrtr %s: %v\n", args[0], err)
 		return 1

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mrtr-go/mrtr/internal/attack"
 	"github.com/mrtr-go/mrtr/internal/stdio"
+	"github.com/mrtr-go/mrtr/internal/termtext"
 )
 
 const probeSynopsis = "mrtr probe URL [--tool NAME [--other-tool NAME]] [--arg k=v ...] [--answers FILE] [--bearer T --bearer-other T2] [--wait DURATION] [--max-requests 200] [--rate DURATION] [--json]\n       mrtr probe [flags] [--env K=V ...] -- COMMAND [ARG...]"
@@ -32,8 +33,8 @@ plus --env) and stops it at the end. Its era is found with
 server/discover; stdio has one caller, so another_caller is skipped.
 
 THIS CALLS THE SERVER'S TOOLS. Without --tool it calls every listed tool,
-in order, until one pauses with a requestState and a second one does; each
-check then pauses that tool again. For moved it also gets listed prompts
+in order, until one pauses twice the same way with a requestState and a
+second one does; each check then pauses that tool again. For moved it also gets listed prompts
 and reads listed resources (at most 5 of each) to find one that pauses.
 Every input request is answered with a
 refusal (decline; sampling gets a fixed text, roots an empty list), so a
@@ -47,10 +48,21 @@ Required arguments are filled from the tool's input schema (an enum's first
 value, the default, else a placeholder of the right type); --arg k=v sets
 one (v is JSON if it parses as JSON, else a string).
 
-Prints a table (--json: {"checks": [{"name", "verdict", "detail"}, ...]});
-verdicts are pass, FAIL, warn and skip. Exits 1 when any check fails.
-A 2025-11-25 server cannot pause at all: that is reported, every check
-skipped.
+Prints a table (--json: {"checks": [{"name", "verdict", "detail"}, ...]},
+with "incomplete" and "unchecked" as below); verdicts are pass, FAIL,
+warn and skip. What the server chose (names, messages, texts) is shown
+without terminal controls; --json keeps it exact. Redirects are not
+followed: one is reported, and the probe stops. Exit status:
+  0  every check ran, none failed (a check may be skipped for a flag not
+     given: --other-tool, --bearer-other, --wait)
+  1  a check failed, or the probe could not run (no answer, a redirect,
+     --tool that does not pause twice the same way)
+  2  a usage error
+  3  nothing could be checked: a 2025-11-25 server (it cannot pause at
+     all), or no tool that pauses twice the same way with a requestState
+  4  incomplete: tampered, moved or arguments_changed was skipped or
+     inconclusive for a reason other than a flag not given ("incomplete"
+     in --json)
 
 Flags:
 `
@@ -183,7 +195,7 @@ func (a *app) probe(ctx context.Context, args []string) error {
 		MaxRequests: *maxReq, Rate: *rate, Wait: *wait, Timeout: *timeout,
 	})
 	if err != nil {
-		return err
+		return cleanError(err)
 	}
 	if *asJSON {
 		out := struct {
@@ -196,9 +208,11 @@ func (a *app) probe(ctx context.Context, args []string) error {
 		} else {
 			out.URL = where
 		}
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		b, err := json.MarshalIndent(out, "", "  ")
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(a.stdout, "%s\n", termtext.JSON(b)); err != nil {
 			return err
 		}
 	} else {
@@ -207,8 +221,13 @@ func (a *app) probe(ctx context.Context, args []string) error {
 		}
 		printProbe(a, where, rep)
 	}
-	if rep.Failed() {
+	switch {
+	case rep.Failed():
 		return errProbeFailed
+	case rep.Unchecked != "":
+		return errProbeUnchecked
+	case len(rep.Incomplete) > 0:
+		return errProbeIncomplete
 	}
 	return nil
 }
@@ -217,22 +236,67 @@ func (a *app) probe(ctx context.Context, args []string) error {
 // left of the grace periods is skipped (SIGKILL).
 const probeStopTimeout = 10 * time.Second
 
-// errProbeFailed is the exit status 1 of a probe with a failed check; the
-// report has said why.
-var errProbeFailed = errors.New("a check failed")
+// The exit statuses of a probe that ran, besides 0; --help lists them.
+const (
+	exitProbeFailed     = 1 // a check failed
+	exitProbeUnchecked  = 3 // nothing could be checked
+	exitProbeIncomplete = 4 // an essential check was skipped or inconclusive
+)
+
+// probeStatus is the outcome of a probe that ran and reported, as an
+// error whose exit status is the value; the report has said why.
+type probeStatus int
+
+func (s probeStatus) Error() string {
+	switch s {
+	case exitProbeFailed:
+		return "a check failed"
+	case exitProbeUnchecked:
+		return "nothing could be checked"
+	default:
+		return "incomplete: an essential check did not run"
+	}
+}
+
+var (
+	errProbeFailed     error = probeStatus(exitProbeFailed)
+	errProbeUnchecked  error = probeStatus(exitProbeUnchecked)
+	errProbeIncomplete error = probeStatus(exitProbeIncomplete)
+)
+
+// probeExit returns the exit status err carries when it is a probe's
+// outcome (the report already printed), else 0.
+func probeExit(err error) int {
+	var s probeStatus
+	if errors.As(err, &s) {
+		return int(s)
+	}
+	return 0
+}
 
 // printProbe writes rep as a table: check, verdict, what it sent and saw,
-// and why it matters.
+// and why it matters. What the server chose (names, messages, texts, in
+// the details) is written on one line without terminal controls
+// (termtext.Line): a server cannot clear the screen and print its own
+// table.
 func printProbe(a *app, target string, rep *attack.Report) {
-	fmt.Fprintf(a.stdout, "mrtr probe %s\n", target)
-	fmt.Fprintf(a.stdout, "era %s", rep.Era)
+	fmt.Fprintf(a.stdout, "mrtr probe %s\n", termtext.Line(target))
+	fmt.Fprintf(a.stdout, "era %s", termtext.Line(rep.Era))
 	if rep.Tool != "" {
-		fmt.Fprintf(a.stdout, ", tool %s", rep.Tool)
+		fmt.Fprintf(a.stdout, ", tool %s", termtext.Line(rep.Tool))
 	}
 	if len(rep.Others) > 0 {
-		fmt.Fprintf(a.stdout, " (moved: %s)", strings.Join(rep.Others, ", "))
+		others := make([]string, len(rep.Others))
+		for i, o := range rep.Others {
+			others[i] = termtext.Line(o)
+		}
+		fmt.Fprintf(a.stdout, " (moved: %s)", strings.Join(others, ", "))
 	}
 	fmt.Fprintf(a.stdout, ", %d requests\n\n", rep.Requests)
+	if rep.Unchecked != "" {
+		fmt.Fprintf(a.stdout, "nothing checked: %s\n", termtext.Line(rep.Unchecked))
+		return
+	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tVERDICT\tSENT AND SAW")
 	for _, c := range rep.Checks {
@@ -240,7 +304,7 @@ func printProbe(a *app, target string, rep *attack.Report) {
 		if c.Verdict == attack.Fail {
 			v = "FAIL"
 		}
-		lines := strings.Split(c.Detail, "; ")
+		lines := strings.Split(termtext.Line(c.Detail), "; ")
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, v, lines[0])
 		for _, l := range lines[1:] {
 			fmt.Fprintf(tw, "\t\t%s\n", l)
@@ -250,4 +314,8 @@ func printProbe(a *app, target string, rep *attack.Report) {
 		}
 	}
 	tw.Flush()
+	if len(rep.Incomplete) > 0 {
+		fmt.Fprintf(a.stdout, "\nincomplete: %s could not run or was inconclusive (see above); exit status %d\n",
+			strings.Join(rep.Incomplete, ", "), exitProbeIncomplete)
+	}
 }

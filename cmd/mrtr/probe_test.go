@@ -223,16 +223,26 @@ func TestProbeCommandStdioServerError(t *testing.T) {
 }
 
 // TestProbeCommandStdioLegacy: a stdio server whose server/discover fails
-// speaks 2025-11-25: every check is skipped, exit 0.
+// speaks 2025-11-25: nothing can be checked. Issue 27 item 12: that
+// exits with a status of its own (3), neither 0 nor 1, and the table
+// says why once, not once per check; --json says it in "unchecked" and
+// skips every check.
 func TestProbeCommandStdioLegacy(t *testing.T) {
 	code, rep := runProbeJSON(t, "--env", stdioServerEnv+"=legacy", "--", os.Args[0])
-	if code != 0 || rep.Era != attack.LegacyVersion {
-		t.Errorf("exit %d, era %s", code, rep.Era)
+	if code != exitProbeUnchecked || rep.Era != attack.LegacyVersion || !strings.Contains(rep.Unchecked, "the server speaks 2025-11-25") {
+		t.Errorf("exit %d, era %s, unchecked %q", code, rep.Era, rep.Unchecked)
 	}
 	for _, c := range rep.Checks {
 		if c.Verdict != attack.Skip {
 			t.Errorf("%s: %s (%s)", c.Name, c.Verdict, c.Detail)
 		}
+	}
+	code, out, errs := runProbeCmd(t, "--env", stdioServerEnv+"=legacy", "--", os.Args[0])
+	if code != 3 || strings.Count(out, "the server speaks 2025-11-25") != 1 || !strings.Contains(out, "nothing checked: ") || strings.Contains(out, "CHECK") {
+		t.Errorf("exit %d, want 3, and the reason once:\n%s%s", code, out, errs)
+	}
+	if _, _, errs := runProbeCmd(t, "--help"); !strings.Contains(errs, "  3  nothing could be checked") || !strings.Contains(errs, "  4  incomplete") {
+		t.Errorf("--help does not list the exit statuses:\n%s", errs)
 	}
 }
 
@@ -297,5 +307,77 @@ func TestProbeMovedMethod(t *testing.T) {
 		if m.Verdict != attack.Pass || !strings.Contains(m.Detail, "state of deploy sent to prompts/get summary: refused (error -32602") {
 			t.Errorf("pausable=%v, proxied: moved %s: %s", pausable, m.Verdict, m.Detail)
 		}
+	}
+}
+
+// startHostileProbeServer serves a 2026-07-28 server whose one tool has
+// terminal controls in its name and pauses every time; every resume is
+// refused with controls in the message and in data.reason.
+func startHostileProbeServer(t *testing.T) (url, tool string) {
+	t.Helper()
+	tool = "de\x1b[2Jploy\u202e"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				RequestState json.RawMessage `json:"requestState"`
+			} `json:"params"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		m := map[string]any{"jsonrpc": "2.0", "id": req.ID}
+		switch {
+		case req.Method == "tools/list":
+			m["result"] = map[string]any{"tools": []any{map[string]any{"name": tool, "inputSchema": map[string]any{"type": "object"}}}}
+		case req.Method == "tools/call" && req.Params.RequestState == nil:
+			m["result"] = map[string]any{"resultType": "input_required", "requestState": "0f3a9c1d7e2b4a6c8d0e1f2a3b4c5d6e",
+				"inputRequests": map[string]any{"confirm": map[string]any{"method": "elicitation/create", "params": map[string]any{"message": "ok?"}}}}
+		case req.Method == "tools/call":
+			m["error"] = map[string]any{"code": -32602, "message": "no\x1b]52;c;cHduZWQ=\x07pe", "data": map[string]any{"reason": "\x1b[2J\x1b[Hpass\u009b31m"}}
+		default:
+			m["error"] = map[string]any{"code": -32601, "message": "Method not found"}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(m)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp", tool
+}
+
+// TestProbeCleansServerText pins issue 27 item 7 for mrtr probe: the
+// server's tool name, error message and data.reason reach the table
+// without terminal controls (a server cannot clear the screen and print
+// its own table); --json keeps them exact, with no control character
+// raw in its bytes.
+func TestProbeCleansServerText(t *testing.T) {
+	url, tool := startHostileProbeServer(t)
+	_, out, errs := runProbeCmd(t, url)
+	wantClean(t, "the table", out+errs)
+	if !strings.Contains(out, "tool deploy, ") || !strings.Contains(out, `error -32602 "no\x1b]52;c;cHduZWQ=\ape" (pass)`) {
+		t.Errorf("table:\n%s%s", out, errs)
+	}
+	code, js, _ := runProbeCmd(t, url, "--json")
+	wantClean(t, "the JSON", js)
+	var rep probeJSON
+	if err := json.Unmarshal([]byte(js), &rep); err != nil {
+		t.Fatalf("exit %d, not JSON (%v): %s", code, err, js)
+	}
+	if rep.Tool != tool || !strings.Contains(rep.Get(attack.CheckTampered).Detail, "(\x1b[2J\x1b[Hpass\u009b31m)") {
+		t.Errorf("--json changed the server's text: tool %q, tampered %q", rep.Tool, rep.Get(attack.CheckTampered).Detail)
+	}
+}
+
+// TestProbeCommandIncomplete pins issue 27 item 12's exit statuses: a
+// sealed server with one pausable tool cannot have moved checked, so the
+// run is incomplete (4, said under the table); with --tool alone moved
+// is skipped for a flag not given, and the run exits 0.
+func TestProbeCommandIncomplete(t *testing.T) {
+	px, _ := startProxyCmd(t, "--upstream", startPlainServer(t))
+	code, out, errs := runProbeCmd(t, px)
+	if code != exitProbeIncomplete || !strings.Contains(out, "\nincomplete: moved could not run or was inconclusive (see above); exit status 4\n") {
+		t.Errorf("exit %d, want 4:\n%s%s", code, out, errs)
+	}
+	if code, out, errs := runProbeCmd(t, px, "--tool", "deploy"); code != 0 || strings.Contains(out, "incomplete") {
+		t.Errorf("--tool deploy: exit %d, want 0:\n%s%s", code, out, errs)
 	}
 }

@@ -15,12 +15,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+
+	"github.com/mrtr-go/mrtr/internal/termtext"
 )
 
 // prompter answers a server's questions with a person at a terminal.
@@ -95,12 +95,12 @@ func (p *prompter) elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.E
 	if err := p.start(); err != nil {
 		return nil, err
 	}
-	msg := printable(params.Message)
+	msg := termtext.Clean(params.Message)
 	if params.Mode == "url" || (params.Mode == "" && params.URL != "") {
 		if msg != "" {
 			fmt.Fprintf(p.out, "\n%s\n", msg)
 		}
-		fmt.Fprintf(p.out, "The server asks you to open this URL:\n  %s\n", printable(params.URL))
+		fmt.Fprintf(p.out, "The server asks you to open this URL:\n  %s\n", termtext.Clean(params.URL))
 		action, err := p.action(ctx, "Open it? [Y]es (accept) / [n]o (decline) / [c]ancel: ")
 		if err != nil {
 			return nil, err
@@ -127,7 +127,7 @@ func (p *prompter) elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.E
 			return &mcp.ElicitResult{Action: action}, nil
 		}
 		if set {
-			content[f.name] = v
+			content[f.key] = v
 		}
 	}
 	if len(fields) == 0 {
@@ -246,7 +246,8 @@ const (
 // keywords (ranges, lengths, patterns, formats, item counts) are
 // jsonschema's.
 type field struct {
-	name, title, desc string
+	key               string // the property's name, as the server spelled it: the answer's key
+	name, title, desc string // shown: cleaned of terminal controls
 	kind              string
 	required          bool
 	def               any // the schema default; meaningful if hasDef
@@ -272,13 +273,13 @@ func parseElicitSchema(schema any) []*field {
 	var fields []*field
 	for _, r := range asArray(s["required"]) {
 		name, ok := r.(string)
-		if _, has := props[name]; ok && has && !slices.ContainsFunc(fields, func(f *field) bool { return f.name == name }) {
+		if _, has := props[name]; ok && has && !slices.ContainsFunc(fields, func(f *field) bool { return f.key == name }) {
 			fields = append(fields, newField(name, asObject(props[name]), true))
 		}
 	}
 	var rest []string
 	for name := range props {
-		if !slices.ContainsFunc(fields, func(f *field) bool { return f.name == name }) {
+		if !slices.ContainsFunc(fields, func(f *field) bool { return f.key == name }) {
 			rest = append(rest, name)
 		}
 	}
@@ -313,8 +314,8 @@ var limitWords = []struct{ keyword, format string }{
 }
 
 func newField(name string, s map[string]any, required bool) *field {
-	str := func(k string) string { v, _ := s[k].(string); return printable(v) }
-	f := &field{name: printable(name), title: str("title"), desc: str("description"), required: required}
+	str := func(k string) string { v, _ := s[k].(string); return termtext.Clean(v) }
+	f := &field{key: name, name: termtext.Line(name), title: str("title"), desc: str("description"), required: required}
 	if d, ok := s["default"]; ok && d != nil {
 		data, _ := json.Marshal(d) // a plain decoding: a number is a float64
 		f.hasDef = json.Unmarshal(data, &f.def) == nil
@@ -322,7 +323,7 @@ func newField(name string, s map[string]any, required bool) *field {
 	for _, l := range limitWords {
 		switch v := s[l.keyword].(type) {
 		case json.Number, string:
-			f.limits = append(f.limits, printable(fmt.Sprintf(l.format, v)))
+			f.limits = append(f.limits, termtext.Clean(fmt.Sprintf(l.format, v)))
 		}
 	}
 	switch typ := typeName(s["type"]); {
@@ -369,7 +370,7 @@ func choicesOf(s map[string]any) []choice {
 		for i, v := range enum {
 			c := choice{value: v}
 			if i < len(names) {
-				c.label = printable(fmt.Sprint(names[i]))
+				c.label = termtext.Clean(fmt.Sprint(names[i]))
 			}
 			cs = append(cs, c)
 		}
@@ -379,7 +380,7 @@ func choicesOf(s map[string]any) []choice {
 		alt := asObject(alt)
 		if v, ok := alt["const"]; ok {
 			title, _ := alt["title"].(string)
-			cs = append(cs, choice{value: v, label: printable(title)})
+			cs = append(cs, choice{value: v, label: termtext.Clean(title)})
 		}
 	}
 	return cs
@@ -402,7 +403,7 @@ func (f *field) describe() string {
 		b.WriteString(indent(body, "  ") + "\n")
 	}
 	for i, c := range f.choices {
-		v := printable(valueString(c.value))
+		v := termtext.Clean(valueString(c.value))
 		switch {
 		case c.label == "" || c.label == v:
 			fmt.Fprintf(&b, "  %d) %s\n", i+1, v)
@@ -442,7 +443,7 @@ func (f *field) listFacts() []string {
 	}
 	values := make([]string, len(f.choices))
 	for i, c := range f.choices {
-		v := oneLine(printable(valueString(c.value)))
+		v := oneLine(termtext.Clean(valueString(c.value)))
 		if c.label != "" && c.label != v {
 			v += " (" + oneLine(c.label) + ")"
 		}
@@ -467,7 +468,7 @@ func (f *field) inputPrompt() string {
 		return f.name + " [" + hint + "]: "
 	}
 	if f.hasDef {
-		return f.name + " [" + oneLine(printable(listString(f.def))) + "]: "
+		return f.name + " [" + oneLine(termtext.Clean(listString(f.def))) + "]: "
 	}
 	return f.name + ": "
 }
@@ -571,12 +572,12 @@ func invalid(err error) string {
 	case *kind.MaxItems:
 		return fmt.Sprintf("choose at most %d", k.Want)
 	case *kind.Pattern:
-		return "must match the pattern " + printable(k.Want)
+		return "must match the pattern " + termtext.Clean(k.Want)
 	case *kind.Format:
 		if like, ok := formatExamples[k.Want]; ok {
 			return "must be " + like
 		}
-		return "must be in the format " + printable(k.Want)
+		return "must be in the format " + termtext.Clean(k.Want)
 	}
 	return "does not satisfy the schema's " + strings.Join(ve.ErrorKind.KeywordPath(), "/")
 }
@@ -613,7 +614,7 @@ func (f *field) pick(s string) (any, bool) {
 }
 
 func (f *field) choiceProblem(s string) string {
-	return fmt.Sprintf("%q is not one of the choices: answer 1 to %d or a value", printable(s), len(f.choices))
+	return fmt.Sprintf("%q is not one of the choices: answer 1 to %d or a value", termtext.Clean(s), len(f.choices))
 }
 
 // listString shows a default: a list as its items, comma-separated.
@@ -640,21 +641,6 @@ func valueString(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
-}
-
-// printable drops control characters (terminal escape sequences among
-// them) and bidirectional overrides from server-chosen text before it
-// reaches the terminal; newlines and tabs stay.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' {
-			return r
-		}
-		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == utf8.RuneError {
-			return -1
-		}
-		return r
-	}, s)
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

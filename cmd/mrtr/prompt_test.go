@@ -281,8 +281,8 @@ func TestElicitStripsControlCharacters(t *testing.T) {
 	params := form(t, "be \x1b[31mred\x1b[0m\u202e", `{"type":"object","required":["a"],"properties":{
 		"a":{"type":"string","title":"ti\u0007tle","enum":["v\u009b1"]}}}`)
 	_, out := elicitWith(t, params, "1\n")
-	if strings.ContainsAny(out, "\x1b\x07\u009b\u202e") || !strings.Contains(out, "be [31mred[0m\n") ||
-		!strings.Contains(out, "a (choose one: number or value, required): title\n  1) v1\n") {
+	if strings.ContainsAny(out, "\x1b\x07\u009b\u202e") || !strings.Contains(out, "be red\n") ||
+		!strings.Contains(out, "a (choose one: number or value, required): title\n  1) v\n") {
 		t.Fatalf("output %q", out)
 	}
 }
@@ -350,5 +350,17 @@ func TestListFactsShowEnumValues(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("listFacts:\n got %q\nwant %q", got, want)
+	}
+}
+
+// A field whose name has terminal controls is shown cleaned but answered
+// under the name the server sent, once.
+func TestElicitKeepsTheServersKey(t *testing.T) {
+	name := "n\x1b[2Jame"
+	params := &mcp.ElicitParams{Mode: "form", Message: "m", RequestedSchema: map[string]any{"type": "object",
+		"required": []any{name}, "properties": map[string]any{name: map[string]any{"type": "string"}}}}
+	res, out := elicitWith(t, params, "x\n")
+	if res.Action != "accept" || res.Content[name] != "x" || len(res.Content) != 1 || strings.Count(out, "name: ") != 1 || strings.Contains(out, "\x1b") {
+		t.Fatalf("%#v\n%q", res, out)
 	}
 }

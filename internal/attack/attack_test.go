@@ -31,6 +31,9 @@ func TestJudge(t *testing.T) {
 	}{
 		{"error", rpcErr, done, Refused},
 		{"error like the honest retry's", rpcErr, rpcErr, Inconclusive},
+		{"error with the honest retry's code, another message", Outcome{Kind: KindError, Code: -32602, Message: "tampered"}, rpcErr, Refused},
+		{"no answer (a timeout)", Outcome{Kind: KindNone, Err: errTimedOut}, done, Inconclusive},
+		{"no answer, as honestly", Outcome{Kind: KindNone, Err: errTimedOut}, Outcome{Kind: KindNone, Err: errTimedOut}, Inconclusive},
 		{"HTTP 413", Outcome{Kind: KindHTTP, Status: 413}, done, Refused},
 		{"isError of its own", Outcome{Kind: KindToolError, Text: "bad state"}, declined, Refused},
 		{"the decline path's isError", declined, declined, Accepted},

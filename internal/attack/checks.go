@@ -47,12 +47,31 @@ func joinAttempts(as []attempt) string {
 	return strings.Join(s, "; ")
 }
 
-const inconclusiveHint = " (inconclusive: the honest retry with these answers starts over too; --answers with accepting answers makes it conclusive)"
+const inconclusiveHint = " (inconclusive: the honest retry with these answers starts over too, so --answers with accepting answers makes it conclusive)"
+
+// hint says why as were inconclusive, for the first inconclusive one: the
+// honest retry starting over too, failing the same way, or no answer. A
+// check that failed needs none: an accepted attempt says enough.
+func hint(as ...attempt) string {
+	for _, a := range as {
+		if a.j != Inconclusive {
+			continue
+		}
+		switch a.out.Kind {
+		case KindNone:
+			return " (inconclusive: no answer, so nothing says whether the state was refused)"
+		case KindError, KindHTTP:
+			return " (inconclusive: the honest retry fails the same way, so this failure says nothing about the state)"
+		}
+		return inconclusiveHint
+	}
+	return ""
+}
 
 // judged records a refusal for error_shape and returns the attempt.
 func (p *prober) judged(check, what string, out Outcome, id int64, honest Outcome, first []string) attempt {
 	a := attempt{what: what, out: out, j: Judge(out, honest, first)}
-	if a.j == Refused && id != 0 && out.Kind != KindNone {
+	if a.j == Refused && id != 0 {
 		p.refs = append(p.refs, refusal{check: check, id: id, out: out})
 	}
 	return a
@@ -100,11 +119,7 @@ func (p *prober) checks(ctx context.Context) {
 		}
 		out, id := p.resume(ctx, tl, expiring.State, expiring)
 		a := p.judged(CheckExpired, fmt.Sprintf("retried after %v", p.o.Wait), out, id, tl.honest, expiring.Keys())
-		d := a.String()
-		if a.j == Inconclusive {
-			d += inconclusiveHint
-		}
-		p.add(CheckExpired, verdictOf([]attempt{a}), d)
+		p.add(CheckExpired, verdictOf([]attempt{a}), a.String()+hint(a))
 	}
 	p.malformed(ctx, CheckOversized, fmt.Sprintf("a %d KiB state", OversizedLen>>10), strings.Repeat("A", OversizedLen))
 	p.malformed(ctx, CheckNotAString, `a JSON object as the state`, map[string]any{"mrtr": "probe"})
@@ -147,10 +162,10 @@ func (p *prober) tampered(ctx context.Context) {
 		p.add(CheckTampered, Skip, "the state is too short to tamper with")
 		return
 	}
-	d := joinAttempts(as)
 	v := verdictOf(as)
+	d := joinAttempts(as)
 	if v == Warn {
-		d += inconclusiveHint
+		d += hint(as...)
 	}
 	p.add(CheckTampered, v, d)
 }
@@ -172,9 +187,15 @@ func (p *prober) moved(ctx context.Context) {
 	mas, mnotes := p.movedMethods(ctx)
 	as, notes = append(as, mas...), append(notes, mnotes...)
 	if len(as) == 0 {
-		why := "only one tool paused with a requestState"
-		if p.o.Tool != "" {
+		var why string
+		switch {
+		case len(p.tools) >= 2:
+			why = "no state could be moved"
+		case p.o.Tool != "" && p.o.OtherTool == "":
 			why = "--tool without --other-tool: no second pausable tool to move the state to"
+			p.byFlag[CheckMoved] = true
+		default:
+			why = "only one tool paused with a requestState"
 		}
 		p.add(CheckMoved, Skip, strings.Join(append([]string{why}, notes...), "; "))
 		return
@@ -185,7 +206,7 @@ func (p *prober) moved(ctx context.Context) {
 	}
 	v := verdictOf(as)
 	if v == Warn {
-		d += inconclusiveHint
+		d += hint(as...)
 	}
 	p.add(CheckMoved, v, d)
 }
@@ -304,11 +325,7 @@ func (p *prober) argumentsChanged(ctx context.Context) {
 	args, what := changed(tl.args, tl.schema)
 	out, id := p.resumeAs(ctx, Primary, tl, args, first.State, first)
 	a := p.judged(CheckArgumentsChanged, "same state, "+what, out, id, tl.honest, first.Keys())
-	d := a.String()
-	if a.j == Inconclusive {
-		d += inconclusiveHint
-	}
-	p.add(CheckArgumentsChanged, verdictOf([]attempt{a}), d)
+	p.add(CheckArgumentsChanged, verdictOf([]attempt{a}), a.String()+hint(a))
 }
 
 func (p *prober) replayed(ctx context.Context) {
@@ -331,7 +348,7 @@ func (p *prober) replayed(ctx context.Context) {
 	case Accepted:
 		p.add(CheckReplayed, Warn, a.String()+": the state is multi-use (the spec allows it)")
 	default:
-		p.add(CheckReplayed, Warn, a.String()+inconclusiveHint)
+		p.add(CheckReplayed, Warn, a.String()+hint(a))
 	}
 }
 
@@ -352,11 +369,7 @@ func (p *prober) anotherCaller(ctx context.Context) {
 	}
 	out, id := p.resumeAs(ctx, Other, tl, tl.args, first.State, first)
 	a := p.judged(CheckAnotherCaller, "the first caller's state sent by the other caller", out, id, tl.honest, first.Keys())
-	d := a.String()
-	if a.j == Inconclusive {
-		d += inconclusiveHint
-	}
-	p.add(CheckAnotherCaller, verdictOf([]attempt{a}), d)
+	p.add(CheckAnotherCaller, verdictOf([]attempt{a}), a.String()+hint(a))
 }
 
 // malformed sends a state no server issued (state) to the checked tool:

@@ -21,15 +21,15 @@ func (p *prober) discover(ctx context.Context, listed []listedTool) error {
 		return nil
 	}
 	if p.o.Tool != "" {
-		tl, out := p.try(ctx, p.o.Tool, schema(p.o.Tool), p.o.Args)
+		tl, why := p.try(ctx, p.o.Tool, schema(p.o.Tool), p.o.Args)
 		if tl == nil {
-			return fmt.Errorf("tool %s did not pause with a requestState: %s", p.o.Tool, out.String())
+			return fmt.Errorf("tool %s %s", p.o.Tool, why)
 		}
 		p.tools = append(p.tools, tl)
 		if p.o.OtherTool != "" {
-			ot, out := p.try(ctx, p.o.OtherTool, schema(p.o.OtherTool), nil)
+			ot, why := p.try(ctx, p.o.OtherTool, schema(p.o.OtherTool), nil)
 			if ot == nil {
-				return fmt.Errorf("tool %s did not pause with a requestState: %s", p.o.OtherTool, out.String())
+				return fmt.Errorf("tool %s %s", p.o.OtherTool, why)
 			}
 			p.tools = append(p.tools, ot)
 		}
@@ -66,31 +66,37 @@ func conclusive(tl *tool) bool {
 	return !(tl.honest.Kind == KindPause && slices.Equal(tl.honest.Keys(), tl.first.Keys()))
 }
 
-// try calls the tool once; when it pauses with a state, it retries that
-// state honestly and returns the tool.
-func (p *prober) try(ctx context.Context, name string, schema json.RawMessage, args map[string]any) (*tool, Outcome) {
+// try returns the tool when it is pausable, else nil and why not.
+func (p *prober) try(ctx context.Context, name string, schema json.RawMessage, args map[string]any) (*tool, string) {
 	tl := &tool{name: name, schema: schema, args: Placeholders(schema)}
 	maps.Copy(tl.args, args)
-	if out, ok := p.pausable(ctx, tl); !ok {
-		return nil, out
+	if why, ok := p.pausable(ctx, tl); !ok {
+		return nil, why
 	}
-	return tl, tl.first
+	return tl, ""
 }
 
-// pausable calls tl once; when it pauses with a state, it retries that
-// state honestly, records both in tl and reports true. Otherwise it
-// returns the answer that ended the attempt.
-func (p *prober) pausable(ctx context.Context, tl *tool) (Outcome, bool) {
+// pausable calls tl twice; when both calls pause with a state and the
+// same input requests, it retries the second state honestly, records the
+// first pause and that retry in tl and reports true. Otherwise it says
+// why tl is not pausable. One pause is not enough: a server may ask
+// something once, outside the tool's own flow (a roots/list a fresh
+// process sends once), and every check pauses the tool again.
+func (p *prober) pausable(ctx context.Context, tl *tool) (string, bool) {
 	first := p.pause(ctx, tl, Primary)
 	if first.Kind != KindPause || !first.HasState {
-		return first, false
+		return "did not pause with a requestState: " + first.String(), false
+	}
+	again := p.pause(ctx, tl, Primary)
+	if again.Kind != KindPause || !again.HasState || !slices.Equal(again.Keys(), first.Keys()) {
+		return fmt.Sprintf("paused once (%s) but not again the same way (%s)", first.String(), again.String()), false
 	}
 	tl.first = first
-	tl.honest, _ = p.resume(ctx, tl, first.State, first)
+	tl.honest, _ = p.resume(ctx, tl, again.State, again)
 	if tl.honest.Kind == KindNone {
-		return tl.honest, false
+		return "paused, but its honest retry got " + tl.honest.String(), false
 	}
-	return first, true
+	return "", true
 }
 
 // pause calls tl without a state.

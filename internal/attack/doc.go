@@ -24,8 +24,20 @@
 //     honest retry starts over too: the answers give the server no reason
 //     to move on, so nothing tells the two apart; answers that accept,
 //     from Options.Answers, make the check conclusive);
+//   - no answer (a timeout, a reset connection, a crash): inconclusive,
+//     not a refusal (the shape checks oversized and not_a_string fail
+//     it);
 //   - anything else (a complete result, an input_required of a later
 //     round): accepted.
+//
+// # A run that checked less than it seems
+//
+// A tool is taken only once it paused twice the same way (a server may
+// ask something once, outside the tool's flow). A run in which tampered,
+// moved or arguments_changed was skipped or inconclusive for a reason
+// other than a flag not given lists them in Report.Incomplete; a run that
+// could check nothing (a 2025-11-25 server, no pausable tool) says why
+// once, in Report.Unchecked.
 //
 // # Safety
 //

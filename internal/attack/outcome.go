@@ -216,7 +216,8 @@ const (
 	// Accepted: the server went on with the altered state.
 	Accepted
 	// Inconclusive: the answer looks like the honest retry's refusal-like
-	// answer, so nothing tells acceptance and refusal apart.
+	// answer, or there was none, so nothing tells acceptance and refusal
+	// apart.
 	Inconclusive
 )
 
@@ -248,7 +249,9 @@ func Judge(got, honest Outcome, first []string) Judgement {
 		}
 		return Refused
 	case KindNone:
-		return Refused // no answer is no acceptance; the shape checks judge it
+		// No answer (a timeout, a reset, a crash, the budget spent) is no
+		// refusal either: nothing says what the server did with the state.
+		return Inconclusive
 	case KindToolError:
 		if honest.Kind == KindToolError && honest.Text == got.Text {
 			return Accepted

@@ -83,9 +83,23 @@ type Report struct {
 	Tool   string   `json:"tool,omitempty"`
 	Others []string `json:"otherTools,omitempty"`
 	// Requests is how many requests were sent.
-	Requests int     `json:"requests"`
-	Checks   []Check `json:"checks"`
+	Requests int `json:"requests"`
+	// Unchecked, when not empty, says why nothing could be checked (a
+	// 2025-11-25 server, no tool that pauses with a requestState); every
+	// check is then skipped.
+	Unchecked string `json:"unchecked,omitempty"`
+	// Incomplete names the checks of Essential that could not run, or
+	// ran inconclusively, for a reason other than a flag not given: a run
+	// with any of them checked less than it seems.
+	Incomplete []string `json:"incomplete,omitempty"`
+	Checks     []Check  `json:"checks"`
 }
+
+// Essential are the checks a run must complete (pass or fail) to say
+// anything about the state's integrity: a run that only skipped or
+// warned on one of them, for a reason other than a flag not given, is
+// reported Incomplete.
+var Essential = []string{CheckTampered, CheckMoved, CheckArgumentsChanged}
 
 // Failed reports whether any check failed.
 func (r *Report) Failed() bool {
@@ -115,8 +129,9 @@ func (r *Report) Get(name string) Check {
 // answers every input request with a refusal and skips expired.
 type Options struct {
 	// Tool is the tool to pause; empty means the first tool that pauses
-	// with a requestState (every listed tool is called, in order, until
-	// one does and a second one for the moved check is found).
+	// twice the same way with a requestState (every listed tool is
+	// called, in order, until one does and a second one for the moved
+	// check is found).
 	Tool string
 	// OtherTool is the second pausable tool of the moved check when Tool
 	// is set (no other tool is called then unless named here).
@@ -212,6 +227,11 @@ type prober struct {
 	report *Report
 	// lastMessage is the JSON-RPC response of the last request, if any.
 	lastMessage json.RawMessage
+	// byFlag holds the checks skipped only because a flag was not given.
+	byFlag map[string]bool
+	// stop, once set, ends the run: nothing more is sent and Run returns
+	// it (a redirect).
+	stop error
 }
 
 // refusal is one refused altered retry, for error_shape.
@@ -224,8 +244,11 @@ type refusal struct {
 // Run probes the server behind t and returns the report. An error means
 // the probe could not start (the server did not answer tools/list, or Tool
 // did not pause); a check that cannot run is skipped with a reason.
+//
+// A redirect (HTTPTarget follows none) ends the run with its
+// *RedirectError.
 func Run(ctx context.Context, t Target, opts *Options) (*Report, error) {
-	p := &prober{t: t, stdio: t.Stdio(), report: &Report{}}
+	p := &prober{t: t, stdio: t.Stdio(), report: &Report{}, byFlag: map[string]bool{}}
 	if opts != nil {
 		p.o = *opts
 	}
@@ -242,34 +265,55 @@ func Run(ctx context.Context, t Target, opts *Options) (*Report, error) {
 		p.o.Now = time.Now
 	}
 	defer func() { p.report.Requests = p.sent }()
-	listed, legacy, err := p.era(ctx)
+	err := p.run(ctx)
+	if p.stop != nil {
+		return nil, p.stop
+	}
 	if err != nil {
 		return nil, err
+	}
+	if p.report.Unchecked == "" {
+		for _, n := range Essential {
+			if c := p.report.Get(n); c.Verdict == Warn || (c.Verdict == Skip && !p.byFlag[n]) {
+				p.report.Incomplete = append(p.report.Incomplete, n)
+			}
+		}
+	}
+	return p.report, nil
+}
+
+func (p *prober) run(ctx context.Context) error {
+	listed, legacy, err := p.era(ctx)
+	if err != nil {
+		return err
 	}
 	if legacy {
 		p.report.Era = LegacyVersion
 		p.skipAll("the server speaks " + LegacyVersion + ": its tools ask for input with server-to-client requests inside a session and cannot pause, so there is no requestState to check (mrtr proxy bridges such a server to " + ModernVersion + " and seals its pauses)")
-		return p.report, nil
+		return nil
 	}
 	p.report.Era = ModernVersion
 	if err := p.discover(ctx, listed); err != nil {
-		return nil, err
+		return err
 	}
 	if len(p.tools) == 0 {
-		p.skipAll("no tool paused with a requestState (input_required without a state has nothing to check); name one with --tool")
-		return p.report, nil
+		p.skipAll("no tool paused twice the same way with a requestState (input_required without a state has nothing to check); name one with --tool")
+		return nil
 	}
 	p.report.Tool = p.tools[0].name
 	for _, o := range p.tools[1:] {
 		p.report.Others = append(p.report.Others, o.name)
 	}
 	p.checks(ctx)
-	return p.report, nil
+	return nil
 }
 
+// skipAll reports that nothing could be checked, and why: once, in
+// Report.Unchecked; each check is skipped pointing there.
 func (p *prober) skipAll(why string) {
+	p.report.Unchecked = why
 	for _, n := range Names {
-		p.add(n, Skip, why)
+		p.add(n, Skip, "nothing could be checked (see unchecked)")
 	}
 }
 
@@ -294,6 +338,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 // send sends one request within the budget and the rate, and reduces its
 // answer.
 func (p *prober) send(ctx context.Context, caller Caller, version, method, name string, params any) (Outcome, int64) {
+	if p.stop != nil {
+		return Outcome{Kind: KindNone, Err: p.stop}, 0
+	}
 	if p.sent >= p.o.MaxRequests {
 		return Outcome{Kind: KindNone, Err: errBudget}, 0
 	}
@@ -319,6 +366,9 @@ func (p *prober) send(ctx context.Context, caller Caller, version, method, name 
 	}
 	if err != nil && rctx.Err() != nil && ctx.Err() == nil {
 		err = fmt.Errorf("%w within %v", errTimedOut, p.o.Timeout)
+	}
+	if re := (*RedirectError)(nil); errors.As(err, &re) {
+		p.stop = err
 	}
 	return outcomeOf(rep, err, id), id
 }

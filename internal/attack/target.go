@@ -11,6 +11,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/mrtr-go/mrtr/internal/termtext"
 )
 
 // Caller says whose credentials a request carries.
@@ -73,7 +75,10 @@ type HTTPTarget struct {
 	// means no Authorization header (and no Other caller when BearerOther
 	// is empty).
 	Bearer, BearerOther string
-	// Client sends the requests; nil means http.DefaultClient.
+	// Client sends the requests; nil means http.DefaultTransport in a
+	// client that follows no redirect, so that a bearer token goes to URL
+	// and nowhere else (net/http would send it on to another port of the
+	// same host). Send returns a redirect it gets as a *RedirectError.
 	Client *http.Client
 }
 
@@ -116,13 +121,16 @@ func (t *HTTPTarget) Send(ctx context.Context, caller Caller, req *Request) (*Re
 	}
 	c := t.Client
 	if c == nil {
-		c = http.DefaultClient
+		c = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	resp, err := c.Do(hr)
 	if err != nil {
 		return nil, fmt.Errorf("post %s: %w", req.Method, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return nil, &RedirectError{Method: req.Method, Status: resp.StatusCode, Location: resp.Header.Get("Location")}
+	}
 	rep := &Reply{Status: resp.StatusCode, Session: resp.Header.Get("Mcp-Session-Id")}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	r := io.LimitReader(resp.Body, maxReply)
@@ -205,6 +213,23 @@ func isHeaderSafe(s string) bool {
 		}
 	}
 	return true
+}
+
+// RedirectError is what HTTPTarget.Send returns for a redirect, which it
+// does not follow. Run stops at the first one.
+type RedirectError struct {
+	Method   string // the request's method, like tools/call
+	Status   int    // the HTTP status, 3xx
+	Location string // the Location header as sent (the server's text)
+}
+
+func (e *RedirectError) Error() string {
+	loc := e.Location
+	if loc == "" {
+		loc = "(no Location)"
+	}
+	return fmt.Sprintf("post %s: the server redirected (HTTP %d, to %s): mrtr probe follows no redirects (a bearer token goes to the URL given, nowhere else); if that is the endpoint, probe it instead",
+		e.Method, e.Status, termtext.Line(loc))
 }
 
 // errNoOther is returned when a check needs the Other caller.

@@ -1,0 +1,122 @@
+package termtext
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+)
+
+func TestClean(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain text, äöü ✓\n\tindented", "plain text, äöü ✓\n\tindented"},
+		{"\x1b]52;c;c2VjcmV0\x07after", "after"},               // OSC 52 clipboard write, BEL-terminated
+		{"\x1b]0;title\x1b\\after", "after"},                   // OSC with ST
+		{"\x1b[2J\x1b[Hpass", "pass"},                          // clear screen, cursor home
+		{"\x1b[1;31mFAIL\x1b[0m", "FAIL"},                      // colours
+		{"FAIL\rpass", "FAILpass"},                             // carriage return overwrite
+		{"a\u009b2Jb", "ab"},                                   // C1 CSI as UTF-8
+		{"a\u009d52;c;x\u009cb", "ab"},                         // C1 OSC, C1 ST
+		{"a\x1bPdevice\x1b\\b", "ab"},                          // DCS
+		{"a\x1b(Bb", "ab"},                                     // nF escape (charset)
+		{"a\x1bcb", "ab"},                                      // RIS (full reset)
+		{"a\x1b", "a"},                                         // cut short
+		{"a\x1b]52;unterminated", "a"},                         // unterminated string: to the end
+		{"a\x1b]x\x1b[2Jb", "ab"},                              // unterminated string, then CSI
+		{"bell\x07 del\x7f nul\x00 bs\x08", "bell del nul bs"}, // C0 and DEL
+		{"\u202eevil\u202c \u2066x\u2069 \u200fm", "evil x m"}, // bidi override, isolate, mark
+		{"bad \xff\xfe utf8", "bad \ufffd\ufffd utf8"},         // not UTF-8
+		{"\x1b[", ""},                                          // CSI cut short
+		{"\x1b\x1b[31mx", "x"},                                 // ESC ESC
+	} {
+		if got := Clean(tc.in); got != tc.want {
+			t.Errorf("Clean(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestLine(t *testing.T) {
+	if got := Line("  two\nlines\tand\x1b[2J a\r\ntab "); got != "two lines and a tab" {
+		t.Errorf("Line: %q", got)
+	}
+}
+
+// TestJSON: the values decode the same; no raw DEL, C1 or bidi character
+// is left in the encoding.
+func TestJSON(t *testing.T) {
+	v := map[string]any{"name": "a\u009b2J\x7f\u202e\x1b]52;c;x\x07", "n": 1, "ok": "plain ✓"}
+	b, _ := json.MarshalIndent(v, "", "  ")
+	got := JSON(b)
+	var back map[string]any
+	if err := json.Unmarshal(got, &back); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, got)
+	}
+	if back["name"] != v["name"] || back["ok"] != v["ok"] {
+		t.Errorf("values changed: %v", back)
+	}
+	if bad(string(got), true) {
+		t.Errorf("control characters left: %q", got)
+	}
+	if plain := []byte(`{"a": "b"}`); string(JSON(plain)) != string(plain) {
+		t.Errorf("plain JSON changed: %s", JSON(plain))
+	}
+}
+
+// bad reports whether s has a character Clean must not let through.
+func bad(s string, allowNewline bool) bool {
+	if !utf8.ValidString(s) {
+		return true
+	}
+	for _, r := range s {
+		if (r == '\n' || r == '\t') && allowNewline {
+			continue
+		}
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// FuzzClean: the output is valid UTF-8 with no control or bidi character
+// but \n and \t (none at all from Line, and no space at its ends);
+// Clean and Line are idempotent; text with nothing to remove is kept
+// as is; JSON keeps every value and leaves no such character raw.
+func FuzzClean(f *testing.F) {
+	for _, s := range []string{"", "plain", "\x1b]52;c;eA==\x07", "\x1b[2J", "\u009b31m", "\u202e", "\xff", "a\r\nb\tc", "\x1b]x\x1b\\"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c := Clean(s)
+		if bad(c, true) {
+			t.Fatalf("Clean(%q) = %q keeps a control character", s, c)
+		}
+		if Clean(c) != c {
+			t.Fatalf("Clean not idempotent on %q: %q then %q", s, c, Clean(c))
+		}
+		l := Line(s)
+		if bad(l, false) || l != strings.TrimSpace(l) {
+			t.Fatalf("Line(%q) = %q", s, l)
+		}
+		if Line(l) != l {
+			t.Fatalf("Line not idempotent on %q: %q then %q", s, l, Line(l))
+		}
+		if !bad(s, true) && c != s {
+			t.Fatalf("Clean changed clean text %q to %q", s, c)
+		}
+		b, err := json.Marshal(map[string]string{"s": s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := JSON(b)
+		var back, want map[string]string
+		if err := json.Unmarshal(j, &back); err != nil {
+			t.Fatalf("JSON(%s) = %s: %v", b, j, err)
+		}
+		json.Unmarshal(b, &want)
+		if back["s"] != want["s"] || bad(string(j), false) {
+			t.Fatalf("JSON(%s) = %s", b, j)
+		}
+	})
+}
