@@ -23,6 +23,9 @@
 //   - Stop closes stdin (the spec's shutdown: the server should exit on EOF),
 //     waits Config.StopGrace, sends SIGTERM to the child's process group,
 //     waits StopGrace again, then SIGKILL. It always reaps the child.
+//   - A child whose stdout ends is stopped the same way without being
+//     asked: it can answer nothing more, and one that closed stdout and
+//     lives on would otherwise hold its process slot forever.
 //
 // # No orphans, no zombies
 //

@@ -100,6 +100,15 @@ func helper(mode string) int {
 		for {
 			time.Sleep(time.Hour)
 		}
+	case "closeout":
+		// Closes its stdout after one message and lives on, ignoring
+		// SIGTERM and stdin.
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println(`"closing"`)
+		os.Stdout.Close()
+		for {
+			time.Sleep(time.Hour)
+		}
 	case "parent":
 		// Starts a sleeper through Start and prints its pid.
 		self, _ := os.Executable()

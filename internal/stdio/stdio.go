@@ -68,6 +68,7 @@ type Config struct {
 	MaxMessageBytes int
 	// StopGrace is how long Stop waits after closing stdin before SIGTERM,
 	// and after SIGTERM before SIGKILL. Zero or less means DefaultStopGrace.
+	// A child whose stdout ends is stopped the same way, unasked (see Recv).
 	StopGrace time.Duration
 
 	// after, when set, replaces the StopGrace timers of Stop (a test seam).
@@ -266,7 +267,11 @@ func (c *Child) Pid() int { return c.pid }
 // Recv returns the channel of the child's stdout messages: every non-empty
 // line, without its line ending ("\n" or "\r\n"), in order, each slice the
 // receiver's own. It is closed when stdout ends, normally when the child
-// exits. An unterminated last line is not a message and is dropped. After
+// exits. An unterminated last line is not a message and is dropped. Once
+// stdout has ended the child is stopped as by Stop, whether or not it has
+// exited: a child that closes stdout and lives on has left the transport
+// and is not kept (it gets StopGrace to exit, then SIGTERM, then SIGKILL
+// to its group). After
 // Stop, messages not received within StopGrace of the child's reaping are
 // dropped and the channel is closed.
 func (c *Child) Recv() <-chan []byte { return c.msgs }
@@ -471,6 +476,14 @@ func (c *Child) readStdout() {
 	})
 	// io.EOF, or the file closed by Stop giving up on it. An unterminated
 	// last line is not a message.
+	//
+	// Stdout is the transport: once it has ended the child can answer
+	// nothing, and one that closed it and lives on (or left it to a
+	// process that exited) would hold its slot and its resources forever.
+	// So it is stopped as Stop does: stdin closed, StopGrace, SIGTERM to
+	// its group, StopGrace, SIGKILL. A child that is exiting anyway (the
+	// usual way stdout ends) is reaped as before.
+	c.beginStop()
 }
 
 // readStderr logs each stderr line, cut to StderrLineBytes; an

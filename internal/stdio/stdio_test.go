@@ -20,9 +20,11 @@ import (
 	"unicode/utf8"
 )
 
-// patience bounds every wait of these tests: exceeding it fails the test.
-// It decides no outcome: a correct run ends each wait much sooner.
-const patience = 60 * time.Second
+// patience bounds every wait of these tests: exceeding it fails the test,
+// naming what did not happen, well before a test binary's timeout. It
+// decides no outcome: a correct run ends each wait in well under a second,
+// even under -race on a loaded machine.
+const patience = 15 * time.Second
 
 func self(t *testing.T) string {
 	t.Helper()
@@ -537,4 +539,28 @@ func TestIdleChildHeap(t *testing.T) {
 		t.Fatalf("an idle child holds %d B of heap, want at most %d", per, 8<<10)
 	}
 	runtime.KeepAlive(kids)
+}
+
+// A child that closes its stdout and lives on (ignoring stdin EOF and
+// SIGTERM) is stopped without a Stop: it can answer nothing more, and
+// left alone it held its process slot forever (issue 27, item 4).
+func TestClosedStdoutStopsChild(t *testing.T) {
+	c := start(t, "closeout", Config{StopGrace: 50 * time.Millisecond})
+	if got := string(recv(t, c)); got != `"closing"` {
+		t.Fatalf("got %s", got)
+	}
+	if got := drain(t, c); len(got) != 0 {
+		t.Fatalf("%d messages after stdout was closed", len(got))
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(patience):
+		signalGroup(c.Pid(), true)
+		t.Fatalf("child %d closed its stdout %v ago and still runs: it was never stopped", c.Pid(), patience)
+	}
+	var exit *exec.ExitError
+	if err := c.Err(); !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("Err = %v, want killed by SIGKILL (it ignores SIGTERM)", err)
+	}
+	assertReaped(t, c.Pid())
 }
