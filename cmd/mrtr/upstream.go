@@ -46,6 +46,7 @@ type upstreamConfig struct {
 	command  []string   // after --; empty for --upstream URL
 	era      string
 	env      []string // --upstream-env K=V
+	user     string   // --upstream-user USER[:GROUP]; empty: the proxy's user
 	roots    []string // --roots URI
 	maxProcs int
 	maxHolds int
@@ -62,6 +63,7 @@ func upstreamFlags(f *flags, c *upstreamConfig) {
 	f.Choice(groupUpstream, &c.era, "upstream-era", eraAuto, []string{eraAuto, eraModern, eraLegacy},
 		"`ERA` of the upstream: auto (probe it: server/discover on stdio, a 2026-07-28 request over HTTP), modern (2026-07-28) or legacy (2025-11-25: its mid-call elicitation, sampling and roots requests become sealed rounds)")
 	f.List(groupUpstream, &c.env, "upstream-env", "\n", "`K=V` added to a command upstream's environment (repeatable; the variable: one per line); the proxy's MRTR_* variables never reach it")
+	upstreamUserFlag(f, c)
 	f.List(groupUpstream, &c.roots, "roots", ",", "`URI` of a root the proxy answers a legacy upstream's roots/list with when no call is waiting for one (repeatable; the variable: comma-separated)")
 	f.Int(groupLimits, &c.maxProcs, "max-procs", bridge.DefaultMaxSessions, 1,
 		"most upstream processes (legacy sessions on HTTP) open at once; a call needing one more gets an error")
@@ -118,10 +120,14 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 	if _, err := stdio.Environ(nil, c.env); err != nil {
 		return nil, nil, flagErr("upstream-env", "%v", err)
 	}
+	user, err := upstreamUser(c.user, log)
+	if err != nil {
+		return nil, nil, err
+	}
 	name := commandName(c.command)
 	childLog := log.With("upstream", name)
 	dial := func(context.Context) (bridge.Upstream, error) {
-		ch, err := stdio.Start(stdio.Config{Path: c.command[0], Args: c.command[1:], Env: c.env, Logger: childLog})
+		ch, err := stdio.Start(stdio.Config{Path: c.command[0], Args: c.command[1:], Env: c.env, User: user, Logger: childLog})
 		if err != nil {
 			return nil, err
 		}

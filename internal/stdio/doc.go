@@ -9,7 +9,9 @@
 //   - Start runs Config.Path with Config.Args directly, never through a
 //     shell. The child's environment is the proxy's minus every variable
 //     whose name starts with MRTR_ (the key ring is in MRTR_KEYS), plus
-//     Config.Env; see Environ.
+//     Config.Env; see Environ. With Config.User (the proxy running as
+//     root) it runs as that user and its groups, so that it can read
+//     neither the proxy's key file nor its /proc files.
 //   - Send writes one message and a newline, whole, never interleaved with
 //     another Send. A message must not contain a raw newline: one that does
 //     is compacted if it is valid JSON and refused otherwise.

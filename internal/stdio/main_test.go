@@ -109,6 +109,17 @@ func helper(mode string) int {
 		for {
 			time.Sleep(time.Hour)
 		}
+	case "parent-of-nobody":
+		// Starts a sleep as nobody through Start and prints its pid.
+		c, err := Start(Config{Path: "/bin/sleep", Args: []string{"600"}, User: &User{Uid: 65534, Gid: 65534}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println(c.Pid())
+		for {
+			time.Sleep(time.Hour)
+		}
 	case "parent":
 		// Starts a sleeper through Start and prints its pid.
 		self, _ := os.Executable()

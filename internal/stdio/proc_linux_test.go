@@ -36,6 +36,25 @@ func procStat(t *testing.T, pid int) (state string, ppid int, ok bool) {
 	return f[0], ppid, true
 }
 
+// procUID returns the real uid of pid, from /proc.
+func procUID(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := bytes.Cut(b, []byte("\nUid:"))
+	f := strings.Fields(string(rest))
+	if len(f) == 0 {
+		t.Fatalf("no Uid in /proc/%d/status", pid)
+	}
+	uid, err := strconv.Atoi(f[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uid
+}
+
 // assertReaped fails unless pid, a child of this process, is gone: not
 // running, not a zombie.
 func assertReaped(t *testing.T, pid int) {
@@ -82,8 +101,26 @@ func TestExitKillsLeftovers(t *testing.T) {
 
 // The proxy dies by SIGKILL, without any cleanup: its child dies too.
 func TestParentDeathKillsChild(t *testing.T) {
+	parentDeath(t, "parent", os.Getuid())
+}
+
+// A child run as another user (Config.User) dies with the proxy too: the
+// kernel clears the parent-death signal when credentials change, so it
+// must be set after the change (Go's fork does).
+func TestParentDeathKillsChildOfOtherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	parentDeath(t, "parent-of-nobody", 65534)
+}
+
+// parentDeath runs the helper mode (which starts a child and prints its
+// pid), checks that the child runs as uid, kills the helper by SIGKILL and
+// waits for the child to die.
+func parentDeath(t *testing.T, mode string, uid int) {
+	t.Helper()
 	parent := exec.Command(self(t))
-	parent.Env = append(os.Environ(), helperVar+"=parent")
+	parent.Env = append(os.Environ(), helperVar+"="+mode)
 	out, err := parent.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +141,11 @@ func TestParentDeathKillsChild(t *testing.T) {
 	}
 	if _, _, ok := procStat(t, pid); !ok {
 		t.Fatalf("child %d not running before its parent dies", pid)
+	}
+	if got := procUID(t, pid); got != uid {
+		parent.Process.Kill()
+		parent.Wait()
+		t.Fatalf("child %d runs as uid %d, want %d", pid, got, uid)
 	}
 	parent.Process.Kill()
 	parent.Wait()

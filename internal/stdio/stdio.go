@@ -60,6 +60,11 @@ type Config struct {
 	Env []string
 	// Dir is the child's working directory; empty means the proxy's.
 	Dir string
+	// User, when set, is who the child runs as (LookupUser), instead of
+	// the proxy's own user: a child that cannot read the proxy's key file
+	// nor, as another uid, /proc/<proxy>/environ and memory. Starting
+	// fails unless the proxy runs as root. Nil: the proxy's user.
+	User *User
 	// Logger gets each line the child writes on stderr, at Info, with the
 	// attributes "pid" and "stream"="stderr". Nil discards stderr.
 	Logger *slog.Logger
@@ -131,7 +136,7 @@ func Start(cfg Config) (*Child, error) {
 	cmd.Env = env
 	cmd.Dir = cfg.Dir
 	pidfd := -1
-	cmd.SysProcAttr = sysProcAttr(&pidfd)
+	cmd.SysProcAttr = sysProcAttr(&pidfd, cfg.User)
 
 	c := &Child{
 		name:       cfg.Path,
