@@ -20,8 +20,11 @@
 //     the child is stopped, Err reports ErrMessageTooLong, and no more than
 //     about MaxMessageBytes is ever held for one line.
 //   - Each stderr line is logged to Config.Logger at Info, with "pid" and
-//     "stream"="stderr", cut to StderrLineBytes with a marker. What the
-//     child writes there is its own: the proxy's secrets never reach it.
+//     "stream"="stderr", cut to StderrLineBytes with a marker, at most
+//     Config.StderrBurst lines at once and Config.StderrRate a second
+//     after that; the lines dropped beyond are counted in one Warn
+//     record. What the child writes there is its own: the proxy's
+//     secrets never reach it.
 //   - Stop closes stdin (the spec's shutdown: the server should exit on EOF),
 //     waits Config.StopGrace, sends SIGTERM to the child's process group,
 //     waits StopGrace again, then SIGKILL. It always reaps the child.

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -23,6 +22,19 @@ const (
 	DefaultMaxMessageBytes = 4 << 20
 	DefaultStopGrace       = 2 * time.Second
 )
+
+// Defaults of the stderr rate limit, per child (Config.StderrBurst and
+// Config.StderrRate): up to 100 lines at once, then 20 lines a second,
+// about 80 KiB of log a second at most for a child that floods it (`yes
+// >&2` wrote 490 MB of log in 5 s without a limit).
+const (
+	DefaultStderrBurst = 100
+	DefaultStderrRate  = 20
+)
+
+// StderrDroppedMsg is the message of the record that counts the stderr
+// lines dropped over the rate limit (attribute "dropped_lines").
+const StderrDroppedMsg = "stderr lines of the upstream dropped over the rate limit"
 
 // StderrLineBytes caps one logged stderr line; the rest of a longer line is
 // dropped and TruncatedMarker is appended to what is kept.
@@ -76,8 +88,19 @@ type Config struct {
 	// A child whose stdout ends is stopped the same way, unasked (see Recv).
 	StopGrace time.Duration
 
+	// StderrBurst and StderrRate bound the stderr lines logged: a token
+	// bucket of StderrBurst lines, refilled at StderrRate lines a second.
+	// A line beyond it is read and dropped, and counted: one record at
+	// Warn, StderrDroppedMsg with "dropped_lines", says how many, just
+	// before the next line logged or when stderr ends. Zero or less means
+	// DefaultStderrBurst and DefaultStderrRate.
+	StderrBurst int
+	StderrRate  float64
+
 	// after, when set, replaces the StopGrace timers of Stop (a test seam).
 	after func(time.Duration) <-chan time.Time
+	// now, when set, is the stderr rate limit's clock (a test seam).
+	now func() time.Time
 }
 
 // Child is one running (or ended) child process. Its methods are safe for
@@ -208,7 +231,18 @@ func Start(cfg Config) (*Child, error) {
 	go c.wait(cmd, pidfd, errR)
 	go c.readStdout()
 	if errR != nil {
-		go c.readStderr(errR, cfg.Logger.With("pid", c.pid, "stream", "stderr"))
+		lim := &lineBucket{burst: float64(cfg.StderrBurst), rate: cfg.StderrRate, now: cfg.now}
+		if lim.burst <= 0 {
+			lim.burst = DefaultStderrBurst
+		}
+		if lim.rate <= 0 {
+			lim.rate = DefaultStderrRate
+		}
+		if lim.now == nil {
+			lim.now = time.Now
+		}
+		lim.tokens = lim.burst
+		go c.readStderr(errR, cfg.Logger.With("pid", c.pid, "stream", "stderr"), lim)
 	} else {
 		close(c.stderrDone)
 	}
@@ -491,23 +525,63 @@ func (c *Child) readStdout() {
 	c.beginStop()
 }
 
-// readStderr logs each stderr line, cut to StderrLineBytes; an
-// unterminated last line is logged too.
-func (c *Child) readStderr(r *os.File, log *slog.Logger) {
+// lineBucket is the token bucket of the stderr lines a child may have
+// logged: burst lines at once, refilled at rate lines a second.
+type lineBucket struct {
+	burst, rate float64
+	now         func() time.Time
+	tokens      float64
+	last        time.Time
+}
+
+// allow takes a token, and reports whether there was one.
+func (b *lineBucket) allow() bool {
+	t := b.now()
+	if !b.last.IsZero() {
+		if d := t.Sub(b.last); d > 0 {
+			b.tokens = min(b.burst, b.tokens+d.Seconds()*b.rate)
+		}
+	}
+	b.last = t
+	if b.tokens >= 1 {
+		b.tokens--
+		return true
+	}
+	return false
+}
+
+// readStderr logs each stderr line, cut to StderrLineBytes, as lim
+// allows; an unterminated last line is logged too.
+func (c *Child) readStderr(r *os.File, log *slog.Logger, lim *lineBucket) {
 	defer close(c.stderrDone)
 	defer r.Close()
 	ctx := context.Background()
 	var head []byte   // the line's first StderrLineBytes+1 bytes (room for a '\r' before the '\n')
 	n, cr := 0, false // the line's length so far, its line ending not counted; whether its last byte is '\r'
+	dropped := 0      // lines dropped since the last one logged
+	reportDropped := func() {
+		if dropped > 0 {
+			log.LogAttrs(ctx, slog.LevelWarn, StderrDroppedMsg, slog.Int("dropped_lines", dropped))
+			dropped = 0
+		}
+	}
 	emit := func() {
 		content := n
 		if cr {
 			content--
 		}
+		if content <= StderrLineBytes && len(bytes.TrimSpace(head[:content])) == 0 {
+			head, n, cr = nil, 0, false
+			return // blank: neither logged nor counted
+		}
+		if !lim.allow() {
+			dropped++
+			head, n, cr = nil, 0, false
+			return
+		}
+		reportDropped()
 		if content <= StderrLineBytes {
-			if text := string(head[:content]); strings.TrimSpace(text) != "" {
-				log.LogAttrs(ctx, slog.LevelInfo, text)
-			}
+			log.LogAttrs(ctx, slog.LevelInfo, string(head[:content]))
 		} else {
 			// Longer than the cap: keep the head, count and drop the rest.
 			text := validPrefix(string(head[:StderrLineBytes])) + TruncatedMarker
@@ -538,6 +612,7 @@ func (c *Child) readStderr(r *os.File, log *slog.Logger) {
 	if n > 0 {
 		emit()
 	}
+	reportDropped()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, os.ErrClosed) {
 		log.LogAttrs(ctx, slog.LevelWarn, "reading stderr of the upstream", slog.String("error", err.Error()))
 	}

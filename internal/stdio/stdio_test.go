@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -307,7 +308,8 @@ func (s *syncBuffer) waitFor(t *testing.T, msg string) {
 
 func TestStderrLogged(t *testing.T) {
 	var buf syncBuffer
-	c := start(t, "stderr", Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	// A burst large enough for every line: the limit is TestStderrFlood's.
+	c := start(t, "stderr", Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil)), StderrBurst: 1 << 20})
 	if err := waitDone(t, c); err != nil {
 		t.Fatalf("Err = %v", err)
 	}
@@ -321,6 +323,10 @@ func TestStderrLogged(t *testing.T) {
 		{"first line", 0},
 		{validPrefix(long[:StderrLineBytes]) + TruncatedMarker, 6000},
 		{strings.Repeat("a", StderrLineBytes), 0},
+		{strings.Repeat("b", StderrLineBytes), 0},
+		{strings.Repeat("c", StderrLineBytes) + TruncatedMarker, StderrLineBytes + 1},
+		{strings.Repeat("d", StderrLineBytes) + TruncatedMarker, StderrLineBytes + 1},
+		{strings.Repeat("e", StderrLineBytes-1), 0},
 	}
 	for i := range manyLines {
 		want = append(want, struct {
@@ -563,4 +569,83 @@ func TestClosedStdoutStopsChild(t *testing.T) {
 		t.Fatalf("Err = %v, want killed by SIGKILL (it ignores SIGTERM)", err)
 	}
 	assertReaped(t, c.Pid())
+}
+
+// TestStderrFlood pins issue 27 item 9: a child flooding stderr (`yes >&2`
+// wrote 490 MB of log in 5 s) gets DefaultStderrBurst lines logged at
+// once and DefaultStderrRate a second after that; every line is still
+// read, and each one dropped is counted in a record that says so.
+func TestStderrFlood(t *testing.T) {
+	var buf syncBuffer
+	began := time.Now()
+	c := start(t, "flood", Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	if err := waitDone(t, c); err != nil {
+		t.Fatalf("Err = %v", err)
+	}
+	elapsed := time.Since(began)
+	lines, dropped, drops := 0, 0, 0
+	for _, r := range buf.records(t) {
+		switch r["msg"] {
+		case "y":
+			lines++
+		case StderrDroppedMsg:
+			if r["level"] != "WARN" {
+				t.Errorf("the dropped-lines record is at %v, want WARN", r["level"])
+			}
+			drops++
+			n, _ := r["dropped_lines"].(float64)
+			dropped += int(n)
+		default:
+			t.Errorf("unexpected record %v", r)
+		}
+	}
+	t.Logf("%d lines in %v: %d logged, %d dropped in %d records", floodLines, elapsed, lines, dropped, drops)
+	if lines+dropped != floodLines {
+		t.Errorf("%d lines logged and %d counted as dropped, want %d in all", lines, dropped, floodLines)
+	}
+	// However long the flood took, the bucket cannot have let through more.
+	if most := DefaultStderrBurst + int(elapsed.Seconds()*DefaultStderrRate) + 1; lines > most {
+		t.Errorf("%d lines logged in %v, want at most %d", lines, elapsed, most)
+	}
+	if drops == 0 || drops > lines+1 {
+		t.Errorf("%d dropped-lines records for %d lines logged, want between 1 and %d", drops, lines, lines+1)
+	}
+}
+
+// TestStderrDroppedThenFlowing: with the clock held, 150 lines at once
+// log the first DefaultStderrBurst; once the clock has moved a second on,
+// the next line is logged after one record counting the 50 dropped.
+func TestStderrDroppedThenFlowing(t *testing.T) {
+	var buf syncBuffer
+	var clock atomic.Int64
+	base := time.Unix(1_800_000_000, 0)
+	now := func() time.Time { return base.Add(time.Duration(clock.Load())) }
+	c := start(t, "burst-pause-line", Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil)), now: now})
+	if got := string(recv(t, c)); got != `"burst done"` {
+		t.Fatalf("got %s", got)
+	}
+	buf.waitFor(t, fmt.Sprintf("burst %d", DefaultStderrBurst-1))
+	clock.Add(int64(time.Second))
+	if err := c.Send([]byte(`{"go":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitDone(t, c); err != nil {
+		t.Fatalf("Err = %v", err)
+	}
+	var got []string
+	for _, r := range buf.records(t) {
+		msg := r["msg"].(string)
+		if n, ok := r["dropped_lines"].(float64); ok {
+			msg = fmt.Sprintf("%s: %v", msg, n)
+		}
+		got = append(got, msg)
+	}
+	var want []string
+	for i := range DefaultStderrBurst {
+		want = append(want, fmt.Sprintf("burst %d", i))
+	}
+	want = append(want, fmt.Sprintf("%s: %d", StderrDroppedMsg, 150-DefaultStderrBurst), "after the pause")
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("logged %d records, ending %q; want %d, ending %q", len(got), got[max(0, len(got)-3):], len(want), want[len(want)-3:])
+	}
 }
