@@ -185,7 +185,7 @@ func TestStartThreadExitDoesNotKillChild(t *testing.T) {
 	}
 	c := r.c
 	t.Cleanup(func() {
-		c.Stop(context.Background())
+		stopWithin(t, c, context.Background())
 		assertReaped(t, c.Pid())
 	})
 	// Wait for the thread to be gone.
@@ -266,7 +266,7 @@ func TestSpawnerThreadKept(t *testing.T) {
 	if tid == 0 {
 		t.Fatal("no spawner thread")
 	}
-	c.Stop(context.Background())
+	stopWithin(t, c, context.Background())
 	assertReaped(t, c.Pid())
 	// The thread would end as its goroutine returns; give that goroutine
 	// every chance to run before looking.
@@ -275,5 +275,31 @@ func TestSpawnerThreadKept(t *testing.T) {
 	}
 	if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); err != nil {
 		t.Fatalf("the spawner's thread %d ended with its last child: %v", tid, err)
+	}
+}
+
+// A child leads a process group of its own (its pid is the group id), so
+// that Stop's signals reach what it started and nothing else.
+func TestChildLeadsItsGroup(t *testing.T) {
+	c := start(t, "echo", Config{})
+	pgid, err := syscall.Getpgid(c.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pgid != c.Pid() || pgid == syscall.Getpgrp() {
+		t.Fatalf("child %d is in process group %d (ours is %d), want a group of its own", c.Pid(), pgid, syscall.Getpgrp())
+	}
+}
+
+// Once the child is reaped its pid, the group id, may be any new
+// process's: no signal is sent to it any more, by Stop or otherwise.
+func TestNoSignalAfterReap(t *testing.T) {
+	c := start(t, "exit", Config{})
+	if err := c.Send([]byte(`{"bye":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, c)
+	if c.signal(false) || c.signal(true) {
+		t.Fatalf("a signal went to the group id %d of a reaped child: by now it may be another process's", c.Pid())
 	}
 }

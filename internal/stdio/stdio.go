@@ -456,13 +456,16 @@ func (c *Child) waitExit() bool {
 }
 
 // signal sends SIGTERM (or SIGKILL) to the child's process group, unless
-// the child may already be reaped and its group id reused.
-func (c *Child) signal(kill bool) {
+// the child may already be reaped and its group id reused, and reports
+// whether it did.
+func (c *Child) signal(kill bool) bool {
 	c.sigMu.Lock()
 	defer c.sigMu.Unlock()
-	if !c.reaped {
-		signalGroup(c.pid, kill)
+	if c.reaped {
+		return false
 	}
+	signalGroup(c.pid, kill)
+	return true
 }
 
 func (c *Child) setProtoErr(err error) {

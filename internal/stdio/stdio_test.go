@@ -48,14 +48,31 @@ func start(t *testing.T, mode string, cfg Config) *Child {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), patience)
-		defer cancel()
-		if err := c.Stop(ctx); err != nil {
+		if err := stopWithin(t, c, context.Background()); err != nil {
 			t.Errorf("Stop: %v", err)
 		}
 		assertReaped(t, c.Pid())
 	})
 	return c
+}
+
+// stopWithin stops c, failing t if Stop has not returned within patience:
+// the child was not reaped (its group not signalled, or no SIGKILL). It
+// then kills the child by its pid, still its own, so the test leaves
+// nothing running.
+func stopWithin(t *testing.T, c *Child, ctx context.Context) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- c.Stop(ctx) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(patience):
+		syscall.Kill(-c.Pid(), syscall.SIGKILL)
+		syscall.Kill(c.Pid(), syscall.SIGKILL)
+		t.Fatalf("Stop did not return within %v: child %d was not made to exit and reaped", patience, c.Pid())
+		return nil
+	}
 }
 
 func recv(t *testing.T, c *Child) []byte {
@@ -119,7 +136,7 @@ func TestEchoInOrder(t *testing.T) {
 			t.Fatalf("message %d = %s, want %s", i, got, want)
 		}
 	}
-	if err := c.Stop(context.Background()); err != nil {
+	if err := stopWithin(t, c, context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Err(); err != nil {
@@ -141,7 +158,7 @@ func TestConcurrentSendsDoNotInterleave(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	defer func() {
-		c.Stop(context.Background()) // unblocks the senders if the test fails
+		stopWithin(t, c, context.Background()) // unblocks the senders if the test fails
 		wg.Wait()
 	}()
 	for g := range senders {
@@ -245,7 +262,7 @@ func TestStartErrors(t *testing.T) {
 	} {
 		c, err := Start(cfg)
 		if err == nil {
-			c.Stop(context.Background())
+			stopWithin(t, c, context.Background())
 			t.Errorf("Start(%+v) succeeded", cfg)
 			continue
 		}
@@ -381,7 +398,7 @@ func TestChildExitsByItself(t *testing.T) {
 		t.Errorf("got %d messages", len(got))
 	}
 	assertReaped(t, c.Pid())
-	if err := c.Stop(context.Background()); err != nil {
+	if err := stopWithin(t, c, context.Background()); err != nil {
 		t.Errorf("Stop after exit = %v", err)
 	}
 	if c.Err() != err {
@@ -436,7 +453,7 @@ func TestStopIdempotent(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			if err := c.Stop(context.Background()); err != nil {
+			if err := stopWithin(t, c, context.Background()); err != nil {
 				t.Errorf("Stop: %v", err)
 			}
 			select {
@@ -470,14 +487,22 @@ func TestStopKillsStubbornGroup(t *testing.T) {
 	if err := json.Unmarshal(recv(t, c), &m); err != nil || m.Grandchild == 0 {
 		t.Fatalf("no grandchild pid: %v", err)
 	}
+	t.Cleanup(func() { killHelper(m.Grandchild) }) // when the test failed
 	stopped := make(chan error, 1)
 	go func() { stopped <- c.Stop(context.Background()) }()
 	buf.waitFor(t, "stdin EOF")
-	graceOver <- time.Now()
+	endGrace(t, graceOver, "the wait after closing stdin")
 	buf.waitFor(t, "got SIGTERM")
-	graceOver <- time.Now()
-	if err := <-stopped; err != nil {
-		t.Fatal(err)
+	endGrace(t, graceOver, "the wait after SIGTERM")
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(patience):
+		syscall.Kill(-c.Pid(), syscall.SIGKILL)
+		syscall.Kill(c.Pid(), syscall.SIGKILL)
+		t.Fatalf("Stop did not return within %v after both grace periods: no SIGKILL reached the group of child %d", patience, c.Pid())
 	}
 	var exit *exec.ExitError
 	if err := c.Err(); !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
@@ -494,13 +519,33 @@ func TestStopKillsStubbornGroup(t *testing.T) {
 	waitGone(t, m.Grandchild)
 }
 
+// killHelper sends SIGKILL to pid if it is still a helper of these tests
+// (its environment says so): a grandchild a failed test left running.
+func killHelper(pid int) {
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err == nil && bytes.Contains(env, []byte(helperVar+"=")) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// endGrace ends a grace period of Stop (the after seam), failing t if Stop
+// is not waiting for one within patience.
+func endGrace(t *testing.T, graceOver chan<- time.Time, what string) {
+	t.Helper()
+	select {
+	case graceOver <- time.Now():
+	case <-time.After(patience):
+		t.Fatalf("Stop never began %s", what)
+	}
+}
+
 // A Stop whose context has ended skips the grace periods.
 func TestStopContextSkipsGrace(t *testing.T) {
 	c := start(t, "stubborn", Config{StopGrace: time.Hour})
 	recv(t, c)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := c.Stop(ctx); !errors.Is(err, context.Canceled) {
+	if err := stopWithin(t, c, ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Stop = %v, want context.Canceled", err)
 	}
 	var exit *exec.ExitError
