@@ -41,9 +41,12 @@ func lookupUpstreamUser(spec string) (*stdio.User, error) {
 }
 
 // upstreamUser is who a command upstream runs as: nil (the proxy's user)
-// when spec is empty.
+// when spec is empty, with a warning when that user is root.
 func upstreamUser(spec string, log *slog.Logger) (*stdio.User, error) {
 	if spec == "" {
+		if os.Geteuid() == 0 {
+			log.Warn("mrtr proxy: the upstream command runs as root, like the proxy: it can read the key ring; give it a user of its own with --upstream-user")
+		}
 		return nil, nil
 	}
 	u, err := lookupUpstreamUser(spec)
