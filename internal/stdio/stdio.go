@@ -91,9 +91,9 @@ type Config struct {
 	// StderrBurst and StderrRate bound the stderr lines logged: a token
 	// bucket of StderrBurst lines, refilled at StderrRate lines a second.
 	// A line beyond it is read and dropped, and counted: one record at
-	// Warn, StderrDroppedMsg with "dropped_lines", says how many, just
-	// before the next line logged or when stderr ends. Zero or less means
-	// DefaultStderrBurst and DefaultStderrRate.
+	// Warn, StderrDroppedMsg with "dropped_lines", says how many (blank
+	// lines among them), just before the next line logged or when stderr
+	// ends. Zero or less means DefaultStderrBurst and DefaultStderrRate.
 	StderrBurst int
 	StderrRate  float64
 
@@ -537,16 +537,20 @@ type lineBucket struct {
 	last        time.Time
 }
 
-// allow takes a token, and reports whether there was one.
-func (b *lineBucket) allow() bool {
-	t := b.now()
+// empty reports whether no token is left at t.
+func (b *lineBucket) empty(t time.Time) bool {
 	if !b.last.IsZero() {
 		if d := t.Sub(b.last); d > 0 {
 			b.tokens = min(b.burst, b.tokens+d.Seconds()*b.rate)
 		}
 	}
 	b.last = t
-	if b.tokens >= 1 {
+	return b.tokens < 1
+}
+
+// allow takes a token at t, and reports whether there was one.
+func (b *lineBucket) allow(t time.Time) bool {
+	if !b.empty(t) {
 		b.tokens--
 		return true
 	}
@@ -562,6 +566,7 @@ func (c *Child) readStderr(r *os.File, log *slog.Logger, lim *lineBucket) {
 	var head []byte   // the line's first StderrLineBytes+1 bytes (room for a '\r' before the '\n')
 	n, cr := 0, false // the line's length so far, its line ending not counted; whether its last byte is '\r'
 	dropped := 0      // lines dropped since the last one logged
+	var at time.Time  // when the chunk being handled was read
 	reportDropped := func() {
 		if dropped > 0 {
 			log.LogAttrs(ctx, slog.LevelWarn, StderrDroppedMsg, slog.Int("dropped_lines", dropped))
@@ -573,13 +578,18 @@ func (c *Child) readStderr(r *os.File, log *slog.Logger, lim *lineBucket) {
 		if cr {
 			content--
 		}
+		// The buffer is kept for the chunk's next line (a flood of short
+		// lines would allocate one a line), and let go after the chunk.
 		if content <= StderrLineBytes && len(bytes.TrimSpace(head[:content])) == 0 {
-			head, n, cr = nil, 0, false
-			return // blank: neither logged nor counted
+			if lim.empty(at) {
+				dropped++ // as the bulk count below would have
+			}
+			head, n, cr = head[:0], 0, false
+			return // blank: not logged
 		}
-		if !lim.allow() {
+		if !lim.allow(at) {
 			dropped++
-			head, n, cr = nil, 0, false
+			head, n, cr = head[:0], 0, false
 			return
 		}
 		reportDropped()
@@ -590,10 +600,24 @@ func (c *Child) readStderr(r *os.File, log *slog.Logger, lim *lineBucket) {
 			text := validPrefix(string(head[:StderrLineBytes])) + TruncatedMarker
 			log.LogAttrs(ctx, slog.LevelInfo, text, slog.Int("line_bytes", content))
 		}
-		head, n, cr = nil, 0, false
+		head, n, cr = head[:0], 0, false
 	}
 	err := readChunks(r, func(chunk []byte) bool {
+		at = lim.now()
 		for len(chunk) > 0 {
+			if n == 0 && lim.empty(at) {
+				// No line of the chunk can be logged (the bucket fills
+				// with time, and the chunk has one): count them at once,
+				// as a flood of short lines would cost a core otherwise.
+				k := bytes.Count(chunk, []byte{'\n'})
+				dropped += k
+				if k > 0 {
+					chunk = chunk[bytes.LastIndexByte(chunk, '\n')+1:]
+				}
+				if len(chunk) == 0 {
+					break
+				}
+			}
 			frag, complete := chunk, false
 			if i := bytes.IndexByte(chunk, '\n'); i >= 0 {
 				frag, complete = chunk[:i], true
@@ -610,9 +634,13 @@ func (c *Child) readStderr(r *os.File, log *slog.Logger, lim *lineBucket) {
 				emit()
 			}
 		}
+		if n == 0 {
+			head = nil // an idle child's reader holds no line buffer
+		}
 		return true
 	})
 	if n > 0 {
+		at = lim.now()
 		emit()
 	}
 	reportDropped()
