@@ -84,6 +84,7 @@ func (d *directory) locate(self string) func(context.Context, string) (*url.URL,
 type replica struct {
 	url       string
 	forwarded atomic.Int32
+	auth      atomic.Value // string: the Authorization of the last forwarded request
 }
 
 // startReplicas runs two bridging proxies A and B before one legacy
@@ -120,6 +121,7 @@ func startReplicas(t *testing.T, popts *proxy.Peers) (a, b *replica, dir *direct
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get(proxy.ForwardedHeader) != "" {
 				rep.forwarded.Add(1)
+				rep.auth.Store(r.Header.Get("Authorization"))
 			}
 			h.ServeHTTP(w, r)
 		}))
@@ -183,6 +185,21 @@ func TestResumeForwardedToHolder(t *testing.T) {
 	wantReject(t, resumeConfirm(t, b.url, st, k, nil), "replayed")
 	if n := b.forwarded.Load(); n != 0 {
 		t.Fatalf("%d forwarded requests reached B, want 0", n)
+	}
+}
+
+// TestForwardedWithAuthorization: the holder gets the client's
+// Authorization with the forwarded resume: it must check the caller
+// again, and an upstream behind it may need the credential.
+func TestForwardedWithAuthorization(t *testing.T) {
+	a, b, _ := startReplicas(t, nil)
+	st, k := pauseConfirm(t, a.url)
+	done := resumeConfirm(t, b.url, st, k, http.Header{"Authorization": {"Bearer alice-token"}})
+	if done.err != nil || done.text() != "confirmed true" {
+		t.Fatalf("resume on B: %s", done.raw)
+	}
+	if got, _ := a.auth.Load().(string); a.forwarded.Load() != 1 || got != "Bearer alice-token" {
+		t.Fatalf("the holder got %d forwarded requests, the last with Authorization %q; want 1, with the client's", a.forwarded.Load(), got)
 	}
 }
 

@@ -92,6 +92,9 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := undumpable(); err != nil { // before any child: they must not read $MRTR_KEYS in /proc
+		return err
+	}
 	log := c.logger(a.stderr, slog.LevelDebug)
 	guard, closeGuard, err := c.newGuard(ctx, log)
 	if err != nil {

@@ -46,6 +46,7 @@ type upstreamConfig struct {
 	command []string   // after --; empty for --upstream URL
 	era     string
 	env     []string // --upstream-env K=V
+	user    string   // --upstream-user USER[:GROUP]; empty: the proxy's user
 	roots   []string // --roots URI
 	// rootsFromClient is --roots-from-client: callers answer a legacy
 	// upstream's roots/list during their calls.
@@ -65,6 +66,7 @@ func upstreamFlags(f *flags, c *upstreamConfig) {
 	f.Choice(groupUpstream, &c.era, "upstream-era", eraAuto, []string{eraAuto, eraModern, eraLegacy},
 		"`ERA` of the upstream: auto (probe it: server/discover on stdio, a 2026-07-28 request over HTTP), modern (2026-07-28) or legacy (2025-11-25: its mid-call elicitation, sampling and roots requests become sealed rounds)")
 	f.List(groupUpstream, &c.env, "upstream-env", "\n", "`K=V` added to a command upstream's environment (repeatable; the variable: one per line); the proxy's MRTR_* variables never reach it")
+	upstreamUserFlag(f, c)
 	f.List(groupUpstream, &c.roots, "roots", ",", "`URI` of a root the proxy answers every roots/list of a legacy upstream with, in a call or outside one (repeatable; the variable: comma-separated); none: an empty list. Callers are never asked, unless --roots-from-client")
 	f.Bool(groupUpstream, &c.rootsFromClient, "roots-from-client", false,
 		"let callers answer a legacy upstream's roots/list during their calls, as a sealed round (their answer becomes what the upstream may touch, for the rest of its session): only for callers on the upstream's own machine")
@@ -123,10 +125,14 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 	if _, err := stdio.Environ(nil, c.env); err != nil {
 		return nil, nil, flagErr("upstream-env", "%v", err)
 	}
+	user, err := upstreamUser(c.user, log)
+	if err != nil {
+		return nil, nil, err
+	}
 	name := commandName(c.command)
 	childLog := log.With("upstream", name)
 	dial := func(context.Context) (bridge.Upstream, error) {
-		ch, err := stdio.Start(stdio.Config{Path: c.command[0], Args: c.command[1:], Env: c.env, Logger: childLog})
+		ch, err := stdio.Start(stdio.Config{Path: c.command[0], Args: c.command[1:], Env: c.env, User: user, Logger: childLog})
 		if err != nil {
 			return nil, err
 		}

@@ -583,6 +583,9 @@ func (b *Bridge) open(ctx context.Context, caller string) (*session, error) {
 		if a != nil {
 			a.push(nil) // wakes the call: the upstream is gone
 		}
+		// Its output ended, not necessarily the child: one that closed
+		// stdout and lives on is stopped (grace, SIGTERM, SIGKILL).
+		go s.stop(context.Background())
 	})
 	b.rootsGate.await(ctx, s.rootsAnswered.c)
 	b.log.Info("bridge: upstream session started", "protocol_version", info.ProtocolVersion)

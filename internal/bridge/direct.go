@@ -177,6 +177,9 @@ func (d *Direct) conn(ctx context.Context) (*directConn, error) {
 	}
 	c := &directConn{up: up, progress: map[string]*progressRoute{}}
 	c.conn = rpc.NewConn(up, c.handle)
+	// A child whose output ended is stopped at once, not at the next
+	// request: one that closed stdout and lives on is not kept.
+	c.conn.AfterDone(func() { go up.Close(context.Background()) })
 	d.cur = c
 	c.startHub()
 	return c, nil

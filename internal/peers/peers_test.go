@@ -198,3 +198,26 @@ func TestSealedEntries(t *testing.T) {
 	now = now.Add(21 * time.Second) // past its expiry and the TTL's leeway
 	forged("a genuine entry kept past its life", a.Node())
 }
+
+// TestLookupRefusesOtherSchemes: an entry that is not an http(s) URL with
+// a host (written into Redis by whoever can, without a codec) is never
+// followed: a forwarded resume carries the caller's credentials.
+func TestLookupRefusesOtherSchemes(t *testing.T) {
+	url := testredis.Start(t)
+	ctx := t.Context()
+	c := client(t, url)
+	prefix := "mrtr:test:" + peers.NewNode()[:8] + ":"
+	b := newDir(t, c, peers.NewNode(), "http://10.0.0.2:8080/mcp", &peers.Options{Prefix: prefix})
+	node := peers.NewNode()
+	for _, v := range []string{"file:///etc/mrtr/keys.json", "ftp://10.0.0.1/mcp", "unix:///run/mrtr.sock", "http:///mcp", "10.0.0.1:8080", ""} {
+		c.Set(ctx, prefix+"peer:"+node, v, time.Minute)
+		got, err := b.Lookup(ctx, node)
+		if err == nil || got != "" || errors.Is(err, peers.ErrUnknown) {
+			t.Errorf("an entry %q: Lookup = %q, %v; want an error other than ErrUnknown", v, got, err)
+		}
+	}
+	c.Set(ctx, prefix+"peer:"+node, "https://10.0.0.1/mcp", time.Minute)
+	if got, err := b.Lookup(ctx, node); err != nil || got != "https://10.0.0.1/mcp" {
+		t.Fatalf("an https entry: Lookup = %q, %v", got, err)
+	}
+}

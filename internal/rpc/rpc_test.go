@@ -7,7 +7,25 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
+
+// patience bounds every wait of these tests: exceeding it fails the test,
+// naming what did not happen, well before a test binary's timeout. A
+// correct run ends each wait at once.
+const patience = 10 * time.Second
+
+// within receives from ch, failing t if nothing comes within patience.
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(patience):
+		t.Fatalf("%s did not happen within %v", what, patience)
+		panic("unreachable")
+	}
+}
 
 func TestParse(t *testing.T) {
 	for _, c := range []struct {
@@ -122,31 +140,31 @@ func TestConn(t *testing.T) {
 		}
 		res <- m
 	}()
-	req, _ := Parse(<-p.sent)
+	req, _ := Parse(within(t, p.sent, "the request sent"))
 	if string(req.ID) != "1" || req.Method != "tools/list" {
 		t.Fatalf("sent %+v", req)
 	}
 	p.recv <- []byte(`{"jsonrpc":"2.0","id":7,"method":"roots/list"}`)
-	<-done
+	within(t, done, "the server's request handled")
 	p.recv <- []byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}`)
-	if m := <-res; string(m.Result) != `{"tools":[]}` || len(handled) != 1 || handled[0] != "roots/list" {
+	if m := within(t, res, "the response delivered to its call"); string(m.Result) != `{"tools":[]}` || len(handled) != 1 || handled[0] != "roots/list" {
 		t.Fatalf("response %+v, handled %v", m, handled)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { _, err := c.Call(ctx, "slow", nil); errc <- err }()
-	<-p.sent
+	within(t, p.sent, "the slow request sent")
 	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
+	if err := within(t, errc, "the cancelled call's return"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled call: %v", err)
 	}
-	if n, _ := Parse(<-p.sent); n.Method != "notifications/cancelled" || !bytes.Contains(n.Params, []byte(`"requestId":2`)) {
+	if n, _ := Parse(within(t, p.sent, "notifications/cancelled sent")); n.Method != "notifications/cancelled" || !bytes.Contains(n.Params, []byte(`"requestId":2`)) {
 		t.Fatalf("cancel sent %+v", n)
 	}
 	go func() { _, err := c.Call(context.Background(), "never", nil); errc <- err }()
-	<-p.sent
+	within(t, p.sent, "the request sent")
 	close(p.recv)
-	if err := <-errc; !errors.Is(err, ErrClosed) {
+	if err := within(t, errc, "the return of a call in flight when the server went away"); !errors.Is(err, ErrClosed) {
 		t.Fatalf("call when the server went away: %v", err)
 	}
 	if _, err := c.Start("after", nil); !errors.Is(err, ErrClosed) {
@@ -171,13 +189,18 @@ func TestAfterDone(t *testing.T) {
 		default:
 			t.Error("AfterDone ran before Done was closed")
 		}
-		if _, ok := <-cl.Response(); ok {
-			t.Error("a response for a call of an ended connection")
+		select {
+		case _, ok := <-cl.Response():
+			if ok {
+				t.Error("a response for a call of an ended connection")
+			}
+		default:
+			t.Error("AfterDone ran before the calls in flight were closed")
 		}
 		ran <- "first"
 	})
 	close(p.recv)
-	if got := <-ran; got != "first" {
+	if got := within(t, ran, "the AfterDone function run at the end"); got != "first" {
 		t.Fatal(got)
 	}
 	c.AfterDone(func() { ran <- "late" })
@@ -189,4 +212,86 @@ func TestAfterDone(t *testing.T) {
 	default:
 		t.Fatal("AfterDone after the end did not run at once")
 	}
+}
+
+// settle sends a notification after the messages under test and waits
+// until the handler has it: the reader handles messages in order, so by
+// then it has routed every message before it.
+func settle(t *testing.T, p *pipeT, handled <-chan string) {
+	t.Helper()
+	p.recv <- []byte(`{"jsonrpc":"2.0","method":"notifications/message"}`)
+	for within(t, handled, "the notification after the responses handled (the reader stalled?)") != "notifications/message" {
+	}
+}
+
+// noResponse fails t if cl's channel holds a message.
+func noResponse(t *testing.T, cl *Call, what string) {
+	t.Helper()
+	select {
+	case m, ok := <-cl.Response():
+		if ok {
+			t.Fatalf("%s was delivered: %s", what, m.Result)
+		}
+		t.Fatalf("the call's channel was closed (%s)", what)
+	default:
+	}
+}
+
+// TestDuplicateResponse: a server answering one id twice gets its first
+// answer delivered and the second dropped: never a second message on the
+// call's channel, and never a reader stalled on it.
+func TestDuplicateResponse(t *testing.T) {
+	p := &pipeT{sent: make(chan []byte, 8), recv: make(chan []byte, 8)}
+	handled := make(chan string, 8)
+	c := NewConn(p, func(m *Message) { handled <- m.Method })
+	t.Cleanup(func() { close(p.recv) })
+
+	// The first answer received before the second arrives.
+	cl, err := c.Start("a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, p.sent, "the request sent")
+	p.recv <- []byte(`{"jsonrpc":"2.0","id":1,"result":{"n":1}}`)
+	if m := within(t, cl.Response(), "the first response"); string(m.Result) != `{"n":1}` {
+		t.Fatalf("first response %s", m.Result)
+	}
+	p.recv <- []byte(`{"jsonrpc":"2.0","id":1,"result":{"n":2}}`)
+	settle(t, p, handled)
+	noResponse(t, cl, "a second response for the same id")
+
+	// Both answers arrive before the caller reads.
+	cl, err = c.Start("b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, p.sent, "the request sent")
+	p.recv <- []byte(`{"jsonrpc":"2.0","id":2,"result":{"n":1}}`)
+	p.recv <- []byte(`{"jsonrpc":"2.0","id":2,"result":{"n":2}}`)
+	settle(t, p, handled)
+	if m := within(t, cl.Response(), "the first response"); string(m.Result) != `{"n":1}` {
+		t.Fatalf("first response %s", m.Result)
+	}
+	noResponse(t, cl, "a second response for the same id")
+}
+
+// TestLateResponseAfterCancel: a response that arrives after its call was
+// cancelled reaches nobody: not the call's channel, not the handler.
+func TestLateResponseAfterCancel(t *testing.T) {
+	p := &pipeT{sent: make(chan []byte, 8), recv: make(chan []byte, 8)}
+	handled := make(chan string, 8)
+	c := NewConn(p, func(m *Message) { handled <- m.Method })
+	t.Cleanup(func() { close(p.recv) })
+	cl, err := c.Start("slow", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, p.sent, "the request sent")
+	cl.Cancel("the client went away")
+	if n, _ := Parse(within(t, p.sent, "notifications/cancelled sent")); n.Method != "notifications/cancelled" {
+		t.Fatalf("Cancel sent %+v", n)
+	}
+	p.recv <- []byte(`{"jsonrpc":"2.0","id":1,"result":{"late":true}}`)
+	settle(t, p, handled)
+	noResponse(t, cl, "a response after Cancel")
 }

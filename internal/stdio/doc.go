@@ -9,7 +9,9 @@
 //   - Start runs Config.Path with Config.Args directly, never through a
 //     shell. The child's environment is the proxy's minus every variable
 //     whose name starts with MRTR_ (the key ring is in MRTR_KEYS), plus
-//     Config.Env; see Environ.
+//     Config.Env; see Environ. With Config.User (the proxy running as
+//     root) it runs as that user and its groups, so that it can read
+//     neither the proxy's key file nor its /proc files.
 //   - Send writes one message and a newline, whole, never interleaved with
 //     another Send. A message must not contain a raw newline: one that does
 //     is compacted if it is valid JSON and refused otherwise.
@@ -18,11 +20,17 @@
 //     the child is stopped, Err reports ErrMessageTooLong, and no more than
 //     about MaxMessageBytes is ever held for one line.
 //   - Each stderr line is logged to Config.Logger at Info, with "pid" and
-//     "stream"="stderr", cut to StderrLineBytes with a marker. What the
-//     child writes there is its own: the proxy's secrets never reach it.
+//     "stream"="stderr", cut to StderrLineBytes with a marker, at most
+//     Config.StderrBurst lines at once and Config.StderrRate a second
+//     after that; the lines dropped beyond are counted in one Warn
+//     record. What the child writes there is its own: the proxy's
+//     secrets never reach it.
 //   - Stop closes stdin (the spec's shutdown: the server should exit on EOF),
 //     waits Config.StopGrace, sends SIGTERM to the child's process group,
 //     waits StopGrace again, then SIGKILL. It always reaps the child.
+//   - A child whose stdout ends is stopped the same way without being
+//     asked: it can answer nothing more, and one that closed stdout and
+//     lives on would otherwise hold its process slot forever.
 //
 // # No orphans, no zombies
 //

@@ -28,6 +28,9 @@ const sizesVar = "STDIO_TEST_SIZES"
 // its last words.
 const manyLines = 2000
 
+// floodLines is how many lines the "flood" helper writes on stderr.
+const floodLines = 200000
+
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperVar); mode != "" {
 		os.Exit(helper(mode))
@@ -49,10 +52,32 @@ func helper(mode string) int {
 		fmt.Fprint(os.Stderr, "first line\n\n\r\n   \n")
 		fmt.Fprint(os.Stderr, strings.Repeat("é", 3000)+"\n") // 6000 bytes, cut inside a rune
 		fmt.Fprint(os.Stderr, strings.Repeat("a", StderrLineBytes)+"\r\n")
+		// The cap's edges, with either line ending.
+		fmt.Fprint(os.Stderr, strings.Repeat("b", StderrLineBytes)+"\n")
+		fmt.Fprint(os.Stderr, strings.Repeat("c", StderrLineBytes+1)+"\n")
+		fmt.Fprint(os.Stderr, strings.Repeat("d", StderrLineBytes+1)+"\r\n")
+		fmt.Fprint(os.Stderr, strings.Repeat("e", StderrLineBytes-1)+"\r\n")
 		for i := range manyLines {
 			fmt.Fprintf(os.Stderr, "line %d\n", i)
 		}
 		fmt.Fprint(os.Stderr, "last words")
+		return 0
+	case "flood":
+		// floodLines lines on stderr, as fast as it can, then exits.
+		w := bufio.NewWriterSize(os.Stderr, 64<<10)
+		for range floodLines {
+			w.WriteString("y\n")
+		}
+		w.Flush()
+		return 0
+	case "burst-pause-line":
+		// 150 lines at once, then, after one line of stdin, one more.
+		for i := range 150 {
+			fmt.Fprintf(os.Stderr, "burst %d\n", i)
+		}
+		fmt.Println(`"burst done"`)
+		bufio.NewReader(os.Stdin).ReadBytes('\n')
+		fmt.Fprintln(os.Stderr, "after the pause")
 		return 0
 	case "exit":
 		bufio.NewReader(os.Stdin).ReadBytes('\n')
@@ -97,6 +122,26 @@ func helper(mode string) int {
 		// Ignores SIGTERM and stdin, says it is ready, sleeps.
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println(`"ready"`)
+		for {
+			time.Sleep(time.Hour)
+		}
+	case "closeout":
+		// Closes its stdout after one message and lives on, ignoring
+		// SIGTERM and stdin.
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println(`"closing"`)
+		os.Stdout.Close()
+		for {
+			time.Sleep(time.Hour)
+		}
+	case "parent-of-nobody":
+		// Starts a sleep as nobody through Start and prints its pid.
+		c, err := Start(Config{Path: "/bin/sleep", Args: []string{"600"}, User: &User{Uid: 65534, Gid: 65534}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println(c.Pid())
 		for {
 			time.Sleep(time.Hour)
 		}

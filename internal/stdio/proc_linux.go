@@ -17,9 +17,11 @@ const supported = true
 // group id), has the kernel SIGKILL it when the thread that started it
 // exits (the spawner's thread, which outlives every child it started: in
 // effect when the proxy dies), and asks for a pidfd in *pidfd (-1 when the
-// kernel has none), so its exit can be awaited without a thread.
-func sysProcAttr(pidfd *int) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: pidfd}
+// kernel has none), so its exit can be awaited without a thread. With u
+// it runs as that user (the parent-death signal survives the change of
+// credentials: Go sets it after setuid in the child).
+func sysProcAttr(pidfd *int, u *User) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: pidfd, Credential: credential(u)}
 }
 
 // spawner is the one thread that forks every child of the process.

@@ -36,6 +36,25 @@ func procStat(t *testing.T, pid int) (state string, ppid int, ok bool) {
 	return f[0], ppid, true
 }
 
+// procUID returns the real uid of pid, from /proc.
+func procUID(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := bytes.Cut(b, []byte("\nUid:"))
+	f := strings.Fields(string(rest))
+	if len(f) == 0 {
+		t.Fatalf("no Uid in /proc/%d/status", pid)
+	}
+	uid, err := strconv.Atoi(f[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uid
+}
+
 // assertReaped fails unless pid, a child of this process, is gone: not
 // running, not a zombie.
 func assertReaped(t *testing.T, pid int) {
@@ -82,8 +101,26 @@ func TestExitKillsLeftovers(t *testing.T) {
 
 // The proxy dies by SIGKILL, without any cleanup: its child dies too.
 func TestParentDeathKillsChild(t *testing.T) {
+	parentDeath(t, "parent", os.Getuid())
+}
+
+// A child run as another user (Config.User) dies with the proxy too: the
+// kernel clears the parent-death signal when credentials change, so it
+// must be set after the change (Go's fork does).
+func TestParentDeathKillsChildOfOtherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	parentDeath(t, "parent-of-nobody", 65534)
+}
+
+// parentDeath runs the helper mode (which starts a child and prints its
+// pid), checks that the child runs as uid, kills the helper by SIGKILL and
+// waits for the child to die.
+func parentDeath(t *testing.T, mode string, uid int) {
+	t.Helper()
 	parent := exec.Command(self(t))
-	parent.Env = append(os.Environ(), helperVar+"=parent")
+	parent.Env = append(os.Environ(), helperVar+"="+mode)
 	out, err := parent.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +141,11 @@ func TestParentDeathKillsChild(t *testing.T) {
 	}
 	if _, _, ok := procStat(t, pid); !ok {
 		t.Fatalf("child %d not running before its parent dies", pid)
+	}
+	if got := procUID(t, pid); got != uid {
+		parent.Process.Kill()
+		parent.Wait()
+		t.Fatalf("child %d runs as uid %d, want %d", pid, got, uid)
 	}
 	parent.Process.Kill()
 	parent.Wait()
@@ -143,7 +185,7 @@ func TestStartThreadExitDoesNotKillChild(t *testing.T) {
 	}
 	c := r.c
 	t.Cleanup(func() {
-		c.Stop(context.Background())
+		stopWithin(t, c, context.Background())
 		assertReaped(t, c.Pid())
 	})
 	// Wait for the thread to be gone.
@@ -224,7 +266,7 @@ func TestSpawnerThreadKept(t *testing.T) {
 	if tid == 0 {
 		t.Fatal("no spawner thread")
 	}
-	c.Stop(context.Background())
+	stopWithin(t, c, context.Background())
 	assertReaped(t, c.Pid())
 	// The thread would end as its goroutine returns; give that goroutine
 	// every chance to run before looking.
@@ -233,5 +275,31 @@ func TestSpawnerThreadKept(t *testing.T) {
 	}
 	if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); err != nil {
 		t.Fatalf("the spawner's thread %d ended with its last child: %v", tid, err)
+	}
+}
+
+// A child leads a process group of its own (its pid is the group id), so
+// that Stop's signals reach what it started and nothing else.
+func TestChildLeadsItsGroup(t *testing.T) {
+	c := start(t, "echo", Config{})
+	pgid, err := syscall.Getpgid(c.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pgid != c.Pid() || pgid == syscall.Getpgrp() {
+		t.Fatalf("child %d is in process group %d (ours is %d), want a group of its own", c.Pid(), pgid, syscall.Getpgrp())
+	}
+}
+
+// Once the child is reaped its pid, the group id, may be any new
+// process's: no signal is sent to it any more, by Stop or otherwise.
+func TestNoSignalAfterReap(t *testing.T) {
+	c := start(t, "exit", Config{})
+	if err := c.Send([]byte(`{"bye":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, c)
+	if c.signal(false) || c.signal(true) {
+		t.Fatalf("a signal went to the group id %d of a reaped child: by now it may be another process's", c.Pid())
 	}
 }

@@ -11,7 +11,7 @@ import (
 // supported is false: Start returns an error wrapping errors.ErrUnsupported.
 const supported = false
 
-func sysProcAttr(*int) *syscall.SysProcAttr { return nil }
+func sysProcAttr(*int, *User) *syscall.SysProcAttr { return nil }
 
 func startCmd(cmd *exec.Cmd) error { return cmd.Start() }
 

@@ -10,10 +10,10 @@ import (
 const supported = true
 
 // sysProcAttr puts the child in a process group of its own (its pid is the
-// group id). There is no Pdeathsig outside Linux, and no pidfd: *pidfd is
-// left -1.
-func sysProcAttr(*int) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true}
+// group id), as u when set. There is no Pdeathsig outside Linux, and no
+// pidfd: *pidfd is left -1.
+func sysProcAttr(_ *int, u *User) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Credential: credential(u)}
 }
 
 // startCmd starts cmd: without Pdeathsig, any thread may fork.

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -23,6 +22,19 @@ const (
 	DefaultMaxMessageBytes = 4 << 20
 	DefaultStopGrace       = 2 * time.Second
 )
+
+// Defaults of the stderr rate limit, per child (Config.StderrBurst and
+// Config.StderrRate): up to 100 lines at once, then 20 lines a second,
+// about 80 KiB of log a second at most for a child that floods it (`yes
+// >&2` wrote 490 MB of log in 5 s without a limit).
+const (
+	DefaultStderrBurst = 100
+	DefaultStderrRate  = 20
+)
+
+// StderrDroppedMsg is the message of the record that counts the stderr
+// lines dropped over the rate limit (attribute "dropped_lines").
+const StderrDroppedMsg = "stderr lines of the upstream dropped over the rate limit"
 
 // StderrLineBytes caps one logged stderr line; the rest of a longer line is
 // dropped and TruncatedMarker is appended to what is kept.
@@ -60,6 +72,11 @@ type Config struct {
 	Env []string
 	// Dir is the child's working directory; empty means the proxy's.
 	Dir string
+	// User, when set, is who the child runs as (LookupUser), instead of
+	// the proxy's own user: a child that cannot read the proxy's key file
+	// nor, as another uid, /proc/<proxy>/environ and memory. Starting
+	// fails unless the proxy runs as root. Nil: the proxy's user.
+	User *User
 	// Logger gets each line the child writes on stderr, at Info, with the
 	// attributes "pid" and "stream"="stderr". Nil discards stderr.
 	Logger *slog.Logger
@@ -68,10 +85,22 @@ type Config struct {
 	MaxMessageBytes int
 	// StopGrace is how long Stop waits after closing stdin before SIGTERM,
 	// and after SIGTERM before SIGKILL. Zero or less means DefaultStopGrace.
+	// A child whose stdout ends is stopped the same way, unasked (see Recv).
 	StopGrace time.Duration
+
+	// StderrBurst and StderrRate bound the stderr lines logged: a token
+	// bucket of StderrBurst lines, refilled at StderrRate lines a second.
+	// A line beyond it is read and dropped, and counted: one record at
+	// Warn, StderrDroppedMsg with "dropped_lines", says how many (blank
+	// lines among them), just before the next line logged or when stderr
+	// ends. Zero or less means DefaultStderrBurst and DefaultStderrRate.
+	StderrBurst int
+	StderrRate  float64
 
 	// after, when set, replaces the StopGrace timers of Stop (a test seam).
 	after func(time.Duration) <-chan time.Time
+	// now, when set, is the stderr rate limit's clock (a test seam).
+	now func() time.Time
 }
 
 // Child is one running (or ended) child process. Its methods are safe for
@@ -130,7 +159,7 @@ func Start(cfg Config) (*Child, error) {
 	cmd.Env = env
 	cmd.Dir = cfg.Dir
 	pidfd := -1
-	cmd.SysProcAttr = sysProcAttr(&pidfd)
+	cmd.SysProcAttr = sysProcAttr(&pidfd, cfg.User)
 
 	c := &Child{
 		name:       cfg.Path,
@@ -202,7 +231,18 @@ func Start(cfg Config) (*Child, error) {
 	go c.wait(cmd, pidfd, errR)
 	go c.readStdout()
 	if errR != nil {
-		go c.readStderr(errR, cfg.Logger.With("pid", c.pid, "stream", "stderr"))
+		lim := &lineBucket{burst: float64(cfg.StderrBurst), rate: cfg.StderrRate, now: cfg.now}
+		if lim.burst <= 0 {
+			lim.burst = DefaultStderrBurst
+		}
+		if lim.rate <= 0 {
+			lim.rate = DefaultStderrRate
+		}
+		if lim.now == nil {
+			lim.now = time.Now
+		}
+		lim.tokens = lim.burst
+		go c.readStderr(errR, cfg.Logger.With("pid", c.pid, "stream", "stderr"), lim)
 	} else {
 		close(c.stderrDone)
 	}
@@ -266,7 +306,11 @@ func (c *Child) Pid() int { return c.pid }
 // Recv returns the channel of the child's stdout messages: every non-empty
 // line, without its line ending ("\n" or "\r\n"), in order, each slice the
 // receiver's own. It is closed when stdout ends, normally when the child
-// exits. An unterminated last line is not a message and is dropped. After
+// exits. An unterminated last line is not a message and is dropped. Once
+// stdout has ended the child is stopped as by Stop, whether or not it has
+// exited: a child that closes stdout and lives on has left the transport
+// and is not kept (it gets StopGrace to exit, then SIGTERM, then SIGKILL
+// to its group). After
 // Stop, messages not received within StopGrace of the child's reaping are
 // dropped and the channel is closed.
 func (c *Child) Recv() <-chan []byte { return c.msgs }
@@ -412,13 +456,16 @@ func (c *Child) waitExit() bool {
 }
 
 // signal sends SIGTERM (or SIGKILL) to the child's process group, unless
-// the child may already be reaped and its group id reused.
-func (c *Child) signal(kill bool) {
+// the child may already be reaped and its group id reused, and reports
+// whether it did.
+func (c *Child) signal(kill bool) bool {
 	c.sigMu.Lock()
 	defer c.sigMu.Unlock()
-	if !c.reaped {
-		signalGroup(c.pid, kill)
+	if c.reaped {
+		return false
 	}
+	signalGroup(c.pid, kill)
+	return true
 }
 
 func (c *Child) setProtoErr(err error) {
@@ -471,34 +518,106 @@ func (c *Child) readStdout() {
 	})
 	// io.EOF, or the file closed by Stop giving up on it. An unterminated
 	// last line is not a message.
+	//
+	// Stdout is the transport: once it has ended the child can answer
+	// nothing, and one that closed it and lives on (or left it to a
+	// process that exited) would hold its slot and its resources forever.
+	// So it is stopped as Stop does: stdin closed, StopGrace, SIGTERM to
+	// its group, StopGrace, SIGKILL. A child that is exiting anyway (the
+	// usual way stdout ends) is reaped as before.
+	c.beginStop()
 }
 
-// readStderr logs each stderr line, cut to StderrLineBytes; an
-// unterminated last line is logged too.
-func (c *Child) readStderr(r *os.File, log *slog.Logger) {
+// lineBucket is the token bucket of the stderr lines a child may have
+// logged: burst lines at once, refilled at rate lines a second.
+type lineBucket struct {
+	burst, rate float64
+	now         func() time.Time
+	tokens      float64
+	last        time.Time
+}
+
+// empty reports whether no token is left at t.
+func (b *lineBucket) empty(t time.Time) bool {
+	if !b.last.IsZero() {
+		if d := t.Sub(b.last); d > 0 {
+			b.tokens = min(b.burst, b.tokens+d.Seconds()*b.rate)
+		}
+	}
+	b.last = t
+	return b.tokens < 1
+}
+
+// allow takes a token at t, and reports whether there was one.
+func (b *lineBucket) allow(t time.Time) bool {
+	if !b.empty(t) {
+		b.tokens--
+		return true
+	}
+	return false
+}
+
+// readStderr logs each stderr line, cut to StderrLineBytes, as lim
+// allows; an unterminated last line is logged too.
+func (c *Child) readStderr(r *os.File, log *slog.Logger, lim *lineBucket) {
 	defer close(c.stderrDone)
 	defer r.Close()
 	ctx := context.Background()
 	var head []byte   // the line's first StderrLineBytes+1 bytes (room for a '\r' before the '\n')
 	n, cr := 0, false // the line's length so far, its line ending not counted; whether its last byte is '\r'
+	dropped := 0      // lines dropped since the last one logged
+	var at time.Time  // when the chunk being handled was read
+	reportDropped := func() {
+		if dropped > 0 {
+			log.LogAttrs(ctx, slog.LevelWarn, StderrDroppedMsg, slog.Int("dropped_lines", dropped))
+			dropped = 0
+		}
+	}
 	emit := func() {
 		content := n
 		if cr {
 			content--
 		}
-		if content <= StderrLineBytes {
-			if text := string(head[:content]); strings.TrimSpace(text) != "" {
-				log.LogAttrs(ctx, slog.LevelInfo, text)
+		// The buffer is kept for the chunk's next line (a flood of short
+		// lines would allocate one a line), and let go after the chunk.
+		if content <= StderrLineBytes && len(bytes.TrimSpace(head[:content])) == 0 {
+			if lim.empty(at) {
+				dropped++ // as the bulk count below would have
 			}
+			head, n, cr = head[:0], 0, false
+			return // blank: not logged
+		}
+		if !lim.allow(at) {
+			dropped++
+			head, n, cr = head[:0], 0, false
+			return
+		}
+		reportDropped()
+		if content <= StderrLineBytes {
+			log.LogAttrs(ctx, slog.LevelInfo, string(head[:content]))
 		} else {
 			// Longer than the cap: keep the head, count and drop the rest.
 			text := validPrefix(string(head[:StderrLineBytes])) + TruncatedMarker
 			log.LogAttrs(ctx, slog.LevelInfo, text, slog.Int("line_bytes", content))
 		}
-		head, n, cr = nil, 0, false
+		head, n, cr = head[:0], 0, false
 	}
 	err := readChunks(r, func(chunk []byte) bool {
+		at = lim.now()
 		for len(chunk) > 0 {
+			if n == 0 && lim.empty(at) {
+				// No line of the chunk can be logged (the bucket fills
+				// with time, and the chunk has one): count them at once,
+				// as a flood of short lines would cost a core otherwise.
+				k := bytes.Count(chunk, []byte{'\n'})
+				dropped += k
+				if k > 0 {
+					chunk = chunk[bytes.LastIndexByte(chunk, '\n')+1:]
+				}
+				if len(chunk) == 0 {
+					break
+				}
+			}
 			frag, complete := chunk, false
 			if i := bytes.IndexByte(chunk, '\n'); i >= 0 {
 				frag, complete = chunk[:i], true
@@ -515,11 +634,16 @@ func (c *Child) readStderr(r *os.File, log *slog.Logger) {
 				emit()
 			}
 		}
+		if n == 0 {
+			head = nil // an idle child's reader holds no line buffer
+		}
 		return true
 	})
 	if n > 0 {
+		at = lim.now()
 		emit()
 	}
+	reportDropped()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, os.ErrClosed) {
 		log.LogAttrs(ctx, slog.LevelWarn, "reading stderr of the upstream", slog.String("error", err.Error()))
 	}

@@ -14,15 +14,18 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
 )
 
-// patience bounds every wait of these tests: exceeding it fails the test.
-// It decides no outcome: a correct run ends each wait much sooner.
-const patience = 60 * time.Second
+// patience bounds every wait of these tests: exceeding it fails the test,
+// naming what did not happen, well before a test binary's timeout. It
+// decides no outcome: a correct run ends each wait in well under a second,
+// even under -race on a loaded machine.
+const patience = 15 * time.Second
 
 func self(t *testing.T) string {
 	t.Helper()
@@ -45,14 +48,31 @@ func start(t *testing.T, mode string, cfg Config) *Child {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), patience)
-		defer cancel()
-		if err := c.Stop(ctx); err != nil {
+		if err := stopWithin(t, c, context.Background()); err != nil {
 			t.Errorf("Stop: %v", err)
 		}
 		assertReaped(t, c.Pid())
 	})
 	return c
+}
+
+// stopWithin stops c, failing t if Stop has not returned within patience:
+// the child was not reaped (its group not signalled, or no SIGKILL). It
+// then kills the child by its pid, still its own, so the test leaves
+// nothing running.
+func stopWithin(t *testing.T, c *Child, ctx context.Context) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- c.Stop(ctx) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(patience):
+		syscall.Kill(-c.Pid(), syscall.SIGKILL)
+		syscall.Kill(c.Pid(), syscall.SIGKILL)
+		t.Fatalf("Stop did not return within %v: child %d was not made to exit and reaped", patience, c.Pid())
+		return nil
+	}
 }
 
 func recv(t *testing.T, c *Child) []byte {
@@ -116,7 +136,7 @@ func TestEchoInOrder(t *testing.T) {
 			t.Fatalf("message %d = %s, want %s", i, got, want)
 		}
 	}
-	if err := c.Stop(context.Background()); err != nil {
+	if err := stopWithin(t, c, context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Err(); err != nil {
@@ -138,7 +158,7 @@ func TestConcurrentSendsDoNotInterleave(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	defer func() {
-		c.Stop(context.Background()) // unblocks the senders if the test fails
+		stopWithin(t, c, context.Background()) // unblocks the senders if the test fails
 		wg.Wait()
 	}()
 	for g := range senders {
@@ -242,7 +262,7 @@ func TestStartErrors(t *testing.T) {
 	} {
 		c, err := Start(cfg)
 		if err == nil {
-			c.Stop(context.Background())
+			stopWithin(t, c, context.Background())
 			t.Errorf("Start(%+v) succeeded", cfg)
 			continue
 		}
@@ -305,7 +325,8 @@ func (s *syncBuffer) waitFor(t *testing.T, msg string) {
 
 func TestStderrLogged(t *testing.T) {
 	var buf syncBuffer
-	c := start(t, "stderr", Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	// A burst large enough for every line: the limit is TestStderrFlood's.
+	c := start(t, "stderr", Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil)), StderrBurst: 1 << 20})
 	if err := waitDone(t, c); err != nil {
 		t.Fatalf("Err = %v", err)
 	}
@@ -319,6 +340,10 @@ func TestStderrLogged(t *testing.T) {
 		{"first line", 0},
 		{validPrefix(long[:StderrLineBytes]) + TruncatedMarker, 6000},
 		{strings.Repeat("a", StderrLineBytes), 0},
+		{strings.Repeat("b", StderrLineBytes), 0},
+		{strings.Repeat("c", StderrLineBytes) + TruncatedMarker, StderrLineBytes + 1},
+		{strings.Repeat("d", StderrLineBytes) + TruncatedMarker, StderrLineBytes + 1},
+		{strings.Repeat("e", StderrLineBytes-1), 0},
 	}
 	for i := range manyLines {
 		want = append(want, struct {
@@ -373,7 +398,7 @@ func TestChildExitsByItself(t *testing.T) {
 		t.Errorf("got %d messages", len(got))
 	}
 	assertReaped(t, c.Pid())
-	if err := c.Stop(context.Background()); err != nil {
+	if err := stopWithin(t, c, context.Background()); err != nil {
 		t.Errorf("Stop after exit = %v", err)
 	}
 	if c.Err() != err {
@@ -428,7 +453,7 @@ func TestStopIdempotent(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			if err := c.Stop(context.Background()); err != nil {
+			if err := stopWithin(t, c, context.Background()); err != nil {
 				t.Errorf("Stop: %v", err)
 			}
 			select {
@@ -462,14 +487,22 @@ func TestStopKillsStubbornGroup(t *testing.T) {
 	if err := json.Unmarshal(recv(t, c), &m); err != nil || m.Grandchild == 0 {
 		t.Fatalf("no grandchild pid: %v", err)
 	}
+	t.Cleanup(func() { killHelper(m.Grandchild) }) // when the test failed
 	stopped := make(chan error, 1)
 	go func() { stopped <- c.Stop(context.Background()) }()
 	buf.waitFor(t, "stdin EOF")
-	graceOver <- time.Now()
+	endGrace(t, graceOver, "the wait after closing stdin")
 	buf.waitFor(t, "got SIGTERM")
-	graceOver <- time.Now()
-	if err := <-stopped; err != nil {
-		t.Fatal(err)
+	endGrace(t, graceOver, "the wait after SIGTERM")
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(patience):
+		syscall.Kill(-c.Pid(), syscall.SIGKILL)
+		syscall.Kill(c.Pid(), syscall.SIGKILL)
+		t.Fatalf("Stop did not return within %v after both grace periods: no SIGKILL reached the group of child %d", patience, c.Pid())
 	}
 	var exit *exec.ExitError
 	if err := c.Err(); !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
@@ -486,13 +519,33 @@ func TestStopKillsStubbornGroup(t *testing.T) {
 	waitGone(t, m.Grandchild)
 }
 
+// killHelper sends SIGKILL to pid if it is still a helper of these tests
+// (its environment says so): a grandchild a failed test left running.
+func killHelper(pid int) {
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err == nil && bytes.Contains(env, []byte(helperVar+"=")) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// endGrace ends a grace period of Stop (the after seam), failing t if Stop
+// is not waiting for one within patience.
+func endGrace(t *testing.T, graceOver chan<- time.Time, what string) {
+	t.Helper()
+	select {
+	case graceOver <- time.Now():
+	case <-time.After(patience):
+		t.Fatalf("Stop never began %s", what)
+	}
+}
+
 // A Stop whose context has ended skips the grace periods.
 func TestStopContextSkipsGrace(t *testing.T) {
 	c := start(t, "stubborn", Config{StopGrace: time.Hour})
 	recv(t, c)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := c.Stop(ctx); !errors.Is(err, context.Canceled) {
+	if err := stopWithin(t, c, ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Stop = %v, want context.Canceled", err)
 	}
 	var exit *exec.ExitError
@@ -537,4 +590,107 @@ func TestIdleChildHeap(t *testing.T) {
 		t.Fatalf("an idle child holds %d B of heap, want at most %d", per, 8<<10)
 	}
 	runtime.KeepAlive(kids)
+}
+
+// A child that closes its stdout and lives on (ignoring stdin EOF and
+// SIGTERM) is stopped without a Stop: it can answer nothing more, and
+// left alone it held its process slot forever (issue 27, item 4).
+func TestClosedStdoutStopsChild(t *testing.T) {
+	c := start(t, "closeout", Config{StopGrace: 50 * time.Millisecond})
+	if got := string(recv(t, c)); got != `"closing"` {
+		t.Fatalf("got %s", got)
+	}
+	if got := drain(t, c); len(got) != 0 {
+		t.Fatalf("%d messages after stdout was closed", len(got))
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(patience):
+		signalGroup(c.Pid(), true)
+		t.Fatalf("child %d closed its stdout %v ago and still runs: it was never stopped", c.Pid(), patience)
+	}
+	var exit *exec.ExitError
+	if err := c.Err(); !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("Err = %v, want killed by SIGKILL (it ignores SIGTERM)", err)
+	}
+	assertReaped(t, c.Pid())
+}
+
+// TestStderrFlood pins issue 27 item 9: a child flooding stderr (`yes >&2`
+// wrote 490 MB of log in 5 s) gets DefaultStderrBurst lines logged at
+// once and DefaultStderrRate a second after that; every line is still
+// read, and each one dropped is counted in a record that says so.
+func TestStderrFlood(t *testing.T) {
+	var buf syncBuffer
+	began := time.Now()
+	c := start(t, "flood", Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	if err := waitDone(t, c); err != nil {
+		t.Fatalf("Err = %v", err)
+	}
+	elapsed := time.Since(began)
+	lines, dropped, drops := 0, 0, 0
+	for _, r := range buf.records(t) {
+		switch r["msg"] {
+		case "y":
+			lines++
+		case StderrDroppedMsg:
+			if r["level"] != "WARN" {
+				t.Errorf("the dropped-lines record is at %v, want WARN", r["level"])
+			}
+			drops++
+			n, _ := r["dropped_lines"].(float64)
+			dropped += int(n)
+		default:
+			t.Errorf("unexpected record %v", r)
+		}
+	}
+	t.Logf("%d lines in %v: %d logged, %d dropped in %d records", floodLines, elapsed, lines, dropped, drops)
+	if lines+dropped != floodLines {
+		t.Errorf("%d lines logged and %d counted as dropped, want %d in all", lines, dropped, floodLines)
+	}
+	// However long the flood took, the bucket cannot have let through more.
+	if most := DefaultStderrBurst + int(elapsed.Seconds()*DefaultStderrRate) + 1; lines > most {
+		t.Errorf("%d lines logged in %v, want at most %d", lines, elapsed, most)
+	}
+	if drops == 0 || drops > lines+1 {
+		t.Errorf("%d dropped-lines records for %d lines logged, want between 1 and %d", drops, lines, lines+1)
+	}
+}
+
+// TestStderrDroppedThenFlowing: with the clock held, 150 lines at once
+// log the first DefaultStderrBurst; once the clock has moved a second on,
+// the next line is logged after one record counting the 50 dropped.
+func TestStderrDroppedThenFlowing(t *testing.T) {
+	var buf syncBuffer
+	var clock atomic.Int64
+	base := time.Unix(1_800_000_000, 0)
+	now := func() time.Time { return base.Add(time.Duration(clock.Load())) }
+	c := start(t, "burst-pause-line", Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil)), now: now})
+	if got := string(recv(t, c)); got != `"burst done"` {
+		t.Fatalf("got %s", got)
+	}
+	buf.waitFor(t, fmt.Sprintf("burst %d", DefaultStderrBurst-1))
+	clock.Add(int64(time.Second))
+	if err := c.Send([]byte(`{"go":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitDone(t, c); err != nil {
+		t.Fatalf("Err = %v", err)
+	}
+	var got []string
+	for _, r := range buf.records(t) {
+		msg := r["msg"].(string)
+		if n, ok := r["dropped_lines"].(float64); ok {
+			msg = fmt.Sprintf("%s: %v", msg, n)
+		}
+		got = append(got, msg)
+	}
+	var want []string
+	for i := range DefaultStderrBurst {
+		want = append(want, fmt.Sprintf("burst %d", i))
+	}
+	want = append(want, fmt.Sprintf("%s: %d", StderrDroppedMsg, 150-DefaultStderrBurst), "after the pause")
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("logged %d records, ending %q; want %d, ending %q", len(got), got[max(0, len(got)-3):], len(want), want[len(want)-3:])
+	}
 }

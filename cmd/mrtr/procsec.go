@@ -1,0 +1,58 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/mrtr-go/mrtr/internal/stdio"
+)
+
+// upstreamUserFlag registers --upstream-user: run a command upstream as
+// another user, so that it can read neither the proxy's key file nor the
+// proxy's memory and environment. Only root can do that.
+func upstreamUserFlag(f *flags, c *upstreamConfig) {
+	f.String(groupUpstream, &c.user, "upstream-user", "",
+		"run a command upstream as `USER[:GROUP]` (a name or a numeric id; needs the proxy to run as root), so that it cannot read the key ring: give it a HOME it can write with --upstream-env HOME=DIR")
+	f.check("upstream-user", func() error {
+		if c.user == "" {
+			return nil
+		}
+		if len(c.command) == 0 {
+			return flagErr("upstream-user", "is for an upstream that is a command (after --)")
+		}
+		_, err := lookupUpstreamUser(c.user)
+		return err
+	})
+}
+
+// lookupUpstreamUser resolves --upstream-user, refusing it unless the
+// proxy runs as root.
+func lookupUpstreamUser(spec string) (*stdio.User, error) {
+	u, err := stdio.LookupUser(spec, os.Geteuid())
+	switch {
+	case errors.Is(err, stdio.ErrNotRoot):
+		return nil, fmt.Errorf("--upstream-user needs the proxy to run as root (it runs as uid %d)", os.Geteuid())
+	case err != nil:
+		return nil, flagErr("upstream-user", "%v", err)
+	}
+	return u, nil
+}
+
+// upstreamUser is who a command upstream runs as: nil (the proxy's user)
+// when spec is empty, with a warning when that user is root.
+func upstreamUser(spec string, log *slog.Logger) (*stdio.User, error) {
+	if spec == "" {
+		if os.Geteuid() == 0 {
+			log.Warn("mrtr proxy: the upstream command runs as root, like the proxy: it can read the key ring; give it a user of its own with --upstream-user")
+		}
+		return nil, nil
+	}
+	u, err := lookupUpstreamUser(spec)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("mrtr proxy: the upstream command runs as another user", "uid", u.Uid, "gid", u.Gid, "groups", len(u.Groups))
+	return u, nil
+}
