@@ -68,6 +68,9 @@ Flags:
 `
 
 func (a *app) probe(ctx context.Context, args []string) error {
+	if err := undumpable(); err != nil { // before any child (probe -- COMMAND): $MRTR_BEARER stays out of its reach
+		return err
+	}
 	fs := a.newFlagSet("probe", probeSynopsis)
 	fs.Usage = func() {
 		fmt.Fprintf(a.stderr, "Usage: %s\n%s", probeSynopsis, probeHelp)
