@@ -143,4 +143,3 @@ func TestResumeBoundToCallerAndTarget(t *testing.T) {
 		t.Fatalf("after the call: %+v", st)
 	}
 }
-
