@@ -242,6 +242,16 @@ func (cs *scriptKids) list() []*child {
 	return append([]*child(nil), cs.started...)
 }
 
+// stoppedNow fails the test unless c's Close was called already.
+func stoppedNow(t *testing.T, c *child, what string) {
+	t.Helper()
+	select {
+	case <-c.closed:
+	default:
+		t.Fatalf("%s: its child was not stopped", what)
+	}
+}
+
 // stopped fails the test unless c's Close was called within waitFor.
 func stopped(t *testing.T, c *child, what string) {
 	t.Helper()

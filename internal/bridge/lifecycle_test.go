@@ -280,7 +280,7 @@ func TestModernInitializeNotLegacy(t *testing.T) {
 	}
 }
 
-// TestCloseStopsEverySession: Close stops every child: an idle bridged
+// TestCloseStopsEverySession: Close stops every child before it returns: an idle bridged
 // session's, a held call's, a 2025-11-25 client session's; later calls
 // are refused and start none.
 func TestCloseStopsEverySession(t *testing.T) {
@@ -303,7 +303,7 @@ func TestCloseStopsEverySession(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, c := range kids.list() {
-		stopped(t, c, []string{"the idle session", "the held call's session", "the 2025-11-25 client's session"}[i])
+		stoppedNow(t, c, []string{"the idle session", "the held call's session", "the 2025-11-25 client's session"}[i]+" after Close returned")
 	}
 	if r := straight(t, b, user("alice"), "tools/call", tool("count", nil, "", nil), nil); r.Error == nil || !strings.Contains(r.Error.Message, "shutting down") {
 		t.Fatalf("a call after Close: %s", r.raw)
@@ -339,7 +339,7 @@ func TestDirectCloseStopsEverySession(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, c := range dk.list() {
-		stopped(t, c, []string{"the 2025-11-25 client's session", "the shared child"}[i])
+		stoppedNow(t, c, []string{"the 2025-11-25 client's session", "the shared child"}[i]+" after Close returned")
 	}
 }
 
