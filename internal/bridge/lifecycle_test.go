@@ -347,9 +347,15 @@ func TestDirectCloseStopsEverySession(t *testing.T) {
 // anonymous caller's AnonymousHoldTTL, which never exceeds HoldTTL. On a
 // fake clock (testing/synctest).
 func TestHoldTTLs(t *testing.T) {
-	hold := func(t *testing.T, b *bridge.Bridge, p reqstate.Principal) {
+	hold := func(t *testing.T, b *bridge.Bridge, p reqstate.Principal) (state, key string) {
 		t.Helper()
-		onlyKey(t, straight(t, b, p, "tools/call", tool("ask", nil, "", nil), nil))
+		r := straight(t, b, p, "tools/call", tool("ask", nil, "", nil), nil)
+		k, _ := onlyKey(t, r)
+		return r.Result.RequestState, k
+	}
+	resume := func(t *testing.T, b *bridge.Bridge, p reqstate.Principal, state, key string) result {
+		t.Helper()
+		return straight(t, b, p, "tools/call", tool("ask", nil, state, map[string]any{key: answer("x")}), nil)
 	}
 	holds := func(t *testing.T, b *bridge.Bridge, after time.Duration, want int, what string) {
 		t.Helper()
@@ -364,11 +370,17 @@ func TestHoldTTLs(t *testing.T) {
 			kids := &children{srv: sessionServer(nil)}
 			b := bridge.New(bridge.Options{Dial: kids.dial, HoldTTL: 10 * time.Minute, AnonymousHoldTTL: time.Minute})
 			defer b.Close(context.Background())
-			hold(t, b, reqstate.Principal{})
+			anonState, anonKey := hold(t, b, reqstate.Principal{})
+			aliceState, aliceKey := hold(t, b, user("alice"))
 			hold(t, b, user("alice"))
-			holds(t, b, 0, 2, "at once")
-			holds(t, b, time.Minute-time.Second, 2, "before AnonymousHoldTTL")
-			holds(t, b, 2*time.Second, 1, "after AnonymousHoldTTL (alice's is left)")
+			holds(t, b, time.Minute-time.Second, 3, "before AnonymousHoldTTL")
+			holds(t, b, 2*time.Second, 2, "after AnonymousHoldTTL")
+			if r := resume(t, b, reqstate.Principal{}, anonState, anonKey); r.Error == nil || !strings.Contains(r.Error.Message, "start the call over") {
+				t.Fatalf("the anonymous hold after AnonymousHoldTTL: %s, want it gone", r.raw)
+			}
+			if r := resume(t, b, user("alice"), aliceState, aliceKey); r.text() != "got x" {
+				t.Fatalf("alice's hold after AnonymousHoldTTL: %s, want it held still", r.raw)
+			}
 			holds(t, b, 9*time.Minute-2*time.Second, 1, "before HoldTTL")
 			holds(t, b, 2*time.Second, 0, "after HoldTTL")
 		})
