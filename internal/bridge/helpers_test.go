@@ -70,11 +70,17 @@ func straight(t *testing.T, tr http.RoundTripper, p reqstate.Principal, method s
 // body, or the event of its stream that carries that id.
 func decodeResult(t *testing.T, resp *http.Response, raw []byte) result {
 	t.Helper()
+	return decodeResultID(t, resp, raw, "9")
+}
+
+// decodeResultID is decodeResult for the message with id id.
+func decodeResultID(t *testing.T, resp *http.Response, raw []byte, id string) result {
+	t.Helper()
 	r := result{raw: raw, status: resp.StatusCode}
 	msg := raw
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		for _, l := range strings.Split(string(raw), "\n") {
-			if d, ok := strings.CutPrefix(l, "data: "); ok && strings.Contains(d, `"id":9`) {
+			if d, ok := strings.CutPrefix(l, "data: "); ok && strings.Contains(d, `"id":`+id) {
 				msg = []byte(d)
 			}
 		}
