@@ -84,9 +84,9 @@ var initResult = map[string]any{"protocolVersion": "2025-11-25", "capabilities":
 
 // TestHTTPSessionIDFromInitialize: the session id is the one of the
 // initialize's successful response: an initialize refused with a 4xx or
-// 5xx that carries one gives none, a later response's id never replaces
-// or stands in for it, and Close deletes only a session the upstream
-// gave.
+// 5xx that carries one gives none, a later response's id (even a second
+// initialize's) never replaces or stands in for it, and Close deletes
+// only a session the upstream gave.
 func TestHTTPSessionIDFromInitialize(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -102,6 +102,8 @@ func TestHTTPSessionIDFromInitialize(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			u := newScriptedHTTP(t, func(w http.ResponseWriter, m *rpc.Message) {
 				switch {
+				case m.Method == "initialize" && strings.Contains(string(m.Params), "again"):
+					writeJSON(w, m, http.StatusOK, "second", "result", initResult)
 				case m.Method == "initialize" && c.status == http.StatusOK:
 					writeJSON(w, m, c.status, c.initSID, "result", initResult)
 				case m.Method == "initialize":
@@ -121,6 +123,16 @@ func TestHTTPSessionIDFromInitialize(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 2 {
+				if m, err := conn.Call(ctx, "tools/list", nil); err != nil || m.Error != nil {
+					t.Fatalf("tools/list: %v %+v", err, m)
+				}
+			}
+			if c.want != "" {
+				// A second initialize in the session (the upstream's
+				// answer names another) does not move it either.
+				if m, err := conn.Call(ctx, "initialize", json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"again","version":"1"}}`)); err != nil || m.Error != nil {
+					t.Fatalf("a second initialize: %v %+v", err, m)
+				}
 				if m, err := conn.Call(ctx, "tools/list", nil); err != nil || m.Error != nil {
 					t.Fatalf("tools/list: %v %+v", err, m)
 				}
