@@ -478,3 +478,85 @@ func TestPauseMissingCapability(t *testing.T) {
 		t.Fatalf("the next call: %s", r.raw)
 	}
 }
+
+// gatedDial is a dial that waits, once entered, until the test lets it
+// go: a session being opened while the proxy shuts down.
+type gatedDial struct {
+	kids    *children
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newGatedDial(kids *children) *gatedDial {
+	return &gatedDial{kids: kids, entered: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (g *gatedDial) dial(ctx context.Context) (bridge.Upstream, error) {
+	g.entered <- struct{}{}
+	<-g.release
+	return g.kids.dial(ctx)
+}
+
+// TestCloseWhileOpening: a session whose child was being started when
+// Close was called is stopped once it is up, and its request refused: on
+// a Bridge for a bridged call and for a 2025-11-25 initialize, on a
+// Direct for the latter.
+func TestCloseWhileOpening(t *testing.T) {
+	initBody, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "old", "version": "1"}}})
+	for _, c := range []struct {
+		name string
+		kind string
+		send func(t *testing.T, tr http.RoundTripper) []byte
+	}{
+		{"bridged call", "bridge", func(t *testing.T, tr http.RoundTripper) []byte {
+			return straight(t, tr, user("alice"), "tools/call", tool("count", nil, "", nil), nil).raw
+		}},
+		{"2025-11-25 initialize", "bridge", func(t *testing.T, tr http.RoundTripper) []byte {
+			_, b := sendRaw(t, context.Background(), tr, reqstate.Principal{}, nil, initBody)
+			return b
+		}},
+		{"2025-11-25 initialize", "direct", func(t *testing.T, tr http.RoundTripper) []byte {
+			_, b := sendRaw(t, context.Background(), tr, reqstate.Principal{}, nil, initBody)
+			return b
+		}},
+	} {
+		t.Run(c.kind+" "+c.name, func(t *testing.T) {
+			kids := &children{srv: sessionServer(nil)}
+			g := newGatedDial(kids)
+			var tr http.RoundTripper
+			var closeFn func(context.Context) error
+			if c.kind == "bridge" {
+				b := bridge.New(bridge.Options{Dial: g.dial})
+				tr, closeFn = b, b.Close
+			} else {
+				d := bridge.NewDirectWith(bridge.DirectOptions{Dial: g.dial})
+				tr, closeFn = d, d.Close
+			}
+			got := make(chan []byte, 1)
+			go func() { got <- c.send(t, tr) }()
+			select {
+			case <-g.entered:
+			case <-time.After(waitFor):
+				t.Fatal("the request did not start a child")
+			}
+			if err := closeFn(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			close(g.release)
+			select {
+			case b := <-got:
+				if !bytes.Contains(b, []byte("shutting down")) {
+					t.Fatalf("the request whose child started after Close: %s, want it refused", b)
+				}
+			case <-time.After(waitFor):
+				t.Fatal("the request whose child started after Close got no answer")
+			}
+			started := kids.list()
+			if len(started) != 1 {
+				t.Fatalf("%d children started, want 1", len(started))
+			}
+			stoppedNow(t, started[0], "a session opened during Close, once its request was refused")
+		})
+	}
+}
