@@ -87,7 +87,7 @@ func TestDirectProgressMappedBack(t *testing.T) {
 			t.Fatalf("progress notifications with tokens %s, want one with the client's %s: %s", progress, want, raw)
 		}
 	}
-	for _, m := range ts.requests("tools/call") {
+	for _, m := range ts.messages("tools/call") {
 		if bytes.Contains(m.Params, []byte("client-7")) || bytes.Contains(m.Params, []byte(`"progressToken":7`)) {
 			t.Fatalf("the shared child saw a client's progress token: %s", m.Params)
 		}

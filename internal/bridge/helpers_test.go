@@ -157,8 +157,9 @@ func (u *tap) Send(b []byte) error {
 	return u.Upstream.Send(b)
 }
 
-// requests returns the requests of method the upstream was sent.
-func (u *tap) requests(method string) []*rpc.Message {
+// messages returns the messages of method (responses for "") the
+// upstream was sent.
+func (u *tap) messages(method string) []*rpc.Message {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	var out []*rpc.Message
@@ -190,14 +191,15 @@ func (ts *taps) wrap(d func(context.Context) (bridge.Upstream, error)) func(cont
 	}
 }
 
-// requests returns the requests of method any upstream was sent.
-func (ts *taps) requests(method string) []*rpc.Message {
+// messages returns the messages of method (responses for "") any
+// upstream was sent.
+func (ts *taps) messages(method string) []*rpc.Message {
 	ts.mu.Lock()
 	all := append([]*tap(nil), ts.all...)
 	ts.mu.Unlock()
 	var out []*rpc.Message
 	for _, u := range all {
-		out = append(out, u.requests(method)...)
+		out = append(out, u.messages(method)...)
 	}
 	return out
 }

@@ -436,7 +436,7 @@ func TestLegacyParamsStripped(t *testing.T) {
 	tl["requestState"] = "bridge:not-a-hold:1" // a call that cannot pause has no hold to resume
 	send("tools/list", tl)
 	for _, method := range []string{"tools/call", "tools/list"} {
-		ms := ts.requests(method)
+		ms := ts.messages(method)
 		if len(ms) != 1 {
 			t.Fatalf("%d %s requests upstream, want 1", len(ms), method)
 		}
@@ -461,20 +461,31 @@ func TestLegacyParamsStripped(t *testing.T) {
 // comes; the session serves the next call.
 func TestPauseMissingCapability(t *testing.T) {
 	asked := make(chan error, 1)
+	ts := &taps{}
 	kids := &children{srv: sessionServer(asked)}
-	b := bridge.New(bridge.Options{Dial: kids.dial})
+	b := bridge.New(bridge.Options{Dial: ts.wrap(kids.dial)})
 	t.Cleanup(func() { b.Close(context.Background()) })
 	r := straight(t, b, reqstate.Principal{}, "tools/call", tool("ask", nil, "", nil), map[string]any{"sampling": map[string]any{}})
 	if r.status != http.StatusBadRequest || r.Error == nil || r.Error.Code != -32021 || !strings.Contains(string(r.Error.Data), "elicitation") {
 		t.Fatalf("an elicitation for a client without the capability: %d %s, want 400 and -32021 naming elicitation", r.status, r.raw)
 	}
+	// The error answer goes out before the client's refusal does.
+	var answered bool
+	for _, m := range ts.messages("") {
+		if m.ID != nil && m.Error != nil && strings.Contains(string(m.Error), "cannot answer") {
+			answered = true
+		}
+	}
+	if !answered {
+		t.Fatal("the upstream's elicitation was not answered with an error")
+	}
 	select {
 	case err := <-asked:
-		if err == nil || !strings.Contains(err.Error(), "cannot answer") {
-			t.Fatalf("the upstream's elicitation ended with %v, want the bridge's error answer", err)
+		if err == nil {
+			t.Fatal("the upstream's elicitation returned an answer")
 		}
 	case <-time.After(waitFor):
-		t.Fatal("the upstream's elicitation was never answered")
+		t.Fatal("the upstream's elicitation never ended")
 	}
 	if st := b.Stats(); st.Holds != 0 || st.Sessions != 1 {
 		t.Fatalf("after the refusal: %+v, want no hold and the one session", st)
