@@ -206,12 +206,15 @@ func (ts *taps) messages(method string) []*rpc.Message {
 
 // scriptKids starts, for every dial, a hand-written stdio server:
 // answer returns the response to each request the proxy sends it (nil
-// for none), as a child speaking JSON-RPC lines would. The children are
-// kept so a test can see which were stopped.
+// for none; a []any is several messages, sent in order), as a child
+// speaking JSON-RPC lines would; responded, when set, gets every
+// response the proxy sends it. The children are kept so a test can see
+// which were stopped.
 type scriptKids struct {
-	answer  func(m *rpc.Message) any
-	mu      sync.Mutex
-	started []*child
+	answer    func(m *rpc.Message) any
+	responded func(m *rpc.Message)
+	mu        sync.Mutex
+	started   []*child
 }
 
 func (cs *scriptKids) dial(context.Context) (bridge.Upstream, error) {
@@ -221,11 +224,25 @@ func (cs *scriptKids) dial(context.Context) (bridge.Upstream, error) {
 		srv := rpc.NewLines(sr, sw, 0)
 		for b := range srv.Recv() {
 			m, err := rpc.Parse(b)
-			if err != nil || !m.IsRequest() {
+			switch {
+			case err != nil:
+				continue
+			case m.Method == "" && cs.responded != nil:
+				cs.responded(m)
+				continue
+			case !m.IsRequest():
 				continue
 			}
-			if res := cs.answer(m); res != nil {
-				out, _ := json.Marshal(res)
+			res := cs.answer(m)
+			msgs, ok := res.([]any)
+			if !ok {
+				msgs = []any{res}
+			}
+			for _, r := range msgs {
+				if r == nil {
+					continue
+				}
+				out, _ := json.Marshal(r)
 				if srv.Send(out) != nil {
 					return
 				}
