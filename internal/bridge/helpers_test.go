@@ -208,11 +208,12 @@ func (ts *taps) messages(method string) []*rpc.Message {
 // answer returns the response to each request the proxy sends it (nil
 // for none; a []any is several messages, sent in order), as a child
 // speaking JSON-RPC lines would; responded, when set, gets every
-// response the proxy sends it. The children are kept so a test can see
+// response the proxy sends it and returns what to send then, as answer
+// does. The children are kept so a test can see
 // which were stopped.
 type scriptKids struct {
 	answer    func(m *rpc.Message) any
-	responded func(m *rpc.Message)
+	responded func(m *rpc.Message) any
 	mu        sync.Mutex
 	started   []*child
 }
@@ -224,16 +225,17 @@ func (cs *scriptKids) dial(context.Context) (bridge.Upstream, error) {
 		srv := rpc.NewLines(sr, sw, 0)
 		for b := range srv.Recv() {
 			m, err := rpc.Parse(b)
+			var res any
 			switch {
 			case err != nil:
 				continue
 			case m.Method == "" && cs.responded != nil:
-				cs.responded(m)
-				continue
+				res = cs.responded(m)
 			case !m.IsRequest():
 				continue
+			default:
+				res = cs.answer(m)
 			}
-			res := cs.answer(m)
 			msgs, ok := res.([]any)
 			if !ok {
 				msgs = []any{res}

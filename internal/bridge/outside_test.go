@@ -43,11 +43,12 @@ func TestRequestsOutsideACall(t *testing.T) {
 			}
 			return map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{}}
 		},
-		responded: func(m *rpc.Message) {
+		responded: func(m *rpc.Message) any {
 			mu.Lock()
 			answers[string(m.ID)] = m
 			mu.Unlock()
 			got <- struct{}{}
+			return nil
 		},
 	}
 	b := bridge.New(bridge.Options{Dial: kids.dial, Roots: []string{"file:///srv", "file:///data"}})
