@@ -103,7 +103,10 @@ func TestBridgeWireAnswers(t *testing.T) {
 	b, kids := newSessionBridge(t, bridge.Options{})
 	send := func(msg map[string]any) (int, []byte) {
 		body, _ := json.Marshal(msg)
-		resp, raw := sendRaw(t, context.Background(), b, reqstate.Principal{}, nil, body)
+		// Bounded: relayed upstream, a listen would stream until the end.
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		resp, raw := sendRaw(t, ctx, b, reqstate.Principal{}, nil, body)
 		return resp.StatusCode, raw
 	}
 	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{}}
