@@ -21,9 +21,9 @@ import (
 // children's 100 ms grace periods.
 const procPatience = 15 * time.Second
 
-// initAnswer is a 2025-11-25 server's answer to the first request of a
+// procInitAnswer is a 2025-11-25 server's answer to the first request of a
 // connection (id 1).
-const initAnswer = `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"sh","version":"1"}}}`
+const procInitAnswer = `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"sh","version":"1"}}}`
 
 // closingChildren dials shell children that answer initialize (when
 // answer is set), read lines more messages, then close their stdout and
@@ -44,7 +44,7 @@ func (d *closingChildren) dial(context.Context) (bridge.Upstream, error) {
 		script += `read -r l; `
 	}
 	script += `exec 1>&-; exec sleep 600`
-	ch, err := stdio.Start(stdio.Config{Path: "/bin/sh", Args: []string{"-c", script}, Env: []string{"INIT=" + initAnswer}, StopGrace: 100 * time.Millisecond})
+	ch, err := stdio.Start(stdio.Config{Path: "/bin/sh", Args: []string{"-c", script}, Env: []string{"INIT=" + procInitAnswer}, StopGrace: 100 * time.Millisecond})
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func roundTrip(t *testing.T, rt http.RoundTripper, hdr http.Header, body string)
 	resp.Body.Close()
 }
 
-const modernCall = `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"x","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+const procModernCall = `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"x","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
 
 var modernHeader = http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"x"}}
 
@@ -113,7 +113,7 @@ func TestClosedStdoutChildStopped(t *testing.T) {
 		b := bridge.New(bridge.Options{Dial: d.dial, MaxSessions: 5})
 		t.Cleanup(func() { b.Close(context.Background()) })
 		for range 5 {
-			roundTrip(t, b, modernHeader, modernCall)
+			roundTrip(t, b, modernHeader, procModernCall)
 		}
 		d.wantStopped(t, 5)
 	})
@@ -121,7 +121,7 @@ func TestClosedStdoutChildStopped(t *testing.T) {
 		d := &closingChildren{lines: 0}
 		dr := bridge.NewDirectWith(bridge.DirectOptions{Dial: d.dial, MaxProcs: 2})
 		t.Cleanup(func() { dr.Close(context.Background()) })
-		roundTrip(t, dr, modernHeader, modernCall)
+		roundTrip(t, dr, modernHeader, procModernCall)
 		d.wantStopped(t, 1)
 	})
 	t.Run("legacy client session", func(t *testing.T) {

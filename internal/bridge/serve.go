@@ -57,6 +57,8 @@ func (b *Bridge) serve(ctx context.Context, w *pipeWriter, r *http.Request, body
 		b.discover(ctx, out)
 	case mcpwire.Pausable(m.Method):
 		b.pausable(ctx, out, m, params)
+	case m.Method == "initialize": // 2026-07-28 has none; never the upstream's session's
+		out.fail(http.StatusNotFound, -32601, "method not found: initialize is not a "+ModernVersion+" method", nil)
 	case m.Method == "subscriptions/listen":
 		out.fail(http.StatusNotFound, -32601, "method not found: subscriptions are not bridged to a "+LegacyVersion+" upstream", nil)
 	default:

@@ -555,12 +555,10 @@ func (ss *sessions) initialize(ctx context.Context, w *pipeWriter, r *http.Reque
 		writeMsg(w, http.StatusOK, errorMessage(m.ID, mrtr.CodeInternalError, errClosed.Error(), nil))
 		return
 	}
-	w.Header().Set(sessionHeader, s.id)
 	if !ss.c.rootsFromClient && ss.c.operatorRoots {
 		body = withRootsCapability(m, body)
 	}
 	if !s.request(ctx, w, r, m, body, true) {
-		w.Header().Del(sessionHeader)
 		_ = s.end(context.Background())
 		return
 	}
@@ -661,7 +659,8 @@ func (s *lsession) queueFor(m *rpc.Message) *queue {
 
 // request relays one client request to the child and its answer back:
 // JSON, or an event stream when the child sends messages first. It
-// reports whether the child answered with a result.
+// reports whether the child answered with a result. The first request,
+// the initialize, gets the session's id with its result only.
 func (s *lsession) request(ctx context.Context, w *pipeWriter, r *http.Request, m *rpc.Message, body []byte, first bool) bool {
 	// Nothing may come before an initialize's response: the session does
 	// not exist yet.
@@ -701,6 +700,11 @@ func (s *lsession) request(ctx context.Context, w *pipeWriter, r *http.Request, 
 				continue
 			}
 			if msg.Method == "" {
+				if first && msg.Error == nil {
+					// The session's id goes out with the initialize's
+					// result only: an error creates no session.
+					w.Header().Set(sessionHeader, s.id)
+				}
 				out.send(http.StatusOK, b)
 				return msg.Error == nil
 			}
