@@ -252,19 +252,32 @@ func TestH1IdleTimer(t *testing.T) {
 }
 
 // TestH1EarlyAnswer pins item 10's "an early 413 to a large body is lost
-// while the whole body is written": an upstream that answers before
-// reading a large body, and closes, is heard.
+// while the whole body is written": an upstream that answers before it
+// reads a large body, and then neither reads nor closes, is heard at once
+// (before the fix the write waited for the upstream to read, until the
+// request's deadline).
 func TestH1EarlyAnswer(t *testing.T) {
+	done := make(chan struct{})
+	defer close(done)
 	url := serveConns(t, "/mcp", func(c net.Conn) {
 		defer c.Close()
 		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
 			return
 		}
 		_, _ = io.WriteString(c, "HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\nContent-Length: 8\r\n\r\ntoo big!")
+		<-done
 	})
 	h1, u := testH1(t, url, http.DefaultTransport.(*http.Transport).Clone())
-	r := postTo(t, t.Context(), u, strings.Repeat("x", 16<<20))
-	if resp, body := roundTrip(t, h1, r); resp.StatusCode != 413 || body != "too big!" {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	r := postTo(t, ctx, u, strings.Repeat("x", 16<<20))
+	resp, err := h1.RoundTrip(r)
+	if err != nil {
+		t.Fatalf("no early answer: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 413 || string(body) != "too big!" {
 		t.Fatalf("%d %q, want the early 413", resp.StatusCode, body)
 	}
 }
