@@ -62,7 +62,7 @@ type Options struct {
 	// Transport reaches the upstream. Nil means a transport like
 	// http.DefaultTransport's whose dials are bounded by DialTimeout,
 	// keeping up to 256 idle connections for 90 s; with UpstreamTransport
-	// lean, to a plain-HTTP upstream reached without an HTTP proxy
+	// lean (the default where supported), to a plain-HTTP upstream reached without an HTTP proxy
 	// (HTTP_PROXY, NO_PROXY), it sends every POST of up to 256 KiB over
 	// HTTP/1.1 on the handler's own goroutine, which costs the proxy less
 	// CPU than an *http.Transport's two goroutines per connection.
