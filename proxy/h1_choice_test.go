@@ -1,7 +1,11 @@
 package proxy
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mrtr-go/mrtr"
@@ -74,4 +78,44 @@ func testGuard(t *testing.T) *mrtr.Guard {
 		t.Fatal(err)
 	}
 	return mrtr.New(reqstate.New(ring, nil), nil)
+}
+
+// TestProxyStrayResponse is item 2's reproduction through New: alice's
+// tools/list is answered, then the upstream sends a second response on
+// the idle connection; bob's tools/list must get his own answer, never
+// that one. (Before the fix, where connAlive could not peek, bob got
+// alice's.)
+func TestProxyStrayResponse(t *testing.T) {
+	if !LeanTransportSupported {
+		t.Skip("no lean transport here")
+	}
+	read, sent := make(chan struct{}), make(chan struct{})
+	conns := new(atomic.Int32)
+	up := strayServer(t, false, read, sent, conns)
+	h, err := New(Options{Upstream: up, Guard: testGuard(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	t.Cleanup(h.tr.(*watchedTransport).next.(*h1Transport).CloseIdleConnections)
+	for i, who := range []string{"1", "2"} { // alice, bob
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("X-N", who)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "reply "+who {
+			t.Fatalf("caller %s got %q, want %q", who, b, "reply "+who)
+		}
+		if i == 0 {
+			read <- struct{}{}
+			wait(t, sent, "stray response sent")
+		}
+	}
 }
