@@ -32,15 +32,22 @@ import (
 // the proxy would otherwise use, as do upstreams reached through an HTTP
 // proxy or over TLS (New never builds an h1Transport for them).
 //
+// Bodies above h1MaxBody go to next too: an upstream may answer a large
+// body early (a 413) and stop reading it, and only a transport that reads
+// while it writes sees that answer.
+//
 // It keeps what the proxy relies on from *http.Transport: dials bounded by
-// the dial timeout, at most maxIdle idle connections, dropped after
-// idleTimeout; a request's context cancels it at any point, its body
-// included; an idle connection the upstream closed is never used (a
-// request on a connection that turns out closed before any byte was
-// written is what *http.Transport retries); httptrace's WroteHeaders
-// hook is called once the request may have left. It sends no
+// the dial timeout, at most maxIdle idle connections, each closed once
+// idle for idleTimeout; a request's context cancels it at any point, its
+// body included; an idle connection the upstream closed, or sent anything
+// on unasked, is never used, and one that cannot be checked for that (not
+// a socket this platform can peek at, see connAlive) is never kept; a
+// request on a reused connection that fails before any byte was written
+// is sent again on a new one, as *http.Transport does; httptrace's
+// WroteHeaders hook is called once the request may have left. It sends no
 // Accept-Encoding of its own and no default User-Agent, as the proxy's
-// requests carry none (outHeader, httputil.ReverseProxy).
+// requests carry none (outHeader, httputil.ReverseProxy). New builds it
+// only where the platform can peek at a socket (LeanTransportSupported).
 type h1Transport struct {
 	next        http.RoundTripper
 	host        string // the upstream's host[:port], as in its URL
@@ -55,11 +62,16 @@ type h1Transport struct {
 
 // h1Conn is one connection to the upstream and its read buffer.
 type h1Conn struct {
-	c    net.Conn
-	lim  limitedConn // what br reads from
-	br   *bufio.Reader
-	wbuf []byte    // the last request's bytes, reused
-	used time.Time // when it went idle
+	c     net.Conn
+	lim   limitedConn // what br reads from
+	br    *bufio.Reader
+	wbuf  []byte      // the last request's bytes, reused
+	used  time.Time   // when it went idle; under the transport's mu
+	timer *time.Timer // closes it once idle for idleTimeout; nil until first idle
+	// checkable: connAlive can tell whether the upstream closed c or sent
+	// on it unasked; a connection it cannot check is never kept idle.
+	checkable bool
+	reused    bool // it served a request before this one
 }
 
 // limitedConn reads from c at most n bytes, then fails: a response header
@@ -92,9 +104,17 @@ const h1MaxHeaderBytes = 10 << 20
 // requests; a larger request's buffer is dropped after it.
 const h1MaxKeptBuffer = 64 << 10
 
-// h1Max1xx bounds the informational (1xx) responses skipped before the
-// response, as *http.Transport does.
-const h1Max1xx = 5
+// h1MaxBody is the largest request body h1Transport sends itself. A
+// net/http server reads up to 256 KiB of a body its handler left unread
+// before it answers and keeps the connection (its maxPostHandlerReadBytes);
+// past that a server answering early (a 413) closes with the body still
+// coming, and only a transport reading while it writes, next, gets the
+// answer rather than a broken pipe.
+const h1MaxBody = 256 << 10
+
+// The informational (1xx) responses before a response are bounded, with
+// it, by h1MaxHeaderBytes, as *http.Transport bounds them since Go 1.26:
+// not by count.
 
 // errH1Upgrade is a 101 answer to a request that asked for no upgrade.
 var errH1Upgrade = errors.New("proxy: the upstream switched protocols unasked")
@@ -116,24 +136,28 @@ func directHTTP(u *url.URL, proxyOf func(*http.Request) (*url.URL, error)) bool 
 // newH1Transport returns an h1Transport to the plain-HTTP upstream at
 // host (its URL's) that sends what it does not handle to next.
 func newH1Transport(host string, next http.RoundTripper, dial func(ctx context.Context, network, addr string) (net.Conn, error), maxIdle int) *h1Transport {
-	addr := host
-	if _, _, err := net.SplitHostPort(host); err != nil {
-		addr = net.JoinHostPort(trimBrackets(host), "80")
-	}
-	return &h1Transport{next: next, host: host, addr: addr, dial: dial, maxIdle: maxIdle, idleTimeout: 90 * time.Second}
+	return &h1Transport{next: next, host: host, addr: dialAddr(host), dial: dial, maxIdle: maxIdle, idleTimeout: 90 * time.Second}
 }
 
-func trimBrackets(h string) string {
-	if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
-		return h[1 : len(h)-1]
+// dialAddr is the host:port to dial for a URL's host: port 80 when it has
+// none or an empty one ("host:"), as net/http dials.
+func dialAddr(host string) string {
+	u := url.URL{Host: host}
+	port := u.Port()
+	if port == "" {
+		port = "80"
 	}
-	return h
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
-// handles reports whether the request is one h1Transport sends itself.
+// handles reports whether the request is one h1Transport sends itself: a
+// POST to its upstream with a body of known length up to h1MaxBody. A
+// ContentLength of 0 with a body means, to net/http, a body of unknown
+// length (it reads it to tell), so that request goes to next.
 func (t *h1Transport) handles(r *http.Request) bool {
 	return r.Method == http.MethodPost && r.URL.Scheme == "http" && r.URL.Host == t.host &&
-		r.ContentLength >= 0 && (r.ContentLength == 0 || r.Body != nil) && r.Trailer == nil &&
+		r.ContentLength >= 0 && r.ContentLength <= h1MaxBody &&
+		(r.ContentLength == 0) == (r.Body == nil || r.Body == http.NoBody) && r.Trailer == nil &&
 		len(r.Header["Upgrade"]) == 0 && len(r.TransferEncoding) == 0
 }
 
@@ -156,34 +180,80 @@ func (t *h1Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		t.put(cn) // nothing was written on it
 		return nil, err
 	}
+	for {
+		resp, err := t.send(ctx, cn, b, r)
+		if err == nil {
+			return resp, nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		var nw nothingWritten
+		if !errors.As(err, &nw) || !cn.reused {
+			return nil, fmt.Errorf("proxy: upstream connection: %w", err)
+		}
+		// The upstream closed the connection it had kept before this
+		// request reached it: what *http.Transport sends again, here on a
+		// new connection, never a reused one (the request is in b).
+		if cn, err = t.dialConn(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// connState is what connAlive tells of a connection.
+type connState int
+
+const (
+	connIdle      connState = iota // open, nothing unread: it may carry a request
+	connDirty                      // closed, or bytes came unasked: never to be used
+	connUnchecked                  // not a socket connAlive can peek at
+)
+
+// nothingWritten is a write that failed before any byte of the request
+// left.
+type nothingWritten struct{ err error }
+
+func (e nothingWritten) Error() string { return e.err.Error() }
+func (e nothingWritten) Unwrap() error { return e.err }
+
+// send writes the request b on cn and reads the response's header. On an
+// error it has closed cn.
+func (t *h1Transport) send(ctx context.Context, cn *h1Conn, b []byte, r *http.Request) (*http.Response, error) {
 	if cap(b) <= h1MaxKeptBuffer {
 		cn.wbuf = b[:0]
 	} else {
 		cn.wbuf = nil
 	}
 	stop := context.AfterFunc(ctx, func() { _ = cn.c.SetDeadline(time.Unix(1, 0)) })
-	n, err := cn.c.Write(b)
+	n, werr := cn.c.Write(b)
 	if n > 0 {
 		if tr := httptrace.ContextClientTrace(ctx); tr != nil && tr.WroteHeaders != nil {
 			tr.WroteHeaders()
 		}
 	}
-	if err == nil {
-		var resp *http.Response
-		cn.lim.n = h1MaxHeaderBytes
-		resp, err = readH1Response(cn.br, r)
-		cn.lim.n = math.MaxInt64
-		if err == nil {
-			resp.Body = &h1Body{t: t, cn: cn, ctx: ctx, stop: stop, body: resp.Body, reuse: !resp.Close && !r.Close}
-			return resp, nil
+	if werr != nil && n == 0 {
+		stop()
+		_ = cn.c.Close()
+		return nil, nothingWritten{werr}
+	}
+	// After a failed write the upstream may still have answered what it
+	// read (an early 413 before it closed): the answer is read, the
+	// connection never kept.
+	cn.lim.n = h1MaxHeaderBytes
+	resp, err := readH1Response(cn.br, r)
+	cn.lim.n = math.MaxInt64
+	if err != nil {
+		stop()
+		_ = cn.c.Close()
+		if werr != nil {
+			err = werr
 		}
+		return nil, err
 	}
-	stop()
-	_ = cn.c.Close()
-	if cerr := ctx.Err(); cerr != nil {
-		return nil, cerr
-	}
-	return nil, fmt.Errorf("proxy: upstream connection: %w", err)
+	reuse := werr == nil && !resp.Close && !r.Close && cn.checkable
+	resp.Body = &h1Body{t: t, cn: cn, ctx: ctx, stop: stop, body: resp.Body, reuse: reuse}
+	return resp, nil
 }
 
 func closeBody(r *http.Request) {
@@ -201,9 +271,10 @@ func appendRequest(b []byte, r *http.Request) ([]byte, error) {
 	if host == "" {
 		host = r.URL.Host
 	}
-	if host == "" || !validValue(host) || strings.ContainsAny(host, " \t") {
+	if !validHost(host) {
 		return nil, errors.New("proxy: invalid Host header")
 	}
+	host = removeZone(host)
 	uri := r.URL.RequestURI()
 	if strings.ContainsFunc(uri, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
 		return nil, errors.New("proxy: invalid request URI")
@@ -247,6 +318,46 @@ func appendRequest(b []byte, r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
+// validHost reports whether h, not empty, holds only bytes of a URI host
+// and port (RFC 3986: unreserved, sub-delims, pct-encoded, the brackets
+// and colon of an IPv6 literal and a port): the bytes net/http accepts in
+// a Host header (httpguts.ValidHostHeader), so that no field or request is
+// smuggled through it. net/http sends an empty Host for an invalid one;
+// this transport refuses the request. A name beyond ASCII, which net/http
+// turns into punycode, is refused too.
+func validHost(h string) bool {
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!$%&'()*+,-.:;=[]_~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// removeZone drops the zone of an IPv6 literal host ("[fe80::1%en0]:80"),
+// which RFC 6874 says an HTTP client must not send, as net/http does.
+func removeZone(host string) string {
+	if !strings.HasPrefix(host, "[") {
+		return host
+	}
+	i := strings.LastIndexByte(host, ']')
+	if i < 0 {
+		return host
+	}
+	j := strings.LastIndexByte(host[:i], '%')
+	if j < 0 {
+		return host
+	}
+	return host[:j] + host[i:]
+}
+
 // validName reports whether k is an HTTP token (RFC 9110, 5.1).
 func validName(k string) bool {
 	if k == "" {
@@ -279,9 +390,10 @@ func validValue(v string) bool {
 	return true
 }
 
-// readH1Response reads the response to r, skipping informational ones.
+// readH1Response reads the response to r, skipping informational ones;
+// the caller bounds them all by the bytes it lets br read.
 func readH1Response(br *bufio.Reader, r *http.Request) (*http.Response, error) {
-	for range h1Max1xx + 1 {
+	for {
 		resp, err := http.ReadResponse(br, r)
 		if err != nil {
 			return nil, err
@@ -293,11 +405,10 @@ func readH1Response(br *bufio.Reader, r *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 	}
-	return nil, errors.New("proxy: too many 1xx responses from the upstream")
 }
 
-// get returns an idle connection the upstream has not closed, or a new
-// one.
+// get returns an idle connection the upstream has neither closed nor sent
+// anything on, or a new one.
 func (t *h1Transport) get(ctx context.Context) (*h1Conn, error) {
 	now := time.Now()
 	t.mu.Lock()
@@ -306,50 +417,65 @@ func (t *h1Transport) get(ctx context.Context) (*h1Conn, error) {
 		t.idle[len(t.idle)-1] = nil
 		t.idle = t.idle[:len(t.idle)-1]
 		t.mu.Unlock()
-		if now.Sub(cn.used) < t.idleTimeout && cn.br.Buffered() == 0 && connAlive(cn.c) {
+		cn.timer.Stop()
+		if now.Sub(cn.used) < t.idleTimeout && cn.br.Buffered() == 0 && connAlive(cn.c) == connIdle {
+			cn.reused = true
 			return cn, nil
 		}
 		_ = cn.c.Close()
 		t.mu.Lock()
 	}
 	t.mu.Unlock()
+	return t.dialConn(ctx)
+}
+
+// dialConn returns a new connection to the upstream.
+func (t *h1Transport) dialConn(ctx context.Context) (*h1Conn, error) {
 	c, err := t.dial(ctx, "tcp", t.addr)
 	if err != nil {
 		return nil, err
 	}
-	cn := &h1Conn{c: c, lim: limitedConn{c: c}}
+	cn := &h1Conn{c: c, lim: limitedConn{c: c}, checkable: connAlive(c) != connUnchecked}
 	cn.br = bufio.NewReaderSize(&cn.lim, 4096)
 	return cn, nil
 }
 
-// put keeps cn for the next request, unless maxIdle are kept already; it
-// closes the kept ones idle for idleTimeout.
+// put keeps cn for the next request, unless maxIdle are kept already or
+// connAlive cannot check it, and closes it once idle for idleTimeout.
 func (t *h1Transport) put(cn *h1Conn) {
-	now := time.Now()
-	cn.used = now
-	var stale []*h1Conn
+	if !cn.checkable {
+		_ = cn.c.Close()
+		return
+	}
 	t.mu.Lock()
 	keep := len(t.idle) < t.maxIdle
 	if keep {
+		cn.used = time.Now()
 		t.idle = append(t.idle, cn)
-	}
-	i := 0
-	for i < len(t.idle) && now.Sub(t.idle[i].used) >= t.idleTimeout {
-		i++
-	}
-	if i > 0 {
-		stale = append(stale, t.idle[:i]...)
-		n := copy(t.idle, t.idle[i:])
-		clear(t.idle[n:])
-		t.idle = t.idle[:n]
+		if cn.timer == nil {
+			cn.timer = time.AfterFunc(t.idleTimeout, func() { t.expire(cn) })
+		} else {
+			cn.timer.Reset(t.idleTimeout)
+		}
 	}
 	t.mu.Unlock()
 	if !keep {
 		_ = cn.c.Close()
 	}
-	for _, s := range stale {
-		_ = s.c.Close()
+}
+
+// expire closes cn if it is still idle and has been for idleTimeout (a
+// timer that fired as cn was taken, and put back, finds it otherwise).
+func (t *h1Transport) expire(cn *h1Conn) {
+	t.mu.Lock()
+	i := slices.Index(t.idle, cn)
+	if i < 0 || time.Since(cn.used) < t.idleTimeout {
+		t.mu.Unlock()
+		return
 	}
+	t.idle = slices.Delete(t.idle, i, i+1)
+	t.mu.Unlock()
+	_ = cn.c.Close()
 }
 
 // CloseIdleConnections closes the idle connections of both transports.
@@ -359,6 +485,7 @@ func (t *h1Transport) CloseIdleConnections() {
 	t.idle = nil
 	t.mu.Unlock()
 	for _, cn := range idle {
+		cn.timer.Stop()
 		_ = cn.c.Close()
 	}
 	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {

@@ -7,18 +7,25 @@ import (
 	"syscall"
 )
 
-// connAlive reports whether the upstream has neither closed c nor sent
+// LeanTransportSupported reports whether this platform can run the lean
+// upstream transport (TransportLean): it can peek at a socket without
+// blocking, the check that tells whether an idle connection may carry the
+// next request.
+const LeanTransportSupported = true
+
+// connAlive tells whether the upstream has neither closed c nor sent
 // anything on it unasked, with one non-blocking peek at its socket (the
 // check *http.Transport's reader goroutine makes by waiting on every idle
-// connection).
-func connAlive(c net.Conn) bool {
+// connection). A connection that is no socket it can peek at is
+// connUnchecked.
+func connAlive(c net.Conn) connState {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return true
+		return connUnchecked
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return connUnchecked
 	}
 	alive := false
 	var buf [1]byte
@@ -27,5 +34,8 @@ func connAlive(c net.Conn) bool {
 		alive = rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK
 		return true
 	})
-	return err == nil && alive
+	if err != nil || !alive {
+		return connDirty
+	}
+	return connIdle
 }

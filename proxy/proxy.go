@@ -61,12 +61,20 @@ type Options struct {
 	Guard *mrtr.Guard
 	// Transport reaches the upstream. Nil means a transport like
 	// http.DefaultTransport's whose dials are bounded by DialTimeout,
-	// keeping up to 256 idle connections for 90 s; to a plain-HTTP
-	// upstream reached without an HTTP proxy (HTTP_PROXY, NO_PROXY), it
-	// sends every POST over HTTP/1.1 on the handler's own goroutine,
-	// which costs the proxy less CPU than an *http.Transport's two
-	// goroutines per connection.
+	// keeping up to 256 idle connections for 90 s; with UpstreamTransport
+	// lean (the default where supported), to a plain-HTTP upstream reached without an HTTP proxy
+	// (HTTP_PROXY, NO_PROXY), it sends every POST of up to 256 KiB over
+	// HTTP/1.1 on the handler's own goroutine, which costs the proxy less
+	// CPU than an *http.Transport's two goroutines per connection.
 	Transport http.RoundTripper
+	// UpstreamTransport chooses the transport New builds when Transport
+	// is nil: TransportStd (an *http.Transport for every request) or
+	// TransportLean (the proxy's own HTTP/1.1 transport for the POSTs it
+	// can send, an *http.Transport for the rest; only where
+	// LeanTransportSupported, New refuses it elsewhere). The zero value,
+	// TransportAuto, is lean where supported and std elsewhere. It is
+	// ignored when Transport is set.
+	UpstreamTransport TransportKind
 	// DialTimeout bounds connecting to the upstream when Transport is nil.
 	// Zero means DefaultDialTimeout.
 	DialTimeout time.Duration
@@ -115,6 +123,43 @@ type Options struct {
 	Peers *Peers
 }
 
+// TransportKind names the transport New builds to the upstream
+// (Options.UpstreamTransport).
+type TransportKind string
+
+// The Options.UpstreamTransport values.
+const (
+	// TransportAuto is TransportLean where LeanTransportSupported, and
+	// TransportStd elsewhere.
+	TransportAuto TransportKind = ""
+	// TransportStd sends every request over an *http.Transport.
+	TransportStd TransportKind = "std"
+	// TransportLean sends the POSTs of up to 256 KiB to a plain-HTTP
+	// upstream reached without an HTTP proxy over the proxy's own
+	// HTTP/1.1 transport, on the handler's goroutine, and the rest over
+	// an *http.Transport. It runs only where LeanTransportSupported: it
+	// must peek at an idle connection's socket to tell that the upstream
+	// sent nothing on it that would become the next caller's response.
+	TransportLean TransportKind = "lean"
+)
+
+// leanTransport reports whether New builds the lean transport for kind
+// (and an upstream it can serve), on a platform that supports it or not.
+func leanTransport(kind TransportKind, supported bool) (bool, error) {
+	switch kind {
+	case TransportAuto:
+		return supported, nil
+	case TransportStd:
+		return false, nil
+	case TransportLean:
+		if !supported {
+			return false, errors.New("proxy: the lean upstream transport needs a non-blocking socket peek, which this platform lacks: use the std transport")
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("proxy: unknown upstream transport %q (want std or lean)", string(kind))
+}
+
 // Handler is the sealing proxy: an http.Handler in front of one upstream
 // MCP server. It is safe for concurrent use.
 type Handler struct {
@@ -147,7 +192,8 @@ type Handler struct {
 }
 
 // New returns a proxy to opts.Upstream. It returns an error for an
-// upstream URL that is not absolute http or https; a nil Guard panics.
+// upstream URL that is not absolute http or https, and for an
+// UpstreamTransport it cannot build here; a nil Guard panics.
 func New(opts Options) (*Handler, error) {
 	if opts.Guard == nil {
 		panic("proxy: New needs a Guard")
@@ -197,6 +243,10 @@ func New(opts Options) (*Handler, error) {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	tr := opts.Transport
+	lean, err := leanTransport(opts.UpstreamTransport, LeanTransportSupported) // h1_peek.go, h1_nopeek.go
+	if err != nil && tr == nil {
+		return nil, err
+	}
 	if tr == nil {
 		dial := opts.DialTimeout
 		if dial <= 0 {
@@ -207,7 +257,7 @@ func New(opts Options) (*Handler, error) {
 		t.DialContext = d
 		t.MaxIdleConnsPerHost = 256
 		tr = t
-		if directHTTP(u, t.Proxy) {
+		if lean && directHTTP(u, t.Proxy) {
 			tr = newH1Transport(u.Host, t, d, t.MaxIdleConnsPerHost) // h1.go
 		}
 	}

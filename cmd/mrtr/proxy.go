@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"time"
 
@@ -23,6 +24,7 @@ type proxyConfig struct {
 	upstream        string
 	upstreamTimeout time.Duration
 	dialTimeout     time.Duration
+	upTransport     string // --upstream-transport
 	maxHeld         int64
 	maxState        int64
 	forwardAuth     bool
@@ -57,6 +59,14 @@ func proxyFlags(f *flags, c *proxyConfig) {
 	f.Duration(groupUpstream, &c.upstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout,
 		"longest wait for the upstream's answer to one request (GET streams and subscriptions/listen are not limited)")
 	f.Duration(groupUpstream, &c.dialTimeout, "upstream-dial-timeout", proxy.DefaultDialTimeout, "longest wait to connect to the upstream")
+	f.Choice(groupUpstream, &c.upTransport, "upstream-transport", defaultUpstreamTransport(), []string{string(proxy.TransportStd), string(proxy.TransportLean)},
+		"transport to an HTTP upstream: lean (the proxy's own HTTP/1.1 transport for POSTs up to 256 KiB, less CPU; the default where the system can peek at a socket, as Linux, macOS and the BSDs can) or std (Go's net/http transport for every request; the default elsewhere)")
+	f.check("upstream-transport", func() error {
+		if c.upTransport == string(proxy.TransportLean) && !proxy.LeanTransportSupported {
+			return flagErr("upstream-transport", "lean needs a non-blocking socket peek, which %s lacks: use std", runtime.GOOS)
+		}
+		return nil
+	})
 	f.Size(groupLimits, &c.maxHeld, "max-held", proxy.DefaultMaxHeldBytes, 1024,
 		"largest final message of a pausable call the proxy holds to seal it (notifications before it are streamed, never held); larger is a -32603 error")
 	f.Size(groupLimits, &c.maxState, "max-upstream-state", proxy.DefaultMaxUpstreamState, 16,
@@ -65,6 +75,15 @@ func proxyFlags(f *flags, c *proxyConfig) {
 		"pass the client's Authorization header to the upstream (off: tokens issued to the proxy are not passed through)")
 	upstreamFlags(f, &c.upstreamConfig)
 	replicaFlags(f, c)
+}
+
+// defaultUpstreamTransport is --upstream-transport's default: lean where
+// it can run.
+func defaultUpstreamTransport() string {
+	if proxy.LeanTransportSupported {
+		return string(proxy.TransportLean)
+	}
+	return string(proxy.TransportStd)
 }
 
 // parseProxy reads flags over environment variables over defaults.
@@ -150,6 +169,7 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 		Transport:            tr,
 		Guard:                guard,
 		DialTimeout:          c.dialTimeout,
+		UpstreamTransport:    proxy.TransportKind(c.upTransport),
 		UpstreamTimeout:      c.upstreamTimeout,
 		MaxBodyBytes:         c.maxBodyBytes,
 		MaxHeldBytes:         c.maxHeld,
