@@ -137,20 +137,23 @@ func (a *Adapter) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 // paused call has no content yet, and the member is optional there.
 type pausedToolResult struct{ *mcp.CallToolResult }
 
+// MarshalJSON is go-sdk's encoding with the member cut out of its bytes:
+// every other member stays as go-sdk wrote it, in its order. This runs
+// for every pause, so it neither parses the result (its input requests
+// carry a whole schema) nor encodes it again: one scan and one copy.
 func (r pausedToolResult) MarshalJSON() ([]byte, error) {
 	data, err := r.CallToolResult.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, err
-	}
-	if string(m["content"]) != "null" {
+	if v, ok := mcpwire.Member(data, "content"); !ok || string(v) != "null" {
 		return data, nil
 	}
-	delete(m, "content")
-	return json.Marshal(m)
+	out, ok := mcpwire.AppendEdited(make([]byte, 0, len(data)), data, mcpwire.Edit{Name: "content"})
+	if !ok {
+		return data, nil
+	}
+	return out, nil
 }
 
 // wireError turns mrtr's errors into the JSON-RPC errors of the error
