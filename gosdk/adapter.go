@@ -140,11 +140,25 @@ type pausedToolResult struct{ *mcp.CallToolResult }
 // MarshalJSON is go-sdk's encoding with the member cut out of its bytes:
 // every other member stays as go-sdk wrote it, in its order. This runs
 // for every pause, so it neither parses the result (its input requests
-// carry a whole schema) nor encodes it again: one scan and one copy.
+// carry a whole schema) nor encodes it again. go-sdk writes content
+// first unless the result has a _meta: then the member is cut off the
+// front in place; otherwise found by one scan and left out of one copy.
 func (r pausedToolResult) MarshalJSON() ([]byte, error) {
 	data, err := r.CallToolResult.MarshalJSON()
 	if err != nil {
 		return nil, err
+	}
+	const first = `{"content":null`
+	if len(data) > len(first) && string(data[:len(first)]) == first && (data[len(first)] == ',' || data[len(first)] == '}') {
+		// data is ours (a fresh encoding), and a struct's encoding names
+		// a member once.
+		if data[len(first)] == ',' {
+			data = data[len(first):] // from the comma
+		} else {
+			data = data[len(first)-1:] // "l}": the empty object
+		}
+		data[0] = '{'
+		return data, nil
 	}
 	if v, ok := mcpwire.Member(data, "content"); !ok || string(v) != "null" {
 		return data, nil

@@ -114,18 +114,23 @@ func plainStates(body []byte) bool {
 }
 
 // indexFold returns the index of the first lower (lower-case ASCII, no
-// letters in its punctuation) in b at or after from, in any case, or -1;
-// without allocating.
+// letters in its punctuation, its first byte not a letter) in b at or
+// after from, in any case, or -1; without allocating. It goes from one
+// first byte of lower to the next with bytes.IndexByte, so the stretches
+// between them (a long token, a string without quotes) cost little.
 func indexFold(b []byte, lower string, from int) int {
-	for i := from; i+len(lower) <= len(b); i++ {
-		if b[i]|0x20 != lower[0]|0x20 {
-			continue
+	last := len(b) - len(lower) // the last index where lower may start
+	for i := from; i <= last; i++ {
+		j := bytes.IndexByte(b[i:last+1], lower[0])
+		if j < 0 {
+			return -1
 		}
-		j := 1
-		for j < len(lower) && b[i+j]|0x20 == lower[j]|0x20 {
-			j++
+		i += j
+		k := 1
+		for k < len(lower) && b[i+k]|0x20 == lower[k]|0x20 {
+			k++
 		}
-		if j == len(lower) {
+		if k == len(lower) {
 			return i
 		}
 	}

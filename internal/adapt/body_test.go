@@ -123,3 +123,30 @@ func TestFoldsToRequestState(t *testing.T) {
 		t.Fatalf("letters outside ASCII that fold into requestState: %q, want %q", string(found), longS)
 	}
 }
+
+// indexFold finds what a byte-by-byte folded comparison at every index
+// finds, also where a first byte of the name starts a partial match, at
+// the end of b, or right before from.
+func TestIndexFold(t *testing.T) {
+	const name = `"requeststate"`
+	naive := func(b []byte, from int) int {
+		for i := from; i+len(name) <= len(b); i++ {
+			if strings.EqualFold(string(b[i:i+len(name)]), name) {
+				return i
+			}
+		}
+		return -1
+	}
+	for _, s := range []string{
+		``, `"`, `"requestState`, `"requestState"`, `x"requestState"`, `""requestState"`,
+		`"request"requestState":1`, `{"a":"` + strings.Repeat("b", 300) + `","REQUESTSTATE":"x"}`,
+		`"requestStat"`, `"requestStatee"`, `"req` + "\x02" + `"requestState"`, `"requestState""RequestState"`,
+	} {
+		b := []byte(s)
+		for from := 0; from <= len(b)+1; from++ {
+			if got, want := indexFold(b, name, from), naive(b, from); got != want {
+				t.Errorf("%q from %d: %d, want %d", s, from, got, want)
+			}
+		}
+	}
+}
