@@ -137,37 +137,19 @@ func (a *Adapter) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 // paused call has no content yet, and the member is optional there.
 type pausedToolResult struct{ *mcp.CallToolResult }
 
-// MarshalJSON is go-sdk's encoding with the member cut out of its bytes:
-// every other member stays as go-sdk wrote it, in its order. This runs
-// for every pause, so it neither parses the result (its input requests
-// carry a whole schema) nor encodes it again. go-sdk writes content
-// first unless the result has a _meta: then the member is cut off the
-// front in place; otherwise found by one scan and left out of one copy.
+// MarshalJSON is go-sdk's encoding with the member cut out of its bytes,
+// in place: every other member stays as go-sdk wrote it, in its order.
+// This runs for every pause, so it neither parses the result (its input
+// requests carry a whole schema) nor encodes it again: go-sdk writes
+// content right after _meta, and mcpwire.CutMember reads only that far.
+// The encoding is of a struct, so no member name repeats.
 func (r pausedToolResult) MarshalJSON() ([]byte, error) {
 	data, err := r.CallToolResult.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
-	const first = `{"content":null`
-	if len(data) > len(first) && string(data[:len(first)]) == first && (data[len(first)] == ',' || data[len(first)] == '}') {
-		// data is ours (a fresh encoding), and a struct's encoding names
-		// a member once.
-		if data[len(first)] == ',' {
-			data = data[len(first):] // from the comma
-		} else {
-			data = data[len(first)-1:] // "l}": the empty object
-		}
-		data[0] = '{'
-		return data, nil
-	}
-	if v, ok := mcpwire.Member(data, "content"); !ok || string(v) != "null" {
-		return data, nil
-	}
-	out, ok := mcpwire.AppendEdited(make([]byte, 0, len(data)), data, mcpwire.Edit{Name: "content"})
-	if !ok {
-		return data, nil
-	}
-	return out, nil
+	data, _ = mcpwire.CutMember(data, "content", "null")
+	return data, nil
 }
 
 // wireError turns mrtr's errors into the JSON-RPC errors of the error

@@ -124,29 +124,41 @@ func TestFoldsToRequestState(t *testing.T) {
 	}
 }
 
-// indexFold finds what a byte-by-byte folded comparison at every index
-// finds, also where a first byte of the name starts a partial match, at
-// the end of b, or right before from.
-func TestIndexFold(t *testing.T) {
+// plainStates answers as a byte-by-byte folded search for the name at
+// every index does: with the name at the start or the end of the body,
+// next to another q, in any case, and after a partial match.
+func TestPlainStatesAsNaive(t *testing.T) {
 	const name = `"requeststate"`
-	naive := func(b []byte, from int) int {
-		for i := from; i+len(name) <= len(b); i++ {
-			if strings.EqualFold(string(b[i:i+len(name)]), name) {
-				return i
-			}
+	naive := func(b []byte) bool {
+		if strings.Contains(string(b), longS) {
+			return false
 		}
-		return -1
+		for i := 0; i+len(name) <= len(b); i++ {
+			if !strings.EqualFold(string(b[i:i+len(name)]), name) {
+				continue
+			}
+			j := skipJSONSpace(b, i+len(name))
+			if j == len(b) || b[j] != ':' {
+				continue
+			}
+			j = skipJSONSpace(b, j+1)
+			if j < len(b) && (b[j] == '"' || strings.HasPrefix(string(b[j:]), "null")) {
+				continue
+			}
+			return false
+		}
+		return true
 	}
 	for _, s := range []string{
-		``, `"`, `"requestState`, `"requestState"`, `x"requestState"`, `""requestState"`,
-		`"request"requestState":1`, `{"a":"` + strings.Repeat("b", 300) + `","REQUESTSTATE":"x"}`,
-		`"requestStat"`, `"requestStatee"`, `"req` + "\x02" + `"requestState"`, `"requestState""RequestState"`,
+		``, `q`, `"req`, `"requestState`, `"requestState"`, `"requestState":1`, `"requestState": "x"`, `"requestState" : null`,
+		`"REQUESTSTATE":{}`, `"RequestState":[`, `{"a":"q` + strings.Repeat("Q", 300) + `","reQuestState":true}`,
+		`"request"requestState":1`, `"requestStat":1`, `"requestStatee":1`, `"requestState""RequestState":2`,
+		`qq"requestState":1qq`, `{"x":"requestState","requestState":"ok","RequestState":7}`,
+		`"requestState":` + "", `"requestState":nul`, `"re` + longS + `questState":1`,
+		"requestState:1", `"requestState" :`,
 	} {
-		b := []byte(s)
-		for from := 0; from <= len(b)+1; from++ {
-			if got, want := indexFold(b, name, from), naive(b, from); got != want {
-				t.Errorf("%q from %d: %d, want %d", s, from, got, want)
-			}
+		if got, want := plainStates([]byte(s)), naive([]byte(s)); got != want {
+			t.Errorf("%q: %v, want %v", s, got, want)
 		}
 	}
 }
