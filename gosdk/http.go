@@ -154,11 +154,12 @@ func withBadState(r *http.Request, limit int64) *http.Request {
 // readUpTo reads r to its end or to n bytes, whichever comes first, as
 // io.ReadAll(io.LimitReader(r, n)) does, into one buffer sized by size
 // (the request's ContentLength; negative when unknown) when that is
-// below n: a declared body is read in one allocation instead of
-// io.ReadAll's growing ones.
+// below n and maxPresized: a declared body is read in one allocation
+// instead of io.ReadAll's growing ones. A larger one grows as its bytes
+// arrive, so a header alone cannot make the server allocate megabytes.
 func readUpTo(r io.Reader, n, size int64) ([]byte, error) {
 	c := int64(512)
-	if size >= 0 && size < n {
+	if size >= 0 && size < n && size < maxPresized {
 		c = size + 1 // room to read the end without growing
 	}
 	b := make([]byte, 0, c)
@@ -181,6 +182,10 @@ func readUpTo(r io.Reader, n, size int64) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// maxPresized is the largest declared body readUpTo allocates for
+// before its bytes arrive.
+const maxPresized = 64 << 10
 
 // readBody is a request body read whole already: a bytes.Reader with a
 // Close, in one allocation.

@@ -126,6 +126,17 @@ func TestReadUpTo(t *testing.T) {
 			}
 		}
 	}
+	// A declared length is not allocated for beyond maxPresized before
+	// the bytes arrive.
+	for _, size := range []int64{maxPresized - 1, maxPresized, 4 << 20} {
+		got, err := readUpTo(strings.NewReader("{}"), 4<<20+1, size)
+		if string(got) != "{}" || err != nil {
+			t.Fatalf("declared %d: read %q, %v", size, got, err)
+		}
+		if want := 512; size >= maxPresized && cap(got) != want {
+			t.Errorf("declared %d: allocated %d bytes for a 2-byte body, want %d", size, cap(got), want)
+		}
+	}
 	boom := errors.New("boom")
 	got, err := readUpTo(io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(boom)), 100, 10)
 	if string(got) != "abc" || !errors.Is(err, boom) {
