@@ -137,20 +137,19 @@ func (a *Adapter) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 // paused call has no content yet, and the member is optional there.
 type pausedToolResult struct{ *mcp.CallToolResult }
 
+// MarshalJSON is go-sdk's encoding with the member cut out of its bytes,
+// in place: every other member stays as go-sdk wrote it, in its order.
+// This runs for every pause, so it neither parses the result (its input
+// requests carry a whole schema) nor encodes it again: go-sdk writes
+// content right after _meta, and mcpwire.CutMember reads only that far.
+// The encoding is of a struct, so no member name repeats.
 func (r pausedToolResult) MarshalJSON() ([]byte, error) {
 	data, err := r.CallToolResult.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, err
-	}
-	if string(m["content"]) != "null" {
-		return data, nil
-	}
-	delete(m, "content")
-	return json.Marshal(m)
+	data, _ = mcpwire.CutMember(data, "content", "null")
+	return data, nil
 }
 
 // wireError turns mrtr's errors into the JSON-RPC errors of the error

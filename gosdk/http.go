@@ -130,7 +130,7 @@ func withBadState(r *http.Request, limit int64) *http.Request {
 	if limit <= 0 {
 		limit = mcp.DefaultMaxRequestBodyBytes
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	body, err := readUpTo(r.Body, limit+1, r.ContentLength)
 	if err != nil || int64(len(body)) > limit {
 		// go-sdk reads what was read and the rest, and answers as it does.
 		r.Body = struct {
@@ -141,13 +141,57 @@ func withBadState(r *http.Request, limit int64) *http.Request {
 	}
 	r.Body.Close()
 	out, bad := adapt.StripBadState(body)
-	r.Body = io.NopCloser(bytes.NewReader(out))
+	rb := &readBody{}
+	rb.Reset(out)
+	r.Body = rb
 	r.ContentLength = int64(len(out))
 	if bad {
 		r = r.WithContext(context.WithValue(r.Context(), badStateKey{}, true))
 	}
 	return r
 }
+
+// readUpTo reads r to its end or to n bytes, whichever comes first, as
+// io.ReadAll(io.LimitReader(r, n)) does, into one buffer sized by size
+// (the request's ContentLength; negative when unknown) when that is
+// below n and maxPresized: a declared body is read in one allocation
+// instead of io.ReadAll's growing ones. A larger one grows as its bytes
+// arrive, so a header alone cannot make the server allocate megabytes.
+func readUpTo(r io.Reader, n, size int64) ([]byte, error) {
+	c := int64(512)
+	if size >= 0 && size < n && size < maxPresized {
+		c = size + 1 // room to read the end without growing
+	}
+	b := make([]byte, 0, c)
+	for int64(len(b)) < n {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		room := b[len(b):cap(b)]
+		if rest := n - int64(len(b)); int64(len(room)) > rest {
+			room = room[:rest]
+		}
+		m, err := r.Read(room)
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}
+
+// maxPresized is the largest declared body readUpTo allocates for
+// before its bytes arrive.
+const maxPresized = 64 << 10
+
+// readBody is a request body read whole already: a bytes.Reader with a
+// Close, in one allocation.
+type readBody struct{ bytes.Reader }
+
+func (*readBody) Close() error { return nil }
 
 type badStateKey struct{}
 

@@ -123,3 +123,42 @@ func TestFoldsToRequestState(t *testing.T) {
 		t.Fatalf("letters outside ASCII that fold into requestState: %q, want %q", string(found), longS)
 	}
 }
+
+// plainStates answers as a byte-by-byte folded search for the name at
+// every index does: with the name at the start or the end of the body,
+// next to another q, in any case, and after a partial match.
+func TestPlainStatesAsNaive(t *testing.T) {
+	const name = `"requeststate"`
+	naive := func(b []byte) bool {
+		if strings.Contains(string(b), longS) {
+			return false
+		}
+		for i := 0; i+len(name) <= len(b); i++ {
+			if !strings.EqualFold(string(b[i:i+len(name)]), name) {
+				continue
+			}
+			j := skipJSONSpace(b, i+len(name))
+			if j == len(b) || b[j] != ':' {
+				continue
+			}
+			j = skipJSONSpace(b, j+1)
+			if j < len(b) && (b[j] == '"' || strings.HasPrefix(string(b[j:]), "null")) {
+				continue
+			}
+			return false
+		}
+		return true
+	}
+	for _, s := range []string{
+		``, `q`, `"req`, `"requestState`, `"requestState"`, `"requestState":1`, `"requestState": "x"`, `"requestState" : null`,
+		`"REQUESTSTATE":{}`, `"RequestState":[`, `{"a":"q` + strings.Repeat("Q", 300) + `","reQuestState":true}`,
+		`"request"requestState":1`, `"requestStat":1`, `"requestStatee":1`, `"requestState""RequestState":2`,
+		`qq"requestState":1qq`, `{"x":"requestState","requestState":"ok","RequestState":7}`,
+		`"requestState":` + "", `"requestState":nul`, `"re` + longS + `questState":1`,
+		"requestState:1", `"requestState" :`,
+	} {
+		if got, want := plainStates([]byte(s)), naive([]byte(s)); got != want {
+			t.Errorf("%q: %v, want %v", s, got, want)
+		}
+	}
+}

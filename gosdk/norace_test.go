@@ -1,0 +1,5 @@
+//go:build !race
+
+package gosdk
+
+const raceEnabled = false
