@@ -44,7 +44,8 @@ unit:
 	@for m in $(TESTED); do echo "test $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done
 
 # Short fuzzing of every fuzz target of every module, discovered by scripts/fuzz.sh
-# (longer runs: FUZZTIME=50000000x make fuzz).
+# (longer runs: FUZZTIME=50000000x make fuzz; the socket-driving targets scripts/fuzz.sh
+# names take FUZZTIME_NET instead).
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
 
