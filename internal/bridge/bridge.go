@@ -669,6 +669,18 @@ func (s *session) stop(ctx context.Context) error {
 	return s.up.Close(ctx)
 }
 
+// detach ends the call a on s, if it is still the one in flight there:
+// from then on the upstream's messages are handled as outside a call.
+// It runs on the connection's reading goroutine (rpc.Conn.StartThen), in
+// order with handle.
+func (s *session) detach(a *active) {
+	s.mu.Lock()
+	if s.active == a {
+		s.active = nil
+	}
+	s.mu.Unlock()
+}
+
 // handle receives the upstream's requests and notifications.
 func (s *session) handle(m *rpc.Message) {
 	s.mu.Lock()

@@ -148,7 +148,11 @@ func (b *Bridge) pausable(ctx context.Context, out *responder, m *rpc.Message, p
 	s.mu.Lock()
 	s.active = a // before the request leaves, so nothing the upstream sends is missed
 	s.mu.Unlock()
-	call, err := s.conn.Start(m.Method, legacyParams(params))
+	// Once its response is in, the call is over: what the upstream sends
+	// after it is answered as outside a call, never taken as this call's
+	// input request (pausing a call that has ended) nor left queued where
+	// nobody reads it.
+	call, err := s.conn.StartThen(m.Method, legacyParams(params), func() { s.detach(a) })
 	if err != nil {
 		b.release(s)
 		out.fail(http.StatusOK, mrtr.CodeInternalError, errLost.Error(), nil)

@@ -108,8 +108,8 @@ type Conn struct {
 
 	mu      sync.Mutex
 	next    int64
-	pending map[string]chan *Message // nil once the connection has ended
-	after   []func()                 // of AfterDone, run when it ends
+	pending map[string]pendingCall // nil once the connection has ended
+	after   []func()               // of AfterDone, run when it ends
 }
 
 // NewConn starts reading t. handler receives every request and
@@ -117,7 +117,7 @@ type Conn struct {
 // in order: it must not block for long (hand work to another goroutine).
 // A message that is not JSON-RPC is dropped.
 func NewConn(t Transport, handler func(*Message)) *Conn {
-	c := &Conn{t: t, handler: handler, done: make(chan struct{}), pending: map[string]chan *Message{}}
+	c := &Conn{t: t, handler: handler, done: make(chan struct{}), pending: map[string]pendingCall{}}
 	go c.read()
 	return c
 }
@@ -125,8 +125,8 @@ func NewConn(t Transport, handler func(*Message)) *Conn {
 func (c *Conn) read() {
 	defer func() {
 		c.mu.Lock()
-		for k, ch := range c.pending {
-			close(ch)
+		for k, p := range c.pending {
+			close(p.ch)
 			delete(c.pending, k)
 		}
 		c.pending = nil
@@ -153,11 +153,14 @@ func (c *Conn) read() {
 			continue
 		}
 		c.mu.Lock()
-		ch, ok := c.pending[string(m.ID)]
+		p, ok := c.pending[string(m.ID)]
 		delete(c.pending, string(m.ID))
 		c.mu.Unlock()
 		if ok {
-			ch <- m
+			p.ch <- m
+			if p.then != nil {
+				p.then()
+			}
 		}
 	}
 }
@@ -188,9 +191,25 @@ type Call struct {
 	ch chan *Message
 }
 
+// pendingCall is a call waiting for its response.
+type pendingCall struct {
+	ch   chan *Message
+	then func() // of StartThen; nil for none
+}
+
 // Start sends a request and returns at once; its response arrives on
 // Response.
 func (c *Conn) Start(method string, params json.RawMessage) (*Call, error) {
+	return c.StartThen(method, params, nil)
+}
+
+// StartThen is Start, and runs then on the reading goroutine as soon as
+// the call's response was delivered, before any later message of the
+// server reaches the handler: what the server sends after its response
+// can be told from what it sent before. then must not block. It does not
+// run when the connection ends without a response or the call was
+// cancelled.
+func (c *Conn) StartThen(method string, params json.RawMessage, then func()) (*Call, error) {
 	c.mu.Lock()
 	if c.pending == nil {
 		c.mu.Unlock()
@@ -199,7 +218,7 @@ func (c *Conn) Start(method string, params json.RawMessage) (*Call, error) {
 	c.next++
 	id := json.RawMessage(strconv.FormatInt(c.next, 10))
 	ch := make(chan *Message, 1)
-	c.pending[string(id)] = ch
+	c.pending[string(id)] = pendingCall{ch: ch, then: then}
 	c.mu.Unlock()
 	b, err := (&Message{ID: id, Method: method, Params: params}).Encode()
 	if err == nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -294,4 +295,38 @@ func TestLateResponseAfterCancel(t *testing.T) {
 	p.recv <- []byte(`{"jsonrpc":"2.0","id":1,"result":{"late":true}}`)
 	settle(t, p, handled)
 	noResponse(t, cl, "a response after Cancel")
+}
+
+// TestStartThen: then runs once the call's response is delivered and
+// before the handler sees the message the server sent after it, so a
+// caller can tell what came after the response from what came before.
+func TestStartThen(t *testing.T) {
+	p := &pipeT{sent: make(chan []byte, 8), recv: make(chan []byte, 8)}
+	var mu sync.Mutex
+	var order []string
+	handled := make(chan struct{}, 1)
+	c := NewConn(p, func(m *Message) {
+		mu.Lock()
+		order = append(order, "handler:"+m.Method)
+		mu.Unlock()
+		handled <- struct{}{}
+	})
+	cl, err := c.StartThen("tools/call", nil, func() {
+		mu.Lock()
+		order = append(order, "then")
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, p.sent, "the request sent")
+	p.recv <- []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`)
+	p.recv <- []byte(`{"jsonrpc":"2.0","id":"late","method":"elicitation/create"}`)
+	within(t, cl.Response(), "the response")
+	within(t, handled, "the late request handled")
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(order, ",") != "then,handler:elicitation/create" {
+		t.Fatalf("order %v, want then before the later message", order)
+	}
 }
