@@ -79,7 +79,7 @@ func upstreamFlags(f *flags, c *upstreamConfig) {
 // instrument adds the command upstream to /readyz (unready while it
 // cannot be started) and to /metrics: the processes running, the idle
 // ones among them and the calls held for an answer.
-func (c *upstreamConfig) instrument(ready func(context.Context) error, stats func() (procs, idle, holds int)) {
+func (c *upstreamConfig) instrument(ready func(context.Context) error, stats func() bridge.Stats) {
 	if c.obs == nil {
 		return
 	}
@@ -91,12 +91,16 @@ func (c *upstreamConfig) instrument(ready func(context.Context) error, stats fun
 		name, help string
 		v          func() int
 	}{
-		{"mrtr_upstream_processes", "Upstream processes running (a command upstream's children).", func() int { p, _, _ := stats(); return p }},
-		{"mrtr_upstream_processes_idle", "Upstream processes idle, kept for their caller's next call.", func() int { _, i, _ := stats(); return i }},
-		{"mrtr_bridge_held_calls", "Calls of a 2025-11-25 upstream held for a client's answers.", func() int { _, _, h := stats(); return h }},
+		{"mrtr_upstream_processes", "Upstream processes running (a command upstream's children).", func() int { return stats().Sessions }},
+		{"mrtr_upstream_processes_idle", "Upstream processes idle, kept for their caller's next call.", func() int { return stats().Idle }},
+		{"mrtr_bridge_held_calls", "Calls of a 2025-11-25 upstream held for a client's answers.", func() int { return stats().Holds }},
 	} {
 		_ = c.obs.registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help}, func() float64 { return float64(g.v()) }))
 	}
+	_ = c.obs.registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "mrtr_upstream_notifications_dropped_total",
+		Help: "Progress and log notifications of the upstream dropped because the queue of the call (or 2025-11-25 session) they were for was full.",
+	}, func() float64 { return float64(stats().Dropped) }))
 }
 
 // childUpstream is a stdio child as the bridge's Upstream.
@@ -150,10 +154,7 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 		log.Info("mrtr proxy: the upstream speaks 2026-07-28: its pauses are sealed; 2026-07-28 clients share one process, their ids and progress tokens remapped; each 2025-11-25 client session gets a process of its own",
 			"upstream", name, "era", era)
 		d := bridge.NewDirectWith(bridge.DirectOptions{Dial: dial, Logger: childLog, MaxProcs: c.maxProcs, Roots: c.roots, RootsFromClient: c.rootsFromClient})
-		c.instrument(d.Ready, func() (procs, idle, holds int) {
-			st := d.Stats() // the shared child and 2025-11-25 clients' children
-			return st.Sessions, st.Idle, st.Holds
-		})
+		c.instrument(d.Ready, d.Stats) // the shared child and 2025-11-25 clients' children
 		return d, d.Close, nil
 	}
 	b := c.newBridge(guard, dial, nil, childLog)
@@ -181,10 +182,7 @@ func (c *upstreamConfig) newBridge(guard *mrtr.Guard, dial func(context.Context)
 		Passthrough:      passthrough,
 		Node:             c.node,
 	})
-	c.instrument(b.Ready, func() (procs, idle, holds int) {
-		st := b.Stats()
-		return st.Sessions, st.Idle, st.Holds
-	})
+	c.instrument(b.Ready, b.Stats)
 	return b
 }
 

@@ -215,7 +215,7 @@ func TestProxyCommandUpstreamObserved(t *testing.T) {
 		t.Fatalf("pause: %v %v", res, e)
 	}
 	_, body := probe(t, metrics)
-	for _, want := range []string{"mrtr_bridge_held_calls 1", "mrtr_upstream_processes 1", "mrtr_upstream_processes_idle 0"} {
+	for _, want := range []string{"mrtr_bridge_held_calls 1", "mrtr_upstream_processes 1", "mrtr_upstream_processes_idle 0", "mrtr_upstream_notifications_dropped_total 0"} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %q", want)
 		}
