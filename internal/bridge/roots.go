@@ -108,27 +108,43 @@ func (g *rootsGate) await(ctx context.Context, answered <-chan struct{}) {
 	}
 }
 
+// withRootsCapability returns body, a 2025-11-25 client's initialize,
+// with the roots capability declared, so that the child asks for the
+// operator's roots (which the proxy answers) even if the client offers
+// none.
+func withRootsCapability(body []byte) []byte { return editRootsCapability(body, true) }
+
 // withoutRootsCapability returns body, a 2025-11-25 client's message
 // passed through to an HTTP upstream, with the roots capability taken out
 // of it if it is an initialize request: the upstream then never asks that
 // client for roots (the proxy does not read what passes through, so it
 // cannot answer for it), and keeps the directories its operator gave it.
-// Anything else, or a body it cannot edit, is returned unchanged.
-func withoutRootsCapability(body []byte) []byte {
+func withoutRootsCapability(body []byte) []byte { return editRootsCapability(body, false) }
+
+// editRootsCapability declares (declare) or removes the roots capability
+// of body if it is an initialize request. Anything else, a body that
+// already says what is asked, or one it cannot edit, is returned
+// unchanged.
+func editRootsCapability(body []byte, declare bool) []byte {
 	m, err := rpc.Parse(body)
 	if err != nil || m.Method != "initialize" || !m.IsRequest() || len(m.Params) == 0 || m.Params[0] != '{' {
 		return body
 	}
 	params := mcpwire.SplitObject(mcpwire.TrimSpace(m.Params))
-	c := params["capabilities"]
-	if len(c) == 0 || c[0] != '{' {
+	caps := mcpwire.Object{}
+	if c := params["capabilities"]; len(c) > 0 && c[0] == '{' {
+		caps = mcpwire.SplitObject(mcpwire.TrimSpace(c))
+	} else if !declare {
 		return body
 	}
-	caps := mcpwire.SplitObject(mcpwire.TrimSpace(c))
-	if _, ok := caps["roots"]; !ok {
+	if _, ok := caps["roots"]; ok == declare {
 		return body
 	}
-	delete(caps, "roots")
+	if declare {
+		caps["roots"] = json.RawMessage("{}")
+	} else {
+		delete(caps, "roots")
+	}
 	if params["capabilities"], err = caps.Encode(); err != nil {
 		return body
 	}

@@ -102,9 +102,21 @@ func TestPassthroughWithoutRoots(t *testing.T) {
 			t.Fatalf("RootsFromClient %v: the upstream got %s", fromClient, rt.bodies[0])
 		}
 	}
+	declared := withRootsCapability([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","clientInfo":{"name":"old","version":"1"}}}`))
+	if !strings.Contains(string(declared), `"capabilities":{"roots":{}}`) || !strings.Contains(string(declared), `"clientInfo"`) {
+		t.Fatalf("roots declared: %s", declared)
+	}
+	if again := withRootsCapability(declared); string(again) != string(declared) {
+		t.Fatalf("declared twice: %s", again)
+	}
 	for _, keep := range []string{`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, `not json`, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{}}}`} {
 		if got := withoutRootsCapability([]byte(keep)); string(got) != keep {
 			t.Fatalf("%s became %s", keep, got)
+		}
+		if keep != init && !strings.Contains(keep, "initialize") {
+			if got := withRootsCapability([]byte(keep)); string(got) != keep {
+				t.Fatalf("%s became %s", keep, got)
+			}
 		}
 	}
 }

@@ -432,38 +432,6 @@ func (s *lsession) firstInitialized() bool {
 	return first
 }
 
-// withRootsCapability returns the initialize request body with the roots
-// capability declared, so that the child asks for the operator's roots
-// (which the proxy answers) even if the client offers none. It returns
-// body unchanged when it cannot edit it.
-func withRootsCapability(m *rpc.Message, body []byte) []byte {
-	if len(m.Params) == 0 || m.Params[0] != '{' {
-		return body
-	}
-	params := mcpwire.SplitObject(mcpwire.TrimSpace(m.Params))
-	caps := mcpwire.Object{}
-	if c := params["capabilities"]; len(c) > 0 && c[0] == '{' {
-		caps = mcpwire.SplitObject(mcpwire.TrimSpace(c))
-	}
-	if _, ok := caps["roots"]; ok {
-		return body
-	}
-	caps["roots"] = json.RawMessage("{}")
-	var err error
-	if params["capabilities"], err = caps.Encode(); err != nil {
-		return body
-	}
-	p, err := params.Encode()
-	if err != nil {
-		return body
-	}
-	out, err := (&rpc.Message{ID: m.ID, Method: m.Method, Params: p}).Encode()
-	if err != nil {
-		return body
-	}
-	return out
-}
-
 func idOf(m *rpc.Message) json.RawMessage {
 	if m == nil {
 		return nil
@@ -556,7 +524,7 @@ func (ss *sessions) initialize(ctx context.Context, w *pipeWriter, r *http.Reque
 		return
 	}
 	if !ss.c.rootsFromClient && ss.c.operatorRoots {
-		body = withRootsCapability(m, body)
+		body = withRootsCapability(body)
 	}
 	if !s.request(ctx, w, r, m, body, true) {
 		_ = s.end(context.Background())

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -17,12 +16,8 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/bridge"
 	"github.com/mrtr-go/mrtr/internal/rpc"
-	"github.com/mrtr-go/mrtr/proxy"
-	"github.com/mrtr-go/mrtr/replay"
-	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // children starts a fresh session of a go-sdk server for every Dial, as a
@@ -133,18 +128,7 @@ func newOldEnv(t *testing.T, kind string, maxProcs int) *oldEnv {
 		t.Cleanup(func() { d.Close(context.Background()) })
 		tr, e.stats = d, d.Stats
 	}
-	ring, err := reqstate.GenerateKeyRing("k1", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := proxy.New(proxy.Options{Upstream: "http://stdio.upstream/mcp", Transport: tr,
-		Guard: mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil)})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	e.px = srv.URL + "/mcp"
+	e.px = serveProxy(t, tr)
 	return e
 }
 
