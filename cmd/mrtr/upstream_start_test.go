@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -168,4 +169,58 @@ func TestProbeStdioWaitRepeats(t *testing.T) {
 	if left0 != float64(time.Minute) || left1 >= left0 {
 		t.Fatalf("left %v then %v, want a minute then less", left0, left1)
 	}
+}
+
+// With --upstream-era given (no probe), a child that exits before
+// answering initialize is logged with its exit status and the end of its
+// stderr (issue 28, item 1): the log said only that the upstream could not
+// be initialized.
+func TestProxyCommandGivenEraLogsExit(t *testing.T) {
+	url, logs := startProxyCmd(t, "--upstream-era", "legacy", "--", "sh", "-c", `echo "boom: missing config" >&2; exit 3`)
+	if _, e := rpcPost(t, url, "tools/list", map[string]any{}); e == nil || !strings.Contains(string(e["message"]), "could not be") {
+		t.Fatalf("a call to an upstream that cannot start: %v", e)
+	}
+	if rec := exitRecord(logs.String(), "bridge: initialize the upstream"); !strings.Contains(rec.Exit, "exit status 3") || !strings.Contains(rec.StderrTail, "boom: missing config") {
+		t.Fatalf("initialize failure logged as %+v: %s", rec, logs.String())
+	}
+
+	// A 2025-11-25 client's session: its child's end is logged the same way.
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	const msg = "bridge: the upstream of a legacy client session exited"
+	deadline := time.Now().Add(startPatience)
+	for exitRecord(logs.String(), msg).Msg == "" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if rec := exitRecord(logs.String(), msg); !strings.Contains(rec.Exit, "exit status 3") || !strings.Contains(rec.StderrTail, "boom: missing config") {
+		t.Fatalf("a legacy client session's child's end logged as %+v: %s", rec, logs.String())
+	}
+}
+
+// exitLine is a log record with the exit attributes of an upstream.
+type exitLine struct {
+	Msg        string
+	Exit       string
+	StderrTail string `json:"stderr_tail"`
+}
+
+// exitRecord is the last record of log with message msg.
+func exitRecord(log, msg string) exitLine {
+	var rec exitLine
+	sc := bufio.NewScanner(strings.NewReader(log))
+	for sc.Scan() {
+		var r exitLine
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Msg == msg {
+			rec = r
+		}
+	}
+	return rec
 }
