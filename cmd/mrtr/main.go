@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 )
 
 const usage = `mrtr: sealed Multi Round-Trip Requests for MCP servers
@@ -48,6 +49,9 @@ type app struct {
 	// debug.ReadBuildInfo.
 	buildInfo func() (*debug.BuildInfo, bool)
 	afterFunc afterFunc // the timer of mrtr call's --timeout; nil: time.AfterFunc
+	// probeTimeout bounds mrtr proxy's era probe of a command upstream;
+	// zero: 90 s (a test seam).
+	probeTimeout time.Duration
 }
 
 func main() {

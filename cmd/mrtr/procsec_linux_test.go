@@ -128,7 +128,7 @@ func TestProxyNotDumpable(t *testing.T) {
 	if os.Geteuid() == 0 {
 		bin, cred = exposedBinary(t), &syscall.Credential{Uid: nobody, Gid: nobody}
 	}
-	const script = `tr '\0' '\n' < /proc/$PPID/environ >&2; echo environ-read-done >&2`
+	const script = `tr '\0' '\n' < /proc/$PPID/environ >&2; echo environ-read-done >&2; exec sleep 600` // lives on: one that exits before the era probe stops the proxy
 	p := runMrtr(t, bin, cred, map[string]string{"MRTR_KEYS": string(inline), "PROCSEC_MARK": "mark-in-the-environ"},
 		"proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--", "/bin/sh", "-c", script)
 	said := childSaid(t, p, "environ-read-done")
@@ -170,7 +170,7 @@ func TestUpstreamUser(t *testing.T) {
 	keys := filepath.Join(dir, "keys.json")
 	k := genKey(t, "upstream-user")
 	writeRing(t, keys, k)
-	script := `id -u >&2; id -g >&2; cat "$0" >&2; tr '\0' '\n' < /proc/$PPID/environ >&2; echo checks-done >&2`
+	script := `id -u >&2; id -g >&2; cat "$0" >&2; tr '\0' '\n' < /proc/$PPID/environ >&2; echo checks-done >&2; exec sleep 600` // lives on: one that exits before the era probe stops the proxy
 	p := runMrtr(t, os.Args[0], nil, map[string]string{"PROCSEC_MARK": "mark-in-the-environ"},
 		"proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--keys", keys, "--upstream-user", "65534:65534",
 		"--", "/bin/sh", "-c", script, keys)

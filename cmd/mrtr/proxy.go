@@ -128,6 +128,7 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	hosts := c.allowedHostList()
 	c.upstreamConfig.url, c.upstreamConfig.dialTimeout = c.upstream, c.dialTimeout
 	c.upstreamConfig.obs = c.commonConfig.tel
+	c.upstreamConfig.probeTimeout = a.probeTimeout
 	// Replicas share a Redis store; a bridge names this process (its
 	// node) in every held call's state.
 	replicas := newReplicaSet(c.redisStore)

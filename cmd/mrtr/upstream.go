@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -59,6 +60,9 @@ type upstreamConfig struct {
 	// one bridged, with the proxy's own dial settings.
 	url         string
 	dialTimeout time.Duration
+	// probeTimeout bounds the era probe of a command upstream; zero means
+	// defaultProbeTimeout (a test seam, no flag).
+	probeTimeout time.Duration
 }
 
 // upstreamFlags registers the flags of upstreamConfig.
@@ -146,7 +150,7 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 	era := c.era
 	if era == eraAuto {
 		var err error
-		if era, err = probeStdio(ctx, dial, childLog); err != nil {
+		if era, err = probeStdio(ctx, dial, childLog, name, c.probeTimeout, 0); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -327,39 +331,77 @@ func probeHTTP(ctx context.Context, tr http.RoundTripper, target string) (string
 	return eraLegacy, nil
 }
 
-// probeTimeout bounds the era probe of a command upstream, start-up
+// defaultProbeTimeout bounds the era probe of a command upstream, start-up
 // included (npx may fetch the package first).
-const probeTimeout = 90 * time.Second
+const defaultProbeTimeout = 90 * time.Second
+
+// defaultProbeLogEvery is how often the probe says it is still waiting.
+const defaultProbeLogEvery = 10 * time.Second
 
 // probeStdio tells a command upstream's era the way the spec's client era
 // detection does on stdio: a server/discover request; a DiscoverResult
-// listing 2026-07-28 means modern, anything else (an error, no answer in
-// time, a closed stdout) legacy. The probe's process is stopped.
-func probeStdio(ctx context.Context, dial func(context.Context) (bridge.Upstream, error), log *slog.Logger) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+// listing 2026-07-28 means modern, an error result, no answer within
+// timeout (zero: defaultProbeTimeout) or one not listing it legacy. A
+// command that ends its output before answering (it exited, most often:
+// a missing configuration, a bad argument) is an error naming its exit
+// status and the end of its stderr: the proxy stops rather than serve a
+// command that cannot run. While it waits, it says so in the log, at
+// once and every logEvery (zero: defaultProbeLogEvery), with the time
+// left. The probe's process is stopped.
+func probeStdio(ctx context.Context, dial func(context.Context) (bridge.Upstream, error), log *slog.Logger, name string, timeout, logEvery time.Duration) (string, error) {
+	if timeout <= 0 {
+		timeout = defaultProbeTimeout
+	}
+	if logEvery <= 0 {
+		logEvery = defaultProbeLogEvery
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	up, err := dial(ctx)
 	if err != nil {
 		return "", fmt.Errorf("start the upstream: %w", err)
 	}
-	defer func() {
+	stop := func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer scancel()
 		_ = up.Close(sctx)
-	}()
+	}
+	defer stop()
 	conn := rpc.NewConn(up, nil)
 	params, _ := json.Marshal(map[string]any{"_meta": map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    bridge.ModernVersion,
 		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
 		"io.modelcontextprotocol/clientInfo":         map[string]string{"name": "mrtr-proxy", "version": version},
 	}})
+	answered := make(chan struct{})
+	waitLogged := make(chan struct{})
+	go func() {
+		defer close(waitLogged)
+		start := time.Now()
+		tick := time.NewTicker(logEvery)
+		defer tick.Stop()
+		for {
+			waited := time.Since(start)
+			log.Info("mrtr proxy: waiting for the upstream command to answer server/discover",
+				"command", name, "waited", waited.Round(time.Second), "left", (timeout - waited).Round(time.Second))
+			select {
+			case <-answered:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 	m, err := conn.Call(ctx, "server/discover", params)
+	close(answered)
+	<-waitLogged
 	switch {
 	case err != nil && ctx.Err() == nil:
-		log.Info("mrtr proxy: the upstream ended its output before answering server/discover: taking it as 2025-11-25", "error", err)
-		return eraLegacy, nil
+		stop() // reaped: how it ended is known
+		return "", endedEarly(name, up, err)
 	case err != nil:
-		log.Info("mrtr proxy: no answer to server/discover: taking the upstream as 2025-11-25", "waited", probeTimeout)
+		log.Info("mrtr proxy: no answer to server/discover: taking the upstream as 2025-11-25", "command", name, "waited", timeout)
 		return eraLegacy, nil
 	case m.Error != nil:
 		return eraLegacy, nil
@@ -376,4 +418,39 @@ func probeStdio(ctx context.Context, dial func(context.Context) (bridge.Upstream
 	}
 	log.Info("mrtr proxy: server/discover does not list 2026-07-28: taking the upstream as 2025-11-25", "versions", strings.Join(res.SupportedVersions, ","))
 	return eraLegacy, nil
+}
+
+// endedEarly is the error of a command upstream whose output ended before
+// it answered the probe: its exit status (or signal) and the end of its
+// stderr, once it is reaped. callErr is the probe's own error, for an
+// upstream that is not a child.
+func endedEarly(name string, up bridge.Upstream, callErr error) error {
+	ch, ok := up.(childUpstream)
+	if !ok {
+		return fmt.Errorf("the upstream command %s ended its output before answering server/discover: %w", name, callErr)
+	}
+	return fmt.Errorf("the upstream command %s ended before answering server/discover (%s)%s", name, exitStatus(ch.Err()), stderrTail(ch.StderrTail()))
+}
+
+// exitStatus says how a reaped child ended: "exit status N" or "signal:
+// S" (or, for a child stopped for a protocol error, why).
+func exitStatus(err error) string {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return "exit status 0"
+	case errors.As(err, &ee):
+		return ee.String()
+	default:
+		return err.Error()
+	}
+}
+
+// stderrTail formats the end of a child's stderr (stdio.Child.StderrTail)
+// for an error or a log: one indented line each.
+func stderrTail(lines []string) string {
+	if len(lines) == 0 {
+		return "; it wrote nothing on stderr"
+	}
+	return "; the end of its stderr:\n\t" + strings.Join(lines, "\n\t")
 }

@@ -532,6 +532,28 @@ func (b *Bridge) evict(of func(caller string) bool) (stop func(context.Context) 
 	return v.stop
 }
 
+// exitReporter is an upstream that says how it ended once closed: a
+// command's child (stdio.Child).
+type exitReporter interface {
+	Err() error
+	StderrTail() []string
+}
+
+// exitAttrs are the log attributes of how a closed upstream ended, when
+// it says: "exit" (its exit status or signal) and, unless it exited 0,
+// "stderr_tail" (the end of its stderr).
+func exitAttrs(up Upstream) []any {
+	x, ok := up.(exitReporter)
+	if !ok {
+		return nil
+	}
+	err := x.Err()
+	if err == nil {
+		return []any{"exit", "exit status 0"}
+	}
+	return []any{"exit", err.Error(), "stderr_tail", strings.Join(x.StderrTail(), "\n")}
+}
+
 // open dials and initializes a session.
 func (b *Bridge) open(ctx context.Context, caller string) (*session, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.o.StartTimeout)
@@ -570,7 +592,7 @@ func (b *Bridge) open(ctx context.Context, caller string) (*session, error) {
 	}
 	if err != nil {
 		_ = up.Close(context.Background())
-		b.log.Error("bridge: initialize the upstream", "error", err)
+		b.log.Error("bridge: initialize the upstream", append([]any{"error", err}, exitAttrs(up)...)...)
 		return nil, fmt.Errorf("the upstream could not be initialized: %w", err)
 	}
 	s.info = &info

@@ -553,8 +553,8 @@ func (s *lsession) read() {
 		}
 		s.route(m, b)
 	}
-	s.ss.c.log.Info("bridge: the upstream of a legacy client session exited")
-	_ = s.end(context.Background())
+	_ = s.end(context.Background()) // reaped: how it ended is known
+	s.ss.c.log.Info("bridge: the upstream of a legacy client session exited", exitAttrs(s.up)...)
 }
 
 // route hands one message of the child to where it belongs: a response to

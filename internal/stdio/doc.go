@@ -25,6 +25,10 @@
 //     after that; the lines dropped beyond are counted in one Warn
 //     record. What the child writes there is its own: the proxy's
 //     secrets never reach it.
+//   - Once Done is closed, Err says how the child ended (its exit status
+//     or signal) and StderrTail the end of its stderr (TailLines lines,
+//     TailBytes at most, every line, sanitised): why a child that ended
+//     early did.
 //   - Stop closes stdin (the spec's shutdown: the server should exit on EOF),
 //     waits Config.StopGrace, sends SIGTERM to the child's process group,
 //     waits StopGrace again, then SIGKILL. It always reaps the child.

@@ -122,6 +122,7 @@ type Child struct {
 	stdoutDone chan struct{} // the stdout reader has returned
 	abandon    chan struct{} // Stop gave up waiting for Recv to be drained
 	stderrDone chan struct{} // stderr fully logged (closed at once without a Logger)
+	stderrEnd  tail          // the end of stderr, for StderrTail
 
 	exited chan struct{} // the process has exited (Linux: not yet reaped)
 	done   chan struct{} // reaped; err is set
@@ -174,6 +175,7 @@ func Start(cfg Config) (*Child, error) {
 		done:       make(chan struct{}),
 		stopping:   make(chan struct{}),
 		hurry:      make(chan struct{}),
+		stderrEnd:  tail{max: TailBytes},
 	}
 	if c.max <= 0 {
 		c.max = DefaultMaxMessageBytes
@@ -330,6 +332,17 @@ func (c *Child) Err() error {
 		return nil
 	}
 }
+
+// StderrTail returns the last lines the child wrote on stderr: at most
+// TailLines of them and TailBytes in all, blank lines left out, a line cut
+// by the byte bound dropped, each line sanitised (control and format
+// characters escaped, invalid UTF-8 replaced) and every value of the
+// proxy's MRTR_* variables replaced by "[redacted]". Once Done is closed
+// it is the end of everything the child wrote there; before, what it wrote
+// so far. Nil when the child wrote nothing, or without Config.Logger
+// (stderr is then not read). With Err, it says why a child that ended
+// early did.
+func (c *Child) StderrTail() []string { return c.stderrEnd.lines(TailLines) }
 
 // Send writes msg and a newline to the child's stdin, whole, never
 // interleaved with another Send. A msg containing a newline or carriage
@@ -603,6 +616,7 @@ func (c *Child) readStderr(r *os.File, log *slog.Logger, lim *lineBucket) {
 		head, n, cr = head[:0], 0, false
 	}
 	err := readChunks(r, func(chunk []byte) bool {
+		c.stderrEnd.Write(chunk) // every byte, logged or over the rate limit
 		at = lim.now()
 		for len(chunk) > 0 {
 			if n == 0 && lim.empty(at) {
