@@ -34,15 +34,21 @@ server/discover; stdio has one caller, so another_caller is skipped.
 
 THIS CALLS THE SERVER'S TOOLS. Without --tool it calls every listed tool,
 in order, until one pauses twice the same way with a requestState and a
-second one does; each check then pauses that tool again. For moved it also gets listed prompts
-and reads listed resources (at most 5 of each) to find one that pauses.
+second one does; each check then pauses that tool again, once, and after
+its altered retry ends that flow: the original state sent back honestly
+(same caller, tool and arguments) with every input request declined, and
+again while the server pauses (at most 4 rounds), so that a server, or a
+bridging proxy's child process, holds nothing for the probe once a check
+is done. For moved it also gets listed prompts and reads listed resources
+(at most 5 of each) to find one that pauses.
 Every input request is answered with a
 refusal (decline; sampling gets a fixed text, roots an empty list), so a
 server that accepts a forged state runs its decline path, which shows the
 acceptance without the side effect. --answers FILE, a JSON object of input
 responses by input request key, replaces those refusals (to reach a path
-that runs only when accepted). At most --max-requests requests are sent,
---rate apart. Point it at servers you may call.
+that runs only when accepted); the declines that end each flow ignore it.
+At most --max-requests requests are sent, those that end the flows
+included ("N requests, M more to end the paused flows"), --rate apart. Point it at servers you may call.
 
 Required arguments are filled from the tool's input schema (an enum's first
 value, the default, else a placeholder of the right type); --arg k=v sets
@@ -295,7 +301,11 @@ func printProbe(a *app, target string, rep *attack.Report) {
 		}
 		fmt.Fprintf(a.stdout, " (moved: %s)", strings.Join(others, ", "))
 	}
-	fmt.Fprintf(a.stdout, ", %d requests\n\n", rep.Requests)
+	fmt.Fprintf(a.stdout, ", %d requests", rep.Requests)
+	if rep.Cleanup > 0 {
+		fmt.Fprintf(a.stdout, ", %d more to end the paused flows", rep.Cleanup)
+	}
+	fmt.Fprint(a.stdout, "\n\n")
 	if rep.Unchecked != "" {
 		fmt.Fprintf(a.stdout, "nothing checked: %s\n", termtext.Line(rep.Unchecked))
 		return

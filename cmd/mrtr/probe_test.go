@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -62,6 +63,10 @@ func TestProbeCommandSealed(t *testing.T) {
 	}
 	if !strings.Contains(out, "CHECK") || !strings.Contains(out, "VERDICT") || !strings.Contains(out, "why: ") {
 		t.Errorf("no table:\n%s", out)
+	}
+	// Issue 28 item 7: what ended the paused flows is counted apart.
+	if !regexp.MustCompile(`, [0-9]+ requests, [1-9][0-9]* more to end the paused flows\n`).MatchString(out) {
+		t.Errorf("no count of the requests that ended the paused flows:\n%s", out)
 	}
 	want := map[string]string{
 		"readable": "pass", "tampered": "pass", "moved": "pass", "arguments_changed": "pass", "replayed": "warn",
@@ -123,8 +128,8 @@ func TestProbeCommandBounded(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("not JSON (%v): %s%s", err, out, errs)
 	}
-	if rep.Requests > 12 {
-		t.Errorf("%d requests sent, want at most 12", rep.Requests)
+	if rep.Requests+rep.Cleanup > 12 {
+		t.Errorf("%d requests sent, and %d to end the paused flows, want at most 12 in all", rep.Requests, rep.Cleanup)
 	}
 	if v := rep.Get(attack.CheckReplayed).Verdict; v == attack.Pass {
 		t.Errorf("replayed %s after the budget ran out: %s", v, rep.Get(attack.CheckReplayed).Detail)
@@ -135,7 +140,8 @@ func TestProbeCommandBounded(t *testing.T) {
 // together, or a bearer token for stdio, are usage errors.
 func TestProbeCommandUsage(t *testing.T) {
 	code, _, errs := runProbeCmd(t, "--help")
-	if code != 0 || !strings.Contains(errs, "THIS CALLS THE SERVER'S TOOLS") || !strings.Contains(errs, "-max-requests") {
+	if code != 0 || !strings.Contains(errs, "THIS CALLS THE SERVER'S TOOLS") || !strings.Contains(errs, "-max-requests") ||
+		!strings.Contains(errs, "pauses that tool again, once, and after") {
 		t.Errorf("--help: exit %d\n%s", code, errs)
 	}
 	for _, args := range [][]string{

@@ -82,6 +82,7 @@ func (p *prober) fresh(ctx context.Context, caller Caller) (Outcome, error) {
 	tl := p.tools[0]
 	out := p.pause(ctx, tl, caller)
 	if out.Kind != KindPause || !out.HasState {
+		p.end(ctx, caller, tl, tl.args, out)
 		if out.Err != nil {
 			return out, out.Err
 		}
@@ -111,13 +112,16 @@ func (p *prober) checks(ctx context.Context) {
 	case p.o.Wait <= 0:
 		p.add(CheckExpired, Skip, "off by default: --wait DURATION, longer than the server's state lifetime, retries a state after it")
 	case expErr != nil:
+		p.end(ctx, Primary, tl, tl.args, expiring)
 		p.add(CheckExpired, Skip, expErr.Error())
 	default:
 		if err := p.o.Sleep(ctx, pausedAt.Add(p.o.Wait).Sub(p.o.Now())); err != nil {
+			p.end(ctx, Primary, tl, tl.args, expiring)
 			p.add(CheckExpired, Skip, "interrupted: "+err.Error())
 			break
 		}
 		out, id := p.resume(ctx, tl, expiring.State, expiring)
+		p.end(ctx, Primary, tl, tl.args, out)
 		a := p.judged(CheckExpired, fmt.Sprintf("retried after %v", p.o.Wait), out, id, tl.honest, expiring.Keys())
 		p.add(CheckExpired, verdictOf([]attempt{a}), a.String()+hint(a))
 	}
@@ -153,9 +157,12 @@ func (p *prober) tampered(ctx context.Context) {
 		}
 		st, ok := v.Alter(first.State)
 		if !ok || st == first.State {
+			p.end(ctx, Primary, tl, tl.args, first)
 			continue
 		}
 		out, id := p.resume(ctx, tl, st, first)
+		p.end(ctx, Primary, tl, tl.args, out)
+		p.end(ctx, Primary, tl, tl.args, first)
 		as = append(as, p.judged(CheckTampered, v.Name, out, id, tl.honest, first.Keys()))
 	}
 	if len(as) == 0 {
@@ -220,10 +227,13 @@ func (p *prober) moveBoth(ctx context.Context, a, b *tool) ([]attempt, []string)
 		from, to := dir[0], dir[1]
 		src := p.pause(ctx, from, Primary)
 		if src.Kind != KindPause || !src.HasState {
+			p.end(ctx, Primary, from, from.args, src)
 			notes = append(notes, fmt.Sprintf("%s did not pause again: %s", from.label(), src.String()))
 			continue
 		}
 		out, id := p.resumeAs(ctx, Primary, to, to.args, src.State, src, to.first)
+		p.end(ctx, Primary, to, to.args, out)
+		p.end(ctx, Primary, from, from.args, src)
 		as = append(as, p.judged(CheckMoved, fmt.Sprintf("state of %s sent to %s", from.label(), to.label()), out, id, to.honest, to.first.Keys()))
 	}
 	return as, notes
@@ -259,9 +269,12 @@ func (p *prober) movedMethods(ctx context.Context) ([]attempt, []string) {
 	to := prompts[0]
 	src := p.pause(ctx, tl, Primary)
 	if src.Kind != KindPause || !src.HasState {
+		p.end(ctx, Primary, tl, tl.args, src)
 		return as, append(notes, fmt.Sprintf("%s did not pause again: %s", tl.label(), src.String()))
 	}
 	out, id := p.resumeAs(ctx, Primary, to, to.args, src.State, src)
+	p.end(ctx, Primary, to, to.args, out)
+	p.end(ctx, Primary, tl, tl.args, src)
 	what := fmt.Sprintf("state of %s sent to %s", tl.label(), to.label())
 	if out.Kind == KindError || out.Kind == KindHTTP {
 		return append(as, p.judged(CheckMoved, what, out, id, Outcome{}, nil)), notes
@@ -324,6 +337,8 @@ func (p *prober) argumentsChanged(ctx context.Context) {
 	}
 	args, what := changed(tl.args, tl.schema)
 	out, id := p.resumeAs(ctx, Primary, tl, args, first.State, first)
+	p.end(ctx, Primary, tl, args, out)
+	p.end(ctx, Primary, tl, tl.args, first)
 	a := p.judged(CheckArgumentsChanged, "same state, "+what, out, id, tl.honest, first.Keys())
 	p.add(CheckArgumentsChanged, verdictOf([]attempt{a}), a.String()+hint(a))
 }
@@ -337,10 +352,15 @@ func (p *prober) replayed(ctx context.Context) {
 	}
 	once, _ := p.resume(ctx, tl, first.State, first)
 	if once.Kind == KindNone {
+		p.end(ctx, Primary, tl, tl.args, first)
 		p.add(CheckReplayed, Skip, "the honest retry got "+once.String())
 		return
 	}
 	twice, id := p.resume(ctx, tl, first.State, first)
+	// The first resume was honest: the flow it ended (or paused further)
+	// needs no more than its own next rounds declined.
+	p.end(ctx, Primary, tl, tl.args, once)
+	p.end(ctx, Primary, tl, tl.args, twice)
 	a := p.judged(CheckReplayed, "the same state twice: first "+once.String()+", then", twice, id, once, first.Keys())
 	switch a.j {
 	case Refused:
@@ -368,6 +388,8 @@ func (p *prober) anotherCaller(ctx context.Context) {
 		return
 	}
 	out, id := p.resumeAs(ctx, Other, tl, tl.args, first.State, first)
+	p.end(ctx, Other, tl, tl.args, out)
+	p.end(ctx, Primary, tl, tl.args, first)
 	a := p.judged(CheckAnotherCaller, "the first caller's state sent by the other caller", out, id, tl.honest, first.Keys())
 	p.add(CheckAnotherCaller, verdictOf([]attempt{a}), a.String()+hint(a))
 }
@@ -382,6 +404,7 @@ func (p *prober) malformed(ctx context.Context, check, what string, state any) {
 		return
 	}
 	out, _ := p.resumeAs(ctx, Primary, tl, tl.args, state, tl.first)
+	p.end(ctx, Primary, tl, tl.args, out)
 	j := Judge(out, tl.honest, tl.first.Keys())
 	d := what + ": "
 	switch {

@@ -87,12 +87,15 @@ func (p *prober) pausable(ctx context.Context, tl *tool) (string, bool) {
 	if first.Kind != KindPause || !first.HasState {
 		return "did not pause with a requestState: " + first.String(), false
 	}
+	defer p.end(ctx, Primary, tl, tl.args, first)
 	again := p.pause(ctx, tl, Primary)
 	if again.Kind != KindPause || !again.HasState || !slices.Equal(again.Keys(), first.Keys()) {
+		p.end(ctx, Primary, tl, tl.args, again)
 		return fmt.Sprintf("paused once (%s) but not again the same way (%s)", first.String(), again.String()), false
 	}
 	tl.first = first
 	tl.honest, _ = p.resume(ctx, tl, again.State, again)
+	p.end(ctx, Primary, tl, tl.args, tl.honest)
 	if tl.honest.Kind == KindNone {
 		return "paused, but its honest retry got " + tl.honest.String(), false
 	}
@@ -121,16 +124,46 @@ func (p *prober) resumeAs(ctx context.Context, caller Caller, tl *tool, args map
 	return p.send(ctx, caller, ModernVersion, method, tl.name, params)
 }
 
+// maxEndRounds bounds the resumes that end one paused flow.
+const maxEndRounds = 4
+
+// end ends the flow that paused as out, a call of tl with args made as
+// caller, so that the server holds nothing for it: it resumes with out's
+// own state and a refusal of every input request (declines, whatever
+// Options.Answers says), and again while the server pauses, at most
+// maxEndRounds times. Anything but a pause with a state ends it at once
+// (nothing to resume). What the server answers is not judged; the
+// requests are counted in Report.Cleanup.
+func (p *prober) end(ctx context.Context, caller Caller, tl *tool, args map[string]any, out Outcome) {
+	last := p.lastMessage
+	p.ending = true
+	defer func() { p.ending, p.lastMessage = false, last }()
+	for range maxEndRounds {
+		if out.Kind != KindPause || !out.HasState {
+			return
+		}
+		method, params := tl.request(args, true, out.State, refusals(out.Requests))
+		out, _ = p.send(ctx, caller, ModernVersion, method, tl.name, params)
+	}
+}
+
 // answers returns the response to each input request: Options.Answers
-// where it has the key, else a refusal: decline for a form, a fixed text
-// for sampling, no roots for roots.
+// where it has the key, else a refusal (see refusals).
 func (p *prober) answers(reqs map[string]json.RawMessage) map[string]json.RawMessage {
-	out := make(map[string]json.RawMessage, len(reqs))
-	for k, r := range reqs {
+	out := refusals(reqs)
+	for k := range reqs {
 		if a, ok := p.o.Answers[k]; ok {
 			out[k] = a
-			continue
 		}
+	}
+	return out
+}
+
+// refusals returns a refusal of each input request: decline for a form,
+// a fixed text for sampling, no roots for roots.
+func refusals(reqs map[string]json.RawMessage) map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage, len(reqs))
+	for k, r := range reqs {
 		var m struct {
 			Method string `json:"method"`
 		}

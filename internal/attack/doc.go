@@ -45,5 +45,8 @@
 // answered with a refusal (elicitation: decline; sampling: a fixed text;
 // roots: an empty list), so a server that accepts a forged state runs its
 // decline path, which shows the acceptance without the side effect.
+// Each check pauses the server once and then ends that flow with an
+// honest resume that declines (see Run), so a server that holds
+// something per paused call holds nothing once the check is done.
 // Options bound the number of requests and space them out.
 package attack

@@ -20,6 +20,9 @@ type fakeTool struct {
 	// stray makes the pauses ask roots/list ("roots") instead, as a
 	// server relaying a fresh process's one roots/list would.
 	stray bool
+	// rounds is how many rounds a flow has: an honest resume of a round
+	// before the last pauses again with a new state; 0 means 1.
+	rounds int
 }
 
 // fakeRefusal is how a fakeServer answers a state it did not issue for
@@ -35,9 +38,11 @@ type fakeRefusal struct {
 }
 
 // fakeServer is a 2026-07-28 MCP server over Streamable HTTP (JSON
-// answers) that keeps its states server-side: a state is a random handle,
-// good once, for the tool and arguments it was issued for. Anything else
-// gets refusal. legacy makes it a 2025-11-25 server instead.
+// answers) that keeps its states server-side, as a bridging proxy holds a
+// child per paused call: a state is a random handle, good once, for the
+// tool, arguments and caller (Authorization) it was issued for. Anything
+// else gets refusal, and leaves the flow held until it is resumed
+// honestly. legacy makes it a 2025-11-25 server instead.
 type fakeServer struct {
 	tools   []*fakeTool
 	refuse  fakeRefusal
@@ -46,8 +51,18 @@ type fakeServer struct {
 
 	mu     sync.Mutex
 	calls  map[string]int
-	issued map[string]string // state -> tool and arguments
+	issued map[string]fakeFlow // state -> the flow it paused, held until resumed honestly
 	hits   int
+	paused int // flows paused (a call without a state that paused)
+	ended  int // flows ended (resumed honestly to their last round)
+	// declined counts the honest resumes whose every answer declined.
+	declined int
+}
+
+// fakeFlow is a paused flow of a fakeServer.
+type fakeFlow struct {
+	bound string // tool, arguments and caller
+	round int    // the round paused, from 1
 }
 
 type fakeRequest struct {
@@ -64,7 +79,7 @@ type fakeRequest struct {
 // start serves f on 127.0.0.1 and returns its URL.
 func (f *fakeServer) start(t *testing.T) string {
 	t.Helper()
-	f.calls, f.issued = map[string]int{}, map[string]string{}
+	f.calls, f.issued = map[string]int{}, map[string]fakeFlow{}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	return srv.URL + "/mcp"
@@ -133,7 +148,21 @@ func (f *fakeServer) call(w http.ResponseWriter, r *http.Request, req *fakeReque
 		result(map[string]any{"isError": true, "content": []any{map[string]any{"type": "text", "text": "no such tool"}}})
 		return
 	}
-	bound := tl.name + "\x00" + canonical(req.Params.Arguments)
+	bound := tl.name + "\x00" + canonical(req.Params.Arguments) + "\x00" + r.Header.Get("Authorization")
+	pause := func(round int) {
+		b := make([]byte, 16)
+		rand.Read(b)
+		st := hex.EncodeToString(b)
+		f.mu.Lock()
+		f.issued[st] = fakeFlow{bound: bound, round: round}
+		f.mu.Unlock()
+		key, ask := "confirm", map[string]any{"method": "elicitation/create", "params": map[string]any{"message": "Go on?",
+			"requestedSchema": map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}}}}
+		if tl.stray {
+			key, ask = "roots", map[string]any{"method": "roots/list"}
+		}
+		result(map[string]any{"resultType": "input_required", "requestState": st, "inputRequests": map[string]any{key: ask}})
+	}
 	if req.Params.RequestState == nil {
 		f.mu.Lock()
 		n := f.calls[tl.name]
@@ -143,33 +172,38 @@ func (f *fakeServer) call(w http.ResponseWriter, r *http.Request, req *fakeReque
 			result(map[string]any{"content": []any{map[string]any{"type": "text", "text": "nothing to ask"}}})
 			return
 		}
-		b := make([]byte, 16)
-		rand.Read(b)
-		st := hex.EncodeToString(b)
 		f.mu.Lock()
-		f.issued[st] = bound
+		f.paused++
 		f.mu.Unlock()
-		key, ask := "confirm", map[string]any{"method": "elicitation/create", "params": map[string]any{"message": "Go on?",
-			"requestedSchema": map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}}}}
-		if tl.stray {
-			key, ask = "roots", map[string]any{"method": "roots/list"}
-		}
-		result(map[string]any{"resultType": "input_required", "requestState": st, "inputRequests": map[string]any{key: ask}})
+		pause(1)
 		return
 	}
 	var st string
 	ok := json.Unmarshal(req.Params.RequestState, &st) == nil
+	var fl fakeFlow
 	if ok {
 		f.mu.Lock()
-		ok = f.issued[st] == bound
-		delete(f.issued, st)
+		fl, ok = f.issued[st]
+		ok = ok && fl.bound == bound
+		if ok {
+			delete(f.issued, st)
+			if declines(req.Params.InputResponses) {
+				f.declined++
+			}
+			if fl.round >= max(tl.rounds, 1) {
+				f.ended++
+			}
+		}
 		f.mu.Unlock()
 	}
-	if ok {
+	switch {
+	case ok && fl.round < max(tl.rounds, 1):
+		pause(fl.round + 1)
+	case ok:
 		result(map[string]any{"content": []any{map[string]any{"type": "text", "text": "done: " + tl.name}}})
-		return
+	default:
+		f.refused(w, r, req)
 	}
-	f.refused(w, r, req)
 }
 
 func (f *fakeServer) refused(w http.ResponseWriter, r *http.Request, req *fakeRequest) {
@@ -203,6 +237,28 @@ func (f *fakeServer) refused(w http.ResponseWriter, r *http.Request, req *fakeRe
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id, "error": e})
+}
+
+// declines reports whether every input response in raw declines (a form
+// with action decline, or roots with none).
+func declines(raw json.RawMessage) bool {
+	var rs map[string]map[string]json.RawMessage
+	if json.Unmarshal(raw, &rs) != nil || len(rs) == 0 {
+		return false
+	}
+	for _, r := range rs {
+		if string(r["action"]) != `"decline"` && string(r["roots"]) != `[]` {
+			return false
+		}
+	}
+	return true
+}
+
+// held returns how many flows f paused, ended, and still holds.
+func (f *fakeServer) held() (paused, ended, held int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.paused, f.ended, len(f.issued)
 }
 
 // canonical re-encodes JSON with sorted keys ("" for none).

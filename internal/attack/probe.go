@@ -82,8 +82,12 @@ type Report struct {
 	// found (the moved check uses them).
 	Tool   string   `json:"tool,omitempty"`
 	Others []string `json:"otherTools,omitempty"`
-	// Requests is how many requests were sent.
+	// Requests is how many requests the checks sent (discovery included).
 	Requests int `json:"requests"`
+	// Cleanup is how many more requests ended the flows the checks
+	// paused (an honest resume that declines, see Run); Options.MaxRequests
+	// bounds both together.
+	Cleanup int `json:"cleanupRequests"`
 	// Unchecked, when not empty, says why nothing could be checked (a
 	// 2025-11-25 server, no tool that pauses with a requestState); every
 	// check is then skipped.
@@ -142,7 +146,8 @@ type Options struct {
 	// Answers are input responses by input request key, used instead of
 	// the default refusals (to reach a deeper, accepting path).
 	Answers map[string]json.RawMessage
-	// MaxRequests bounds the requests sent; 0 means DefaultMaxRequests.
+	// MaxRequests bounds the requests sent, those that end the paused
+	// flows included; 0 means DefaultMaxRequests.
 	MaxRequests int
 	// Rate is the least time between two requests; 0 means none.
 	Rate time.Duration
@@ -216,15 +221,19 @@ func (tl *tool) request(args map[string]any, resume bool, state any, answers map
 }
 
 type prober struct {
-	t      Target
-	o      Options
-	stdio  bool // t.Stdio()
-	id     int64
-	sent   int
-	last   time.Time
-	tools  []*tool // pausable, the checked one first
-	refs   []refusal
-	report *Report
+	t     Target
+	o     Options
+	stdio bool // t.Stdio()
+	id    int64
+	sent  int
+	// cleanup counts the requests of sent that ended a paused flow;
+	// ending is set while end sends them.
+	cleanup int
+	ending  bool
+	last    time.Time
+	tools   []*tool // pausable, the checked one first
+	refs    []refusal
+	report  *Report
 	// lastMessage is the JSON-RPC response of the last request, if any.
 	lastMessage json.RawMessage
 	// byFlag holds the checks skipped only because a flag was not given.
@@ -241,7 +250,16 @@ type refusal struct {
 	out   Outcome
 }
 
-// Run probes the server behind t and returns the report. An error means
+// Run probes the server behind t and returns the report. Each check
+// pauses the server once (a fresh call that ends input_required) and,
+// after its altered resume, ends that flow: the original state resumed
+// honestly (same caller, tool and arguments) with every input request
+// declined, again while the server pauses (a few rounds at most), so
+// that a server holding something per paused call (a bridging proxy's
+// child process) holds nothing once the check is done. That clean-up is
+// not judged; its requests are counted apart, in Report.Cleanup.
+//
+// An error means
 // the probe could not start (the server did not answer tools/list, or Tool
 // did not pause); a check that cannot run is skipped with a reason.
 //
@@ -264,7 +282,7 @@ func Run(ctx context.Context, t Target, opts *Options) (*Report, error) {
 	if p.o.Now == nil {
 		p.o.Now = time.Now
 	}
-	defer func() { p.report.Requests = p.sent }()
+	defer func() { p.report.Requests, p.report.Cleanup = p.sent-p.cleanup, p.cleanup }()
 	err := p.run(ctx)
 	if p.stop != nil {
 		return nil, p.stop
@@ -355,6 +373,9 @@ func (p *prober) send(ctx context.Context, caller Caller, version, method, name 
 	}
 	p.id++
 	p.sent++
+	if p.ending {
+		p.cleanup++
+	}
 	id := p.id
 	rctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
 	defer cancel()

@@ -1,6 +1,7 @@
 package attack
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -151,5 +152,33 @@ func TestRunReasonKept(t *testing.T) {
 	rep := runFake(t, &fakeServer{tools: sealed("deploy", "audit"), refuse: fakeRefusal{reason: "bad\x1b[2J"}}, nil)
 	if d := rep.Get(CheckTampered).Detail; !strings.Contains(d, "(bad\x1b[2J)") {
 		t.Errorf("tampered: %q", d)
+	}
+}
+
+// TestRunEndsWhatItPaused pins issue 28 item 7: every flow the probe
+// pauses (discovery's, each check's, the other caller's, a flow of two
+// rounds) is ended by the end of the run with an honest resume that
+// declines, so a server that holds something per paused call (a bridging
+// proxy's child) holds nothing; the verdicts are those of a run that
+// ends nothing, and the requests that ended the flows are counted apart.
+func TestRunEndsWhatItPaused(t *testing.T) {
+	for _, rounds := range []int{1, 2} {
+		f := &fakeServer{tools: []*fakeTool{{name: "deploy", pauses: -1, rounds: rounds}, {name: "audit", pauses: -1}}}
+		target := &HTTPTarget{URL: f.start(t), Bearer: "first", BearerOther: "second"}
+		rep, err := Run(t.Context(), target, &Options{Wait: time.Hour, Sleep: func(context.Context, time.Duration) error { return nil }})
+		if err != nil {
+			t.Fatalf("rounds %d: Run: %v", rounds, err)
+		}
+		wantVerdicts(t, rep, "tampered=pass", "moved=pass", "arguments_changed=pass", "replayed=pass", "another_caller=pass", "error_shape=pass")
+		paused, ended, held := f.held()
+		if held != 0 || ended != paused || paused == 0 {
+			t.Errorf("rounds %d: %d flows paused, %d ended, %d still held", rounds, paused, ended, held)
+		}
+		f.mu.Lock()
+		hits, declined := f.hits, f.declined
+		f.mu.Unlock()
+		if rep.Requests+rep.Cleanup != hits || rep.Cleanup == 0 || declined < rep.Cleanup {
+			t.Errorf("rounds %d: %d requests and %d to end the flows, the server got %d (%d declining resumes)", rounds, rep.Requests, rep.Cleanup, hits, declined)
+		}
 	}
 }
