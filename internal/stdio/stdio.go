@@ -77,6 +77,16 @@ type Config struct {
 	// nor, as another uid, /proc/<proxy>/environ and memory. Starting
 	// fails unless the proxy runs as root. Nil: the proxy's user.
 	User *User
+	// Supervisor, when set, is the argv prefix of a supervisor that runs
+	// the command (Linux only; elsewhere it is ignored): Start runs
+	// Supervisor[0] with Supervisor[1:], then the command's resolved path,
+	// then its argv (Path as given, then Args), with the child's
+	// environment plus SupervisorParentVar. The supervisor is the child
+	// (Pid, the process group, User) and gets SIGUSR1 instead of SIGKILL
+	// when the proxy dies; it must then kill its whole process group, so
+	// that what the command started does not outlive the proxy. mrtr's is
+	// "mrtr __supervise" (cmd/mrtr). Nil: the command is the child.
+	Supervisor []string
 	// Logger gets each line the child writes on stderr, at Info, with the
 	// attributes "pid" and "stream"="stderr". Nil discards stderr.
 	Logger *slog.Logger
@@ -152,14 +162,13 @@ func Start(cfg Config) (*Child, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stdio: start %q: %w", cfg.Path, err)
 	}
-	cmd := exec.Command(cfg.Path, cfg.Args...)
-	if cmd.Err != nil {
-		return nil, fmt.Errorf("stdio: start %q: %w", cfg.Path, cmd.Err)
+	cmd, err := command(cfg, env)
+	if err != nil {
+		return nil, fmt.Errorf("stdio: start %q: %w", cfg.Path, err)
 	}
-	cmd.Env = env
 	cmd.Dir = cfg.Dir
 	pidfd := -1
-	cmd.SysProcAttr = sysProcAttr(&pidfd, cfg.User)
+	cmd.SysProcAttr = sysProcAttr(&pidfd, cfg.User, supervised(cfg))
 
 	c := &Child{
 		name:       cfg.Path,
