@@ -51,11 +51,7 @@ type app struct {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == superviseArg {
-		// Before any flag parsing or signal handling of the commands: the
-		// supervisor of a stdio upstream (see supervise).
-		os.Exit(supervise(os.Args[2:], os.Environ(), os.Stderr))
-	}
+	superviseIfAsked(os.Args) // before any flag parsing or signal handling
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}

@@ -17,10 +17,21 @@ import (
 	"github.com/mrtr-go/mrtr/internal/stdio"
 )
 
+// selfExe names, in any process, the executable it runs.
+const selfExe = "/proc/self/exe"
+
 // superviseArgv is the stdio.Config.Supervisor of the proxy's stdio
-// upstreams: this very executable in its supervisor mode. Nil when the
-// executable cannot be found; the command is then started directly.
+// upstreams: this very executable in its supervisor mode. It is started
+// as /proc/self/exe, which in the forked child still names the proxy's
+// executable: the same version as the proxy even once the file was
+// replaced or removed (an upgrade in place), and reachable by an
+// --upstream-user that may not search the directory it is in. Without
+// /proc it is os.Executable(); nil when neither is found, and the
+// command is then started directly.
 func superviseArgv() []string {
+	if _, err := os.Stat(selfExe); err == nil {
+		return []string{selfExe, superviseArg}
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil
@@ -78,6 +89,9 @@ func supervise(args []string, environ []string, stderr io.Writer) int {
 		// The proxy died before SIGUSR1 was caught: nothing started yet.
 		return 128 + int(syscall.SIGUSR1)
 	}
+	// Named mrtr in ps -o comm, not exe (it was started as /proc/self/exe).
+	name := [16]byte{'m', 'r', 't', 'r'}
+	syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0)
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		fmt.Fprintf(stderr, "mrtr: %s: prctl(PR_SET_CHILD_SUBREAPER): %v\n", superviseArg, errno)
 	}

@@ -19,7 +19,7 @@ import (
 )
 
 // testSupervisor is stdio.Config.Supervisor with this test binary as mrtr
-// (TestMain runs main under helperEnv), so main's dispatch is exercised.
+// (TestMain dispatches superviseArg as main does).
 func testSupervisor() []string { return []string{os.Args[0], superviseArg} }
 
 // TestSuperviseRunsCommand: under the supervisor the command gets the
@@ -28,7 +28,7 @@ func testSupervisor() []string { return []string{os.Args[0], superviseArg} }
 func TestSuperviseRunsCommand(t *testing.T) {
 	script := `read l; echo "$l"; if env | grep -q '^` + stdio.SupervisorParentVar + `='; then exit 4; fi; exit 3`
 	ch, err := stdio.Start(stdio.Config{Path: "sh", Args: []string{"-c", script},
-		Env: []string{helperEnv + "=1"}, Supervisor: testSupervisor()})
+		Supervisor: testSupervisor()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,13 +65,10 @@ func TestSuperviseRunsCommand(t *testing.T) {
 func TestSuperviseKillsGroupWhenParentDies(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	script := `sleep 600 & echo $$ $! > ` + pidFile + `.tmp; mv ` + pidFile + `.tmp ` + pidFile + `; exec sleep 600`
-	env := append(os.Environ(), helperEnv+"=1", stdio.SupervisorParentVar+"="+strconv.Itoa(os.Getpid()))
+	env := append(os.Environ(), stdio.SupervisorParentVar+"="+strconv.Itoa(os.Getpid()))
 	started := make(chan *exec.Cmd)
 	release := make(chan struct{})
-	go func() {
-		// Locked and never unlocked: the thread exits when this returns,
-		// which fires the supervisor's parent-death signal.
-		runtime.LockOSThread()
+	onDyingThread(func() {
 		cmd := exec.Command(os.Args[0], superviseArg, "/bin/sh", "sh", "-c", script)
 		cmd.Env = env
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGUSR1}
@@ -82,7 +79,7 @@ func TestSuperviseKillsGroupWhenParentDies(t *testing.T) {
 		}
 		started <- cmd
 		<-release
-	}()
+	})
 	cmd := <-started
 	if cmd == nil {
 		return
@@ -149,6 +146,26 @@ func TestSuperviseRefusesWithoutProxy(t *testing.T) {
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the command ran")
 	}
+}
+
+// onDyingThread runs f in a goroutine locked to a thread that is not the
+// process's main thread, and never unlocked: the thread exits when f
+// returns, which fires the parent-death signal of the children it
+// started. (A goroutine locked to the main thread that returns leaves the
+// thread parked, not ended, so that one is handed over.)
+func onDyingThread(f func()) {
+	go func() {
+		runtime.LockOSThread()
+		if syscall.Gettid() == os.Getpid() {
+			// Holding the main thread, the next goroutine gets another.
+			done := make(chan struct{})
+			onDyingThread(func() { defer close(done); f() })
+			<-done
+			runtime.UnlockOSThread()
+			return
+		}
+		f()
+	}()
 }
 
 // alive reports whether pid exists and is not a zombie (a zombie has
