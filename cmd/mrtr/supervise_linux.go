@@ -89,9 +89,9 @@ func supervise(args []string, environ []string, stderr io.Writer) int {
 		// The proxy died before SIGUSR1 was caught: nothing started yet.
 		return 128 + int(syscall.SIGUSR1)
 	}
-	// Named mrtr in ps -o comm, not exe (it was started as /proc/self/exe).
-	name := [16]byte{'m', 'r', 't', 'r'}
-	syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0)
+	// Named mrtr in ps -o comm, not exe (it was started as /proc/self/exe):
+	// /proc/self is the main thread, whichever thread this runs on.
+	_ = os.WriteFile("/proc/self/comm", []byte("mrtr"), 0)
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		fmt.Fprintf(stderr, "mrtr: %s: prctl(PR_SET_CHILD_SUBREAPER): %v\n", superviseArg, errno)
 	}
