@@ -11,10 +11,7 @@ import (
 // supported is false: Start returns an error wrapping errors.ErrUnsupported.
 const supported = false
 
-// supervisorSupported is false: Config.Supervisor is ignored.
-const supervisorSupported = false
-
-func sysProcAttr(*int, *User, bool) *syscall.SysProcAttr { return nil }
+func sysProcAttr(*int, *User) *syscall.SysProcAttr { return nil }
 
 func startCmd(cmd *exec.Cmd) error { return cmd.Start() }
 
