@@ -138,12 +138,7 @@ func newEnv(t *testing.T, bo *bridge.Options) *env {
 		Upstream:  "http://legacy.bridge/mcp",
 		Guard:     mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil)}),
 		Transport: e.b,
-		Principal: func(r *http.Request) (reqstate.Principal, error) {
-			if u := r.Header.Get("X-Test-User"); u != "" {
-				return reqstate.Principal{Issuer: "test", Subject: u}, nil
-			}
-			return reqstate.Principal{}, nil
-		},
+		Principal: testPrincipal,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +147,16 @@ func newEnv(t *testing.T, bo *bridge.Options) *env {
 	t.Cleanup(srv.Close)
 	e.px = srv.URL + "/mcp"
 	return e
+}
+
+// testPrincipal is the proxy's Principal in these tests: the issuer
+// "test" and the subject the X-Test-User header names; anonymous without
+// one.
+func testPrincipal(r *http.Request) (reqstate.Principal, error) {
+	if u := r.Header.Get("X-Test-User"); u != "" {
+		return reqstate.Principal{Issuer: "test", Subject: u}, nil
+	}
+	return reqstate.Principal{}, nil
 }
 
 type result struct {
@@ -431,13 +436,8 @@ func newEnvWith(t *testing.T, srv *mcp.Server, o bridge.Options, rec *recordingD
 	t.Cleanup(func() { e.b.Close(context.Background()) })
 	ring, _ := reqstate.GenerateKeyRing("k1", nil)
 	h, err := proxy.New(proxy.Options{Upstream: "http://legacy.bridge/mcp", Transport: e.b,
-		Guard: mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil)}),
-		Principal: func(r *http.Request) (reqstate.Principal, error) {
-			if u := r.Header.Get("X-Test-User"); u != "" {
-				return reqstate.Principal{Issuer: "test", Subject: u}, nil
-			}
-			return reqstate.Principal{}, nil
-		}})
+		Guard:     mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil)}),
+		Principal: testPrincipal})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,13 +41,8 @@ func newEvictEnv(t *testing.T, o bridge.Options) *evictEnv {
 		t.Fatal(err)
 	}
 	h, err := proxy.New(proxy.Options{Upstream: "http://stdio.upstream/mcp", Transport: e.b,
-		Guard: mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil)}),
-		Principal: func(r *http.Request) (reqstate.Principal, error) {
-			if u := r.Header.Get("X-Test-User"); u != "" {
-				return reqstate.Principal{Issuer: "test", Subject: u}, nil
-			}
-			return reqstate.Principal{}, nil
-		}})
+		Guard:     mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil)}),
+		Principal: testPrincipal})
 	if err != nil {
 		t.Fatal(err)
 	}
