@@ -19,13 +19,7 @@ import (
 // initialized.
 func serverFilesystem(t *testing.T) (node, script string) {
 	t.Helper()
-	needHarness(t)
-	dir := filepath.Join(repoRoot, "conformance", "node_modules")
-	script = filepath.Join(dir, "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
-	if _, err := os.Stat(script); err != nil {
-		t.Fatalf("server-filesystem is not installed (run make deps): %v", err)
-	}
-	return filepath.Join(dir, ".bin", "node"), script
+	return referenceServer(t, "server-filesystem")
 }
 
 // fsTree is a directory the operator exposes (data, holding in.txt) and a

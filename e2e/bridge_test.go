@@ -22,11 +22,18 @@ import (
 // @modelcontextprotocol/sdk 1.x); conformance/package.json pins them.
 func serverEverything(t *testing.T) (node, script string) {
 	t.Helper()
+	return referenceServer(t, "server-everything")
+}
+
+// referenceServer is the pinned Node and the entry point of the npm
+// reference server @modelcontextprotocol/NAME that `make deps` installs.
+func referenceServer(t *testing.T, name string) (node, script string) {
+	t.Helper()
 	needHarness(t)
 	dir := filepath.Join(repoRoot, "conformance", "node_modules")
-	script = filepath.Join(dir, "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	script = filepath.Join(dir, "@modelcontextprotocol", name, "dist", "index.js")
 	if _, err := os.Stat(script); err != nil {
-		t.Fatalf("server-everything is not installed (run make deps): %v", err)
+		t.Fatalf("%s is not installed (run make deps): %v", name, err)
 	}
 	return filepath.Join(dir, ".bin", "node"), script
 }
