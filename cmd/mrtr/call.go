@@ -56,6 +56,16 @@ reported, with where it pointed.
 Flags:
 `
 
+// callExamples end mrtr call --help.
+const callExamples = `  mrtr call http://127.0.0.1:8080/mcp                      list the tools, prompts and resources
+  mrtr call http://127.0.0.1:8080/mcp guess_number --arg max=100
+  mrtr call http://127.0.0.1:8080/mcp deploy --arg service=api --arg env=staging
+  mrtr call http://127.0.0.1:8080/mcp --prompt NAME --arg k=v
+  mrtr call http://127.0.0.1:8080/mcp --resource test://static-text
+  mrtr call http://127.0.0.1:8080/mcp TOOL --root file:///home/me/src
+  MRTR_BEARER=TOKEN mrtr call https://mcp.example.com/mcp   the token kept out of ps
+`
+
 // legacyProtocol is the protocol --legacy speaks.
 const legacyProtocol = "2025-11-25"
 
@@ -91,8 +101,9 @@ func (e *cleanedError) Unwrap() error { return e.err }
 func (a *app) callCmd(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("call", callSynopsis)
 	fs.Usage = func() {
-		fmt.Fprintf(a.stderr, "Usage: %s\n%s", callSynopsis, callHelp)
-		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "Usage: %s\n%s", callSynopsis, callHelp)
+		printDefaults(fs)
+		fmt.Fprintf(fs.Output(), "\nExamples:\n%s", callExamples)
 	}
 	var kvs []string
 	fs.Func("arg", "a tool or prompt argument `k=v` (repeatable); for a tool, v is JSON if it parses as JSON (42, true, {...}), else a string",
@@ -119,7 +130,7 @@ func (a *app) callCmd(ctx context.Context, args []string) error {
 	maxRounds := fs.Int("max-rounds", defaultMaxRounds, "answer at most this many rounds of input requests in one request (2026-07-28)")
 	promptName := fs.String("prompt", "", "get the prompt `NAME` instead of calling a tool")
 	resourceURI := fs.String("resource", "", "read the resource `URI` instead of calling a tool")
-	pos, err := parse(fs, args)
+	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -519,7 +530,7 @@ func stringParams(ctx context.Context, cs *mcp.ClientSession, tool string) map[s
 func callError(ctx context.Context, rec *httpRecorder, err error) error {
 	if cause := context.Cause(ctx); cause != nil {
 		if errors.Is(cause, context.Canceled) {
-			return errors.New("interrupted")
+			return errInterrupted
 		}
 		return cause
 	}

@@ -560,7 +560,7 @@ func TestCallUsage(t *testing.T) {
 	}{
 		{[]string{"--help"}, flag.ErrHelp, "Usage: mrtr call URL [TOOL | --prompt NAME | --resource URI]"},
 		{[]string{"--help"}, flag.ErrHelp, "Type :decline to refuse the form, :cancel to dismiss it; Ctrl-D (end\n    of input) cancels it too. Ctrl-C leaves the call"},
-		{[]string{"--help"}, flag.ErrHelp, "-max-rounds int"},
+		{[]string{"--help"}, flag.ErrHelp, "\n  --max-rounds int"},
 		{nil, errUsage, "Usage: mrtr call URL"},
 		{[]string{"http://127.0.0.1:1/mcp", "t", "extra"}, errUsage, "Usage:"},
 		{[]string{"http://127.0.0.1:1/mcp", "t", "--prompt", "p"}, errUsage, "Usage:"},
@@ -573,9 +573,12 @@ func TestCallUsage(t *testing.T) {
 		{[]string{"http://127.0.0.1:1/mcp", "t", "--args-json", "{} {}"}, errUsage, "--args-json: want a JSON object"},
 		{[]string{"http://127.0.0.1:1/mcp", "t", "--timeout", "-1s"}, errUsage, "--timeout must not be negative"},
 	} {
-		_, errOut, err := runCall(t, t.Context(), strings.NewReader(""), nil, tt.args...)
-		if !errors.Is(err, tt.want) || !strings.Contains(errOut, tt.msg) {
-			t.Errorf("%q: %v, stderr %q; want %v and %q", tt.args, err, errOut, tt.want, tt.msg)
+		out, errOut, err := runCall(t, t.Context(), strings.NewReader(""), nil, tt.args...)
+		if errors.Is(tt.want, flag.ErrHelp) { // help asked for: on stdout
+			out, errOut = errOut, out
+		}
+		if !errors.Is(err, tt.want) || !strings.Contains(errOut, tt.msg) || out != "" {
+			t.Errorf("%q: %v, stderr %q, stdout %q; want %v and %q", tt.args, err, errOut, out, tt.want, tt.msg)
 		}
 	}
 	_, errOut, err := runCall(t, t.Context(), strings.NewReader(""), nil, "http://example.com/mcp", "t", "--bearer", "a\nb")
@@ -820,7 +823,7 @@ func TestCallInTerminal(t *testing.T) {
 		tm.expect("guess: ")
 		tm.pty.Write([]byte{3}) // VINTR: SIGINT to the foreground process group
 		tm.expect("mrtr call: interrupted\n")
-		if code := wait(t, cmd, tm); code != 1 {
+		if code := wait(t, cmd, tm); code != exitInterrupted {
 			t.Fatalf("exit code %d", code)
 		}
 	})

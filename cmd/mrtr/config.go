@@ -132,6 +132,13 @@ const serveAbout = `Runs the reference MCP server: Streamable HTTP at http://ADD
 	`Besides the conformance fixtures it has three demo tools that ask for input: deploy (confirm a deployment), transfer (confirm a quoted fee) and guess_number (a guessing game). ` +
 	`Try: mrtr call http://127.0.0.1:8080/mcp guess_number. Every flag can also be given as the MRTR_* variable shown; a flag wins over its variable.`
 
+// serveExamples end `mrtr serve --help`.
+const serveExamples = `  mrtr serve                                   127.0.0.1:8080, an ephemeral key ring (with a warning)
+  mrtr keygen --out keys.json && mrtr serve --keys keys.json
+  mrtr serve --addr 0.0.0.0:8080 --keys keys.json --replay redis://127.0.0.1:6379/0
+  mrtr serve --stdio                           MCP on stdin/stdout, for a client that runs a command
+`
+
 // serveFlags registers the flags of `mrtr serve`.
 func serveFlags(f *flags, c *serveConfig) {
 	commonFlags(f, &c.commonConfig)
@@ -172,6 +179,7 @@ func parseLevel(s string) (slog.Level, error) {
 func (a *app) parseServe(args []string) (*serveConfig, error) {
 	c := new(serveConfig)
 	f := a.newFlags("serve", "mrtr serve [flags]", serveAbout)
+	f.examples = serveExamples
 	serveFlags(f, c)
 	if err := f.parse(a.getenv, args); err != nil {
 		return nil, err

@@ -100,7 +100,7 @@ func TestHS256SecretLength(t *testing.T) {
 		t.Fatalf("31-byte secret: %v", err)
 	}
 	code, _, errOut := runApp(t, "serve", "--addr", "127.0.0.1:0", "--auth-hs256-secret", "x")
-	if code != 1 || !strings.Contains(errOut, "at least 32 bytes") {
+	if code != 2 || !strings.Contains(errOut, "at least 32 bytes") {
 		t.Fatalf("serve with a 1-byte secret: exit %d, %q", code, errOut)
 	}
 	if _, err := a.parseServe([]string{"--auth-hs256-secret", short + "k"}); err != nil {

@@ -67,6 +67,8 @@ type flags struct {
 	setErr   *flagError        // the last value a flag refused, as the user reads it
 	rest     *[]string         // set by Command: where the words after -- go
 	restName string            // how --help names them
+	examples string            // what --help ends with: command lines, one a line
+	stdout   io.Writer         // where --help goes
 }
 
 // flagDoc is what --help and the README say about one flag.
@@ -96,7 +98,7 @@ type flagCheck struct {
 // newFlags returns the flags of command name (like "serve"); about is the
 // paragraph --help prints first.
 func (a *app) newFlags(name, synopsis, about string) *flags {
-	f := &flags{fs: a.newFlagSet(name, synopsis), synopsis: synopsis, about: about, fromEnv: map[string]string{}}
+	f := &flags{fs: a.newFlagSet(name, synopsis), synopsis: synopsis, about: about, fromEnv: map[string]string{}, stdout: a.stdout}
 	f.fs.Usage = func() { f.writeHelp(f.fs.Output()) }
 	return f
 }
@@ -251,7 +253,7 @@ func (f *flags) Command(p *[]string, name string) {
 // arguments, and words after -- only with Command.
 func (f *flags) parse(getenv func(string) string, args []string) error {
 	f.setErr = nil
-	pos, rest, err := parseArgs(f.fs, args)
+	pos, rest, err := parseArgs(f.fs, args, f.stdout)
 	if err != nil {
 		if f.setErr != nil {
 			err = &usageError{cmd: f.fs.Name(), msg: f.setErr.Error()}
@@ -460,6 +462,25 @@ func (f *flags) writeHelp(w io.Writer) {
 	if f.rest != nil {
 		fmt.Fprintf(w, "\nAfter the flags: -- %s\n", f.restName)
 	}
+	if f.examples != "" {
+		fmt.Fprintf(w, "\nExamples:\n%s", f.examples)
+	}
+}
+
+// printDefaults is fs.PrintDefaults with every flag written as --help and
+// the README write them, --name, not the flag package's -name.
+func printDefaults(fs *flag.FlagSet) {
+	var b strings.Builder
+	out := fs.Output()
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+	for _, line := range strings.SplitAfter(b.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, "  -"); ok {
+			line = "  --" + rest
+		}
+		io.WriteString(out, line)
+	}
 }
 
 // groups are the groups f's flags are in, in order.
@@ -499,8 +520,9 @@ func wrap(s, indent string, width int) string {
 // parseArgs parses flags, allowing them before and after positional
 // arguments, and returns the positional ones and, apart, the words after
 // a -- (dash says there was one). A flag error is explained in one line
-// with a hint to --help, not the whole usage.
-func parseArgs(fs *flag.FlagSet, args []string) (pos, rest []string, err error) {
+// with a hint to --help, not the whole usage; the usage asked for with
+// --help (or -h) goes to help.
+func parseArgs(fs *flag.FlagSet, args []string, help io.Writer) (pos, rest []string, err error) {
 	out, usage := fs.Output(), fs.Usage
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -508,7 +530,7 @@ func parseArgs(fs *flag.FlagSet, args []string) (pos, rest []string, err error) 
 	for {
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(out)
+			fs.SetOutput(help)
 			usage()
 			return nil, nil, err
 		}

@@ -50,7 +50,7 @@ func TestBadValueOneMessage(t *testing.T) {
 			t.Errorf("--%s %s: exit %d, stderr %q, want %q", tc.flag, tc.val, code, flagOut, tc.want)
 		}
 		code, _, envOut := runAppEnv(t, map[string]string{tc.env: tc.val}, "serve")
-		if code != 1 || !strings.Contains(envOut, "mrtr serve: $"+tc.env+" (--"+tc.flag+"): "+tc.want) {
+		if code != 2 || !strings.Contains(envOut, "mrtr serve: $"+tc.env+" (--"+tc.flag+"): "+tc.want) {
 			t.Errorf("%s=%s: exit %d, stderr %q, want %q", tc.env, tc.val, code, envOut, tc.want)
 		}
 	}
@@ -102,7 +102,7 @@ func TestHelpGroups(t *testing.T) {
 		{"proxy", []string{"--upstream URL", "http://ADDR/mcp", "/healthz", "/readyz", "sealed"}},
 	} {
 		var out bytes.Buffer
-		a := &app{stdout: io.Discard, stderr: &out, getenv: func(string) string { return "" }}
+		a := &app{stdout: &out, stderr: io.Discard, getenv: func(string) string { return "" }}
 		code := a.run(t.Context(), []string{tc.cmd, "--help"})
 		help := out.String()
 		if code != 0 {
@@ -185,7 +185,7 @@ func TestStartupErrorsInTerminal(t *testing.T) {
 // collects every use, and both are listed by --help in their group.
 func TestFlagsCommandAndStrings(t *testing.T) {
 	var help bytes.Buffer
-	a := &app{stdout: io.Discard, stderr: &help, getenv: func(string) string { return "" }}
+	a := &app{stdout: &help, stderr: io.Discard, getenv: func(string) string { return "" }}
 	var (
 		command, env []string
 		era          string

@@ -69,7 +69,7 @@ func (a *app) keygen(args []string) error {
 	out := fs.String("out", "", "write the key ring to FILE (mode 0600, refuses to overwrite) instead of stdout")
 	force := fs.Bool("force", false, "with --out: replace an existing FILE (tokens sealed with its keys stop opening)")
 	nb, na := windowFlags(fs)
-	pos, err := parse(fs, args)
+	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func (a *app) keys(args []string) error {
 	id := fs.String("id", "", "id of the new key (rotate, add; default: the current UTC time and 6 random hex digits)")
 	ttl := fs.Duration("ttl", mrtr.DefaultTTL, "remove: the servers' longest --ttl, to warn when the key removed may still have tokens out")
 	nb, na := windowFlags(fs)
-	pos, err := parse(fs, args[1:])
+	pos, err := a.parse(fs, args[1:])
 	if err != nil {
 		return err
 	}

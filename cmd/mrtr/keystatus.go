@@ -125,7 +125,7 @@ func (a *app) keysStatus(args []string) error {
 	ttl := fs.Duration("ttl", mrtr.DefaultTTL, "the longest --ttl of the servers using FILE: a key opens until its not_after plus this and the leeway")
 	at := new(timeFlag)
 	fs.Var(at, "at", "show the key ring as it stands at `TIME` (RFC 3339; default: now), e.g. to check a planned rotation")
-	pos, err := parse(fs, args)
+	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
 	}

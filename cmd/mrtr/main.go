@@ -100,6 +100,15 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
+	case errors.Is(err, errInterrupted):
+		fmt.Fprintf(a.stderr, "mrtr %s: %v\n", args[0], err)
+		return exitInterrupted
+	case isFlagError(err):
+		// A bad or missing flag value, from the command line or the
+		// environment, found by the flag package or by a check: a usage
+		// error like an unknown flag.
+		fmt.Fprintf(a.stderr, "mrtr %s: %v\n%s", args[0], err, helpHint(args[0]))
+		return 2
 	case probeExit(err) != 0:
 		return probeExit(err)
 	default:
@@ -108,21 +117,37 @@ func (a *app) run(ctx context.Context, args []string) int {
 	}
 }
 
-// newFlagSet returns a flag set that prints its usage to a.stderr.
+// errInterrupted ends a command the user interrupted (Ctrl-C); it exits
+// with exitInterrupted.
+var errInterrupted = errors.New("interrupted")
+
+// exitInterrupted is the status of a command ended by SIGINT, as shells
+// report one: 128 + 2.
+const exitInterrupted = 130
+
+// isFlagError reports whether err is a bad flag value (*flagError).
+func isFlagError(err error) bool {
+	var fe *flagError
+	return errors.As(err, &fe)
+}
+
+// newFlagSet returns a flag set whose usage goes to its output, a.stderr
+// (a usage error); --help prints it to a.stdout instead (see a.parse).
 func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(a.stderr, "Usage: %s\n", synopsis)
-		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "Usage: %s\n", synopsis)
+		printDefaults(fs)
 	}
 	return fs
 }
 
 // parse parses flags, allowing them before and after positional arguments,
-// and returns the positional ones (those after a -- too).
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	pos, rest, err := parseArgs(fs, args)
+// and returns the positional ones (those after a -- too). --help prints
+// the usage to a.stdout.
+func (a *app) parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	pos, rest, err := parseArgs(fs, args, a.stdout)
 	return append(pos, rest...), explain(fs.Output(), err)
 }
 

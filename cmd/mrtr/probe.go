@@ -73,14 +73,22 @@ followed: one is reported, and the probe stops. Exit status:
 Flags:
 `
 
+// probeExamples end mrtr probe --help.
+const probeExamples = `  mrtr probe http://127.0.0.1:8080/mcp
+  mrtr probe http://127.0.0.1:8080/mcp --tool deploy --other-tool transfer --json
+  mrtr probe https://mcp.example.com/mcp --bearer "$T1" --bearer-other "$T2" --wait 6m
+  mrtr probe -- npx -y @modelcontextprotocol/server-everything
+`
+
 func (a *app) probe(ctx context.Context, args []string) error {
 	if err := undumpable(); err != nil { // before any child (probe -- COMMAND): $MRTR_BEARER stays out of its reach
 		return err
 	}
 	fs := a.newFlagSet("probe", probeSynopsis)
 	fs.Usage = func() {
-		fmt.Fprintf(a.stderr, "Usage: %s\n%s", probeSynopsis, probeHelp)
-		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "Usage: %s\n%s", probeSynopsis, probeHelp)
+		printDefaults(fs)
+		fmt.Fprintf(fs.Output(), "\nExamples:\n%s", probeExamples)
 	}
 	var kvs []string
 	fs.Func("arg", "an argument `k=v` of --tool (repeatable)", func(s string) error {
@@ -115,7 +123,7 @@ func (a *app) probe(ctx context.Context, args []string) error {
 			break
 		}
 	}
-	pos, err := parse(fs, args)
+	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
 	}

@@ -139,10 +139,10 @@ func TestProbeCommandBounded(t *testing.T) {
 // TestProbeCommandUsage: --help says it calls tools; a URL and -- COMMAND
 // together, or a bearer token for stdio, are usage errors.
 func TestProbeCommandUsage(t *testing.T) {
-	code, _, errs := runProbeCmd(t, "--help")
-	if code != 0 || !strings.Contains(errs, "THIS CALLS THE SERVER'S TOOLS") || !strings.Contains(errs, "-max-requests") ||
-		!strings.Contains(errs, "pauses that tool again, once, and after") {
-		t.Errorf("--help: exit %d\n%s", code, errs)
+	code, help, _ := runProbeCmd(t, "--help")
+	if code != 0 || !strings.Contains(help, "THIS CALLS THE SERVER'S TOOLS") || !strings.Contains(help, "  --max-requests") ||
+		!strings.Contains(help, "pauses that tool again, once, and after") {
+		t.Errorf("--help: exit %d\n%s", code, help)
 	}
 	for _, args := range [][]string{
 		{"http://127.0.0.1:1/mcp", "--", "some-server"},
@@ -247,8 +247,8 @@ func TestProbeCommandStdioLegacy(t *testing.T) {
 	if code != 3 || strings.Count(out, "the server speaks 2025-11-25") != 1 || !strings.Contains(out, "nothing checked: ") || strings.Contains(out, "CHECK") {
 		t.Errorf("exit %d, want 3, and the reason once:\n%s%s", code, out, errs)
 	}
-	if _, _, errs := runProbeCmd(t, "--help"); !strings.Contains(errs, "  3  nothing could be checked") || !strings.Contains(errs, "  4  incomplete") {
-		t.Errorf("--help does not list the exit statuses:\n%s", errs)
+	if _, help, _ := runProbeCmd(t, "--help"); !strings.Contains(help, "  3  nothing could be checked") || !strings.Contains(help, "  4  incomplete") {
+		t.Errorf("--help does not list the exit statuses:\n%s", help)
 	}
 }
 

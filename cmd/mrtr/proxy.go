@@ -37,6 +37,14 @@ const proxyAbout = `Puts mrtr in front of an MCP server written in any language 
 	`/healthz answers while the process serves, /readyz while the keys, the store and the upstream are usable. ` +
 	`Every flag can also be given as the MRTR_* variable shown; a flag wins over its variable.`
 
+// proxyExamples end `mrtr proxy --help`.
+const proxyExamples = `  mrtr proxy --upstream http://127.0.0.1:3000/mcp --addr 127.0.0.1:8081
+  mrtr proxy --addr 127.0.0.1:8082 -- npx -y @modelcontextprotocol/server-everything
+  mrtr proxy --roots file:///srv/data -- npx -y @modelcontextprotocol/server-filesystem /srv/data
+  mrtr proxy --keys keys.json --upstream http://10.0.0.7:3000/mcp --addr 0.0.0.0:8080 \
+      --replay redis://10.0.0.9:6379/0 --advertise http://10.0.0.5:8080/mcp
+`
+
 // proxyFlags registers the flags of `mrtr proxy`.
 func proxyFlags(f *flags, c *proxyConfig) {
 	commonFlags(f, &c.commonConfig)
@@ -90,6 +98,7 @@ func defaultUpstreamTransport() string {
 func (a *app) parseProxy(args []string) (*proxyConfig, error) {
 	c := new(proxyConfig)
 	f := a.newFlags("proxy", "mrtr proxy --upstream URL [flags]\n       mrtr proxy [flags] -- COMMAND [ARG...]", proxyAbout)
+	f.examples = proxyExamples
 	proxyFlags(f, c)
 	if i := slices.Index(args, "--"); i >= 0 { // the upstream command, run as is: never parsed as flags
 		c.command, args = args[i+1:], args[:i]

@@ -68,7 +68,7 @@ type upstreamConfig struct {
 // upstreamFlags registers the flags of upstreamConfig.
 func upstreamFlags(f *flags, c *upstreamConfig) {
 	f.Choice(groupUpstream, &c.era, "upstream-era", eraAuto, []string{eraAuto, eraModern, eraLegacy},
-		"`ERA` of the upstream: auto (probe it: server/discover on stdio, a 2026-07-28 request over HTTP), modern (2026-07-28) or legacy (2025-11-25: its mid-call elicitation, sampling and roots requests become sealed rounds)")
+		"the protocol generation the upstream speaks: auto (probe it: server/discover on stdio, a 2026-07-28 request over HTTP), modern (2026-07-28) or legacy (2025-11-25: its mid-call elicitation, sampling and roots requests become sealed rounds)")
 	f.List(groupUpstream, &c.env, "upstream-env", "\n", "`K=V` added to a command upstream's environment (repeatable; the variable: one per line); the proxy's MRTR_* variables never reach it")
 	upstreamUserFlag(f, c)
 	f.List(groupUpstream, &c.roots, "roots", ",", "`URI` of a root the proxy answers every roots/list of a legacy upstream with, in a call or outside one (repeatable; the variable: comma-separated); none: an empty list. Callers are never asked, unless --roots-from-client")
