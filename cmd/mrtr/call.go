@@ -9,9 +9,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -20,7 +23,7 @@ import (
 	"github.com/mrtr-go/mrtr/internal/termtext"
 )
 
-const callSynopsis = "mrtr call URL [TOOL | --prompt NAME | --resource URI] [--arg k=v ...] [--args-json JSON] [--bearer TOKEN] [--root URI ...] [--max-rounds 50] [--legacy] [--timeout 60s]"
+const callSynopsis = "mrtr call URL [TOOL | --prompt NAME | --resource URI] [--arg k=v ...] [--args-json JSON] [--bearer TOKEN] [--root URI ...] [--max-rounds 50] [--legacy] [--timeout 60s] [--json]"
 
 const callHelp = `
 Call TOOL on the MCP server at URL (Streamable HTTP, e.g.
@@ -47,8 +50,9 @@ to 2025-11-25 for a server that does not speak it; --legacy forces
 rounds itself (--max-rounds does not apply).
 
 Text content goes to stdout, other content as a summary, structured content
-as JSON. A tool error (isError) goes to stderr and exits 1, as does a
-JSON-RPC error. Everything the server chose is shown without terminal
+as JSON when it adds something to the text (--json: the whole result as
+the server sent it). A tool error (isError) goes to stderr and exits 1, as
+does a JSON-RPC error. Everything the server chose is shown without terminal
 controls (escape sequences, bidi overrides), in a pipe too. Redirects are
 not followed (the bearer token goes to URL and nowhere else): one is
 reported, with where it pointed.
@@ -62,7 +66,8 @@ const callExamples = `  mrtr call http://127.0.0.1:8080/mcp                     
   mrtr call http://127.0.0.1:8080/mcp deploy --arg service=api --arg env=staging
   mrtr call http://127.0.0.1:8080/mcp --prompt NAME --arg k=v
   mrtr call http://127.0.0.1:8080/mcp --resource test://static-text
-  mrtr call http://127.0.0.1:8080/mcp TOOL --root file:///home/me/src
+  mrtr call http://127.0.0.1:8080/mcp TOOL --root file:///home/me/src --json
+  mrtr call 127.0.0.1:8080/mcp                              a loopback host: http:// is taken
   MRTR_BEARER=TOKEN mrtr call https://mcp.example.com/mcp   the token kept out of ps
 `
 
@@ -130,6 +135,7 @@ func (a *app) callCmd(ctx context.Context, args []string) error {
 	maxRounds := fs.Int("max-rounds", defaultMaxRounds, "answer at most this many rounds of input requests in one request (2026-07-28)")
 	promptName := fs.String("prompt", "", "get the prompt `NAME` instead of calling a tool")
 	resourceURI := fs.String("resource", "", "read the resource `URI` instead of calling a tool")
+	asJSON := fs.Bool("json", false, "print the result of the tool, prompt or resource as JSON, as the server sent it (terminal controls escaped)")
 	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -143,12 +149,12 @@ func (a *app) callCmd(ctx context.Context, args []string) error {
 		fs.Usage()
 		return errUsage
 	}
-	endpoint := pos[0]
-	u, err := url.Parse(endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		fmt.Fprintf(a.stderr, "mrtr call: URL must be an http:// or https:// URL\n")
+	endpoint, err := endpointURL(pos[0])
+	if err != nil {
+		fmt.Fprintf(a.stderr, "mrtr call: %v\n", err)
 		return errUsage
 	}
+	u, _ := url.Parse(endpoint)
 	if *timeout < 0 {
 		fmt.Fprintf(a.stderr, "mrtr call: --timeout must not be negative\n")
 		return errUsage
@@ -175,6 +181,7 @@ func (a *app) callCmd(ctx context.Context, args []string) error {
 
 	// The whole call shares one deadline that pauses while a person
 	// answers: the limit is on waiting for the server, not on thinking.
+	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	errTimeout := fmt.Errorf("no answer from the server within %v", *timeout)
@@ -193,6 +200,16 @@ func (a *app) callCmd(ctx context.Context, args []string) error {
 		return ask(hctx)
 	}
 	in := &inputs{p: p, roots: roots, atPrompt: atPrompt}
+	if len(roots) > 0 {
+		// Said once at the end when the server never asked: a server may
+		// take its roots elsewhere (behind mrtr proxy, from --roots).
+		defer func() {
+			cut := parent.Err() != nil || errors.Is(context.Cause(ctx), errTimeout) // interrupted, timed out
+			if !cut && !in.rootsAsked.Load() {
+				fmt.Fprintf(a.stderr, "mrtr call: note: the server never asked for roots: --root did nothing in this call\n")
+			}
+		}()
+	}
 	caps := &mcp.ClientCapabilities{} // no roots unless --root
 	if len(roots) > 0 {
 		caps.RootsV2 = &mcp.RootCapabilities{}
@@ -208,7 +225,15 @@ func (a *app) callCmd(ctx context.Context, args []string) error {
 		},
 	})
 	client.AddRoots(roots...)
-	rec := &httpRecorder{token: token, base: http.DefaultTransport}
+	client.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "roots/list" { // 2025-11-25: go-sdk answers it from AddRoots
+				in.rootsAsked.Store(true)
+			}
+			return next(ctx, method, req)
+		}
+	})
+	rec := &httpRecorder{token: token, base: http.DefaultTransport, endpoint: u.Redacted()}
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:             endpoint,
 		HTTPClient:           &http.Client{Transport: rec, CheckRedirect: noRedirects},
@@ -250,6 +275,9 @@ func (a *app) callCmd(ctx context.Context, args []string) error {
 		if err != nil {
 			return callError(ctx, rec, err)
 		}
+		if *asJSON {
+			return a.printJSON(res)
+		}
 		a.printPrompt(res)
 		return nil
 	case *resourceURI != "":
@@ -265,6 +293,9 @@ func (a *app) callCmd(ctx context.Context, args []string) error {
 		})
 		if err != nil {
 			return callError(ctx, rec, err)
+		}
+		if *asJSON {
+			return a.printJSON(res)
 		}
 		for _, c := range res.Contents {
 			a.printResource(c)
@@ -297,7 +328,36 @@ func (a *app) callCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return callError(ctx, rec, err)
 	}
+	if *asJSON {
+		if err := a.printJSON(res); err != nil {
+			return err
+		}
+		if res.IsError {
+			return fmt.Errorf("tool %s reported an error", tool)
+		}
+		return nil
+	}
 	return a.printResult(tool, res)
+}
+
+// endpointURL is the URL mrtr call and mrtr probe talk to: raw if it is
+// an http:// or https:// URL; raw taken as http:// when it has no scheme
+// and names a loopback host (127.0.0.1:8080/mcp); else an error that
+// offers the corrected URL when there is one.
+func endpointURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+		return raw, nil
+	}
+	if !strings.Contains(raw, "://") {
+		if g, err := url.Parse("http://" + raw); err == nil && g.Host != "" {
+			if loopbackHost(g.Hostname()) {
+				return g.String(), nil
+			}
+			return "", fmt.Errorf("URL must be an http:// or https:// URL: did you mean https://%s?", termtext.Line(raw))
+		}
+	}
+	return "", errors.New("URL must be an http:// or https:// URL, like http://127.0.0.1:8080/mcp")
 }
 
 // rounds drives the rounds of one request (go-sdk's automatic loop is
@@ -363,9 +423,10 @@ func ordinal(n int) string {
 // inputs answers the server's input requests: forms and sampling at the
 // terminal, roots from the flags.
 type inputs struct {
-	p        *prompter
-	roots    []*mcp.Root
-	atPrompt func(context.Context, func(context.Context) error) error
+	p          *prompter
+	roots      []*mcp.Root
+	atPrompt   func(context.Context, func(context.Context) error) error
+	rootsAsked atomic.Bool // the server asked for roots, in a round or (2025-11-25) by a request
 }
 
 func (in *inputs) elicit(ctx context.Context, params *mcp.ElicitParams) (res *mcp.ElicitResult, err error) {
@@ -414,6 +475,7 @@ func (in *inputs) answer(ctx context.Context, reqs mcp.InputRequestMap) (mcp.Inp
 				r = &mcp.CreateMessageWithToolsResult{Content: []mcp.Content{res.Content}, Model: res.Model, Role: res.Role, StopReason: res.StopReason}
 			}
 		case *mcp.ListRootsParams:
+			in.rootsAsked.Store(true)
 			if len(in.roots) == 0 {
 				err = errors.New("the server asks for roots, but this client offers none (--root URI offers one)")
 			}
@@ -536,7 +598,8 @@ func callError(ctx context.Context, rec *httpRecorder, err error) error {
 	}
 	if je := serverError(err); je != nil {
 		var data struct {
-			Reason string `json:"reason"`
+			Reason   string                     `json:"reason"`
+			Required map[string]json.RawMessage `json:"requiredCapabilities"`
 		}
 		json.Unmarshal(je.Data, &data)
 		msg := fmt.Sprintf("error %d: %s", je.Code, je.Message)
@@ -546,6 +609,9 @@ func callError(ctx context.Context, rec *httpRecorder, err error) error {
 		if len(je.Data) > 0 {
 			msg += "\n  data: " + string(je.Data)
 		}
+		if hint := errorHint(je.Code, je.Message, data.Required, rec.endpoint); hint != "" {
+			msg += "\n  " + hint
+		}
 		return errors.New(msg)
 	}
 	if hint := rec.hint(); hint != "" {
@@ -554,7 +620,54 @@ func callError(ctx context.Context, rec *httpRecorder, err error) error {
 		// said instead.
 		return errors.New(hint)
 	}
+	if msg := connectError(rec.endpoint, err); msg != "" {
+		return errors.New(msg)
+	}
 	return err
+}
+
+// unknownName matches the error messages of servers asked for a tool or
+// a prompt they do not have: go-sdk's `unknown tool "x"`, the TypeScript
+// SDK's `Tool x not found`.
+var (
+	unknownTool   = regexp.MustCompile(`(?i)unknown tool|tool .* not found`)
+	unknownPrompt = regexp.MustCompile(`(?i)unknown prompt|prompt .* not found`)
+)
+
+// errorHint is what to do about a JSON-RPC error of the server, or "":
+// an unknown tool or prompt points at the listing, a capability the
+// client did not declare at the flag that declares it.
+func errorHint(code int64, message string, required map[string]json.RawMessage, endpoint string) string {
+	switch {
+	case code == jsonrpc.CodeInvalidParams && unknownTool.MatchString(message):
+		return "mrtr call " + endpoint + " lists the server's tools"
+	case code == jsonrpc.CodeInvalidParams && unknownPrompt.MatchString(message):
+		return "mrtr call " + endpoint + " lists the server's prompts"
+	case code == mcpCodeMissingCapability && required["roots"] != nil:
+		return "the server needs roots: offer one with --root file:///path/to/dir (repeatable)"
+	}
+	return ""
+}
+
+// mcpCodeMissingCapability is MCP 2026-07-28's error for a request that
+// needs a client capability the client did not declare.
+const mcpCodeMissingCapability = -32021
+
+// connectError says in one line why no answer came from endpoint when
+// the network is the cause (nothing listening, no such host, a refused
+// TLS handshake), with what to check; "" for any other error.
+func connectError(endpoint string, err error) string {
+	var dns *net.DNSError
+	var op *net.OpError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Sprintf("cannot connect to %s: connection refused; is the server running, and are the host and port right?", endpoint)
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return fmt.Sprintf("cannot connect to %s: no such host %s; check the host name", endpoint, termtext.Line(dns.Name))
+	case errors.As(err, &op):
+		return fmt.Sprintf("cannot connect to %s: %v; check the URL and that the server is running", endpoint, op.Err)
+	}
+	return ""
 }
 
 // serverError finds the JSON-RPC error the server sent in err's tree.
@@ -590,8 +703,9 @@ func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastR
 // httpRecorder adds the bearer token to every request and keeps the last
 // refusal or redirect of the server, to explain it.
 type httpRecorder struct {
-	token string
-	base  http.RoundTripper
+	token    string
+	base     http.RoundTripper
+	endpoint string // the URL called, redacted, for the errors
 
 	mu   sync.Mutex
 	last *http.Response // status, header and request of the last 3xx or 4xx; body closed
@@ -810,12 +924,21 @@ func (a *app) printResult(tool string, res *mcp.CallToolResult) error {
 	if res.IsError {
 		w = a.stderr
 	}
-	content := res.Content
-	if res.StructuredContent != nil && len(content) == 1 {
+	content, structured := res.Content, res.StructuredContent
+	if structured != nil && len(content) == 1 {
 		// Tools with structured output also send it as JSON text: show it once.
-		if t, ok := content[0].(*mcp.TextContent); ok && sameJSON(t.Text, res.StructuredContent) {
+		if t, ok := content[0].(*mcp.TextContent); ok && sameJSON(t.Text, structured) {
 			content = nil
 		}
+	}
+	var text strings.Builder
+	for _, c := range content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			text.WriteString(t.Text)
+		}
+	}
+	if structured != nil && content != nil && repeatsText(text.String(), structured) {
+		structured = nil // every value in it is in the text already
 	}
 	for _, c := range content {
 		s := termtext.Clean(contentString(c))
@@ -824,7 +947,7 @@ func (a *app) printResult(tool string, res *mcp.CallToolResult) error {
 		}
 		io.WriteString(w, s)
 	}
-	if res.StructuredContent != nil {
+	if structured != nil {
 		if b, err := json.MarshalIndent(res.StructuredContent, "", "  "); err == nil {
 			fmt.Fprintf(w, "%s\n", termtext.JSON(b))
 		}
@@ -832,6 +955,54 @@ func (a *app) printResult(tool string, res *mcp.CallToolResult) error {
 	if res.IsError {
 		return fmt.Errorf("tool %s reported an error", tool)
 	}
+	return nil
+}
+
+// repeatsText reports whether structured content adds nothing to text:
+// every value in it is a string text holds (server-filesystem's results
+// carry their text again as {"content": text}). A number, a boolean or a
+// string the text lacks is something more.
+func repeatsText(text string, structured any) bool {
+	var v any
+	b, err := json.Marshal(structured)
+	if err != nil || json.Unmarshal(b, &v) != nil {
+		return false
+	}
+	var walk func(any) bool
+	walk = func(v any) bool {
+		switch v := v.(type) {
+		case string:
+			return strings.Contains(text, v)
+		case nil:
+			return true
+		case []any:
+			for _, x := range v {
+				if !walk(x) {
+					return false
+				}
+			}
+			return true
+		case map[string]any:
+			for _, x := range v {
+				if !walk(x) {
+					return false
+				}
+			}
+			return true
+		}
+		return false
+	}
+	return walk(v)
+}
+
+// printJSON prints a result as the JSON the server sent (its fields as
+// go-sdk decodes them), indented, its strings free of terminal controls.
+func (a *app) printJSON(res any) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode the result: %w", err)
+	}
+	fmt.Fprintf(a.stdout, "%s\n", termtext.JSON(b))
 	return nil
 }
 

@@ -160,7 +160,7 @@ func TestCallList(t *testing.T) {
 	wantInOrder(t, out,
 		"Tools (mrtr call URL TOOL --arg k=v):\n",
 		"  deploy: Deploys a service",
-		"    service (string, required, at least 1 characters, at most 64 characters, pattern ^[A-Za-z0-9][A-Za-z0-9._-]*$): service name\n",
+		"    service (string, required, at least 1 character, at most 64 characters, pattern ^[A-Za-z0-9][A-Za-z0-9._-]*$): service name\n",
 		"    env (one of: staging, production, required): target environment\n",
 		"  guess_number: ",
 		"    max (integer, optional, >= 1, <= 1000): upper end of the range\n",

@@ -300,7 +300,7 @@ func TestCallResults(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		srv.Close()
 		_, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, srv.URL+"/mcp", "kinds")
-		if err == nil || !strings.HasPrefix(err.Error(), "connect: ") {
+		if err == nil || !strings.HasPrefix(err.Error(), "cannot connect to "+srv.URL+"/mcp: connection refused") {
 			t.Fatalf("%v", err)
 		}
 	})

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -146,11 +145,12 @@ func (a *app) probe(ctx context.Context, args []string) error {
 		return errUsage
 	}
 	if !stdioMode {
-		u, err := url.Parse(pos[0])
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			fmt.Fprintf(a.stderr, "mrtr probe: URL must be an http:// or https:// URL\n")
+		u, err := endpointURL(pos[0])
+		if err != nil {
+			fmt.Fprintf(a.stderr, "mrtr probe: %v\n", err)
 			return errUsage
 		}
+		pos[0] = u
 	}
 	if *maxReq < 1 || *rate < 0 || *wait < 0 || *timeout <= 0 {
 		fmt.Fprintf(a.stderr, "mrtr probe: --max-requests must be at least 1, --rate and --wait not negative, --timeout positive\n")
@@ -309,7 +309,7 @@ func printProbe(a *app, target string, rep *attack.Report) {
 		}
 		fmt.Fprintf(a.stdout, " (moved: %s)", strings.Join(others, ", "))
 	}
-	fmt.Fprintf(a.stdout, ", %d requests", rep.Requests)
+	fmt.Fprintf(a.stdout, ", %s", plural(rep.Requests, "request"))
 	if rep.Cleanup > 0 {
 		fmt.Fprintf(a.stdout, ", %d more to end the paused flows", rep.Cleanup)
 	}

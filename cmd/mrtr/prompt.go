@@ -323,7 +323,11 @@ func newField(name string, s map[string]any, required bool) *field {
 	for _, l := range limitWords {
 		switch v := s[l.keyword].(type) {
 		case json.Number, string:
-			f.limits = append(f.limits, termtext.Clean(fmt.Sprintf(l.format, v)))
+			format := l.format
+			if v == json.Number("1") {
+				format = strings.Replace(format, "characters", "character", 1)
+			}
+			f.limits = append(f.limits, termtext.Clean(fmt.Sprintf(format, v)))
 		}
 	}
 	switch typ := typeName(s["type"]); {
@@ -564,9 +568,9 @@ func invalid(err error) string {
 	case *kind.ExclusiveMaximum:
 		return "must be less than " + r(k.Want)
 	case *kind.MinLength:
-		return fmt.Sprintf("must be at least %d characters", k.Want)
+		return "must be at least " + plural(k.Want, "character")
 	case *kind.MaxLength:
-		return fmt.Sprintf("must be at most %d characters", k.Want)
+		return "must be at most " + plural(k.Want, "character")
 	case *kind.MinItems:
 		return fmt.Sprintf("choose at least %d", k.Want)
 	case *kind.MaxItems:
@@ -647,4 +651,13 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func indent(s, prefix string) string {
 	return prefix + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+prefix)
+}
+
+// plural is n and word, with an s unless n is 1: "1 character", "2
+// characters".
+func plural[N ~int | ~int64](n N, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
