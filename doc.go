@@ -37,8 +37,9 @@
 // expired, replayed, rounds_exceeded or arguments_changed. Every failure
 // before authentication is "invalid", so the reason tells a forger
 // nothing. A single-use store that cannot decide gives
-// [ErrStoreUnavailable]: -32603 with a generic message, and the handler
-// does not run. Logs carry the reason and a 12-hex-digit fingerprint of
+// [ErrStoreUnavailable]: -32603 with one fixed message ("the single-use
+// store is unavailable; try again", no cause), and the handler does not
+// run. Logs carry the reason and a 12-hex-digit fingerprint of
 // the token, never the token or the continuation.
 //
 // # Answers

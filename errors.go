@@ -50,8 +50,9 @@ func (e *RejectError) Is(target error) bool { return target == ErrRejected }
 var ErrRejected = errors.New("mrtr: " + RejectMessage)
 
 // ErrStoreUnavailable reports that the single-use store could not decide.
-// The guard fails closed: adapters answer CodeInternalError with a generic
-// message and the handler does not run.
+// The guard fails closed: adapters answer CodeInternalError with one fixed
+// message that says to try again and nothing of the cause, and the
+// handler does not run.
 var ErrStoreUnavailable = errors.New("mrtr: single-use store unavailable")
 
 // ErrInvalidArguments wraps the error of a call whose arguments cannot be

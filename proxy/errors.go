@@ -40,8 +40,8 @@ func writeJSON(w http.ResponseWriter, status int, b []byte) {
 
 // guardErrorBody is the error contract's answer to a guard error
 // (internal/adapt/wire.go decides which): -32602 with the fixed message
-// and data.reason for a rejected requestState, -32603 with a generic
-// message for a store outage or anything else.
+// and data.reason for a rejected requestState, -32603 with a fixed
+// message for a store outage (try again), a generic one for anything else.
 func guardErrorBody(id json.RawMessage, err error) []byte {
 	we := adapt.WireOrInternal(err)
 	return errorBody(id, we.Code, we.Message, we.Data)

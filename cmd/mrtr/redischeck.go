@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -124,4 +127,99 @@ func redisAddrs(rawURL string) (network string, addrs []string) {
 // storeRefused is the error that stops the server when Redis refuses it.
 func storeRefused(name, cause string) error {
 	return fmt.Errorf("--replay %s: %s; fix it and start again", name, cause)
+}
+
+// storeWatch tells the log when the Redis store stops accepting
+// connections and when it accepts them again, once each, with the failed
+// dials counted in between, per address (a Cluster's nodes, a Sentinel's
+// primary): go-redis itself logs every failed dial, several times a
+// second while /readyz is polled and resumes come in. It is a redis.Hook
+// on the store's own client, safe for concurrent use.
+type storeWatch struct {
+	log *slog.Logger
+	now func() time.Time // nil: time.Now
+
+	mu    sync.Mutex
+	down  map[string]*outage // by address
+	quiet bool               // record outages without saying so (the startup check says it)
+}
+
+// The messages of storeWatch.
+const (
+	storeDownMsg = "redis single-use store: cannot connect; resumes fail closed until it is back (said once, and once when it is)"
+	storeBackMsg = "redis single-use store: connected again"
+)
+
+// outage is one address's time down.
+type outage struct {
+	since  time.Time
+	failed int // dials that failed since
+}
+
+func newStoreWatch(log *slog.Logger) *storeWatch {
+	return &storeWatch{log: log, down: map[string]*outage{}}
+}
+
+// watch hooks w into client: into each node of a Cluster as it is made
+// (a ClusterClient's own hooks see no dial), else into client itself.
+func (w *storeWatch) watch(client redis.UniversalClient) {
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		cc.OnNewNode(func(n *redis.Client) { n.AddHook(w) })
+		return
+	}
+	client.AddHook(w)
+}
+
+// setQuiet turns the message of an address going down off or on.
+func (w *storeWatch) setQuiet(q bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.quiet = q
+}
+
+func (w *storeWatch) clock() time.Time {
+	if w.now != nil {
+		return w.now()
+	}
+	return time.Now()
+}
+
+// dialed records the outcome of one dial of addr.
+func (w *storeWatch) dialed(addr string, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	o := w.down[addr]
+	switch {
+	case err != nil && o == nil:
+		w.down[addr] = &outage{since: w.clock(), failed: 1}
+		if !w.quiet {
+			w.log.Warn(storeDownMsg, "addr", addr, "error", err)
+		}
+	case err != nil:
+		o.failed++
+	case o != nil:
+		delete(w.down, addr)
+		w.log.Info(storeBackMsg, "addr", addr,
+			"down_for", w.clock().Sub(o.since).Round(time.Millisecond), "failed_dials", o.failed)
+	}
+}
+
+// DialHook watches every dial of the client's pool.
+func (w *storeWatch) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err != nil && ctx.Err() != nil {
+			return c, err // cut short by the caller: says nothing of the store
+		}
+		w.dialed(addr, err)
+		return c, err
+	}
+}
+
+// ProcessHook passes commands on unwatched.
+func (w *storeWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+// ProcessPipelineHook passes pipelines on unwatched.
+func (w *storeWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

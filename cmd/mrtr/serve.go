@@ -268,6 +268,10 @@ func (c *commonConfig) openStore(ctx context.Context, log *slog.Logger) (replay.
 	if err != nil {
 		return nil, nil, fmt.Errorf("--replay: %w", err)
 	}
+	watch := newStoreWatch(log)
+	watch.watch(s.Client())
+	watch.setQuiet(true) // the check below says it at startup
+	defer watch.setQuiet(false)
 	// Not fatal: resumes fail closed until Redis answers, everything else works.
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -284,11 +288,22 @@ func (c *commonConfig) openStore(ctx context.Context, log *slog.Logger) (replay.
 }
 
 // redisLog is go-redis's logger writing to the server's: its lines (a new
-// primary found by Sentinel, a failed dial) at info level.
+// primary found by Sentinel) at info level, but its failed dials at
+// debug: the store's watch (storeWatch) says once when dials start
+// failing and once when they succeed again.
+//
+// It is go-redis's one global logger (redis.SetLogger): v9 has no
+// per-client one. The process has one store, and each command that
+// opens it routes the lines into its own log; the dials it demotes are
+// watched per client, by a hook.
 type redisLog struct{ log *slog.Logger }
 
 func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
-	l.log.InfoContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+	level := slog.LevelInfo
+	if strings.Contains(format, "failed to dial") {
+		level = slog.LevelDebug
+	}
+	l.log.Log(ctx, level, "redis client: "+fmt.Sprintf(format, v...))
 }
 
 // checkDurability asks the store's primaries, once at startup, whether a

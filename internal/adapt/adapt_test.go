@@ -20,7 +20,7 @@ func TestWire(t *testing.T) {
 	}{
 		{&mrtr.RejectError{Reason: mrtr.ReasonReplayed}, -32602, "invalid requestState", `{"reason":"replayed"}`},
 		{fmt.Errorf("wrapped: %w", &mrtr.RejectError{Reason: mrtr.ReasonExpired}), -32602, "invalid requestState", `{"reason":"expired"}`},
-		{fmt.Errorf("%w: redis down", mrtr.ErrStoreUnavailable), -32603, "internal error", ``},
+		{fmt.Errorf("%w: redis down", mrtr.ErrStoreUnavailable), -32603, "the single-use store is unavailable; try again", ``},
 		{fmt.Errorf("%w: %w", mrtr.ErrInvalidArguments, reqstate.ErrInexactNumber), -32602,
 			"invalid params: arguments hold a number with more precision than an IEEE 754 double carries (I-JSON, RFC 7493); send large integers and exact decimals as strings", ``},
 		{fmt.Errorf("%w: %w", mrtr.ErrInvalidArguments, reqstate.ErrFoldedNames), -32602,

@@ -43,9 +43,13 @@ func Wire(err error) *WireError {
 		return we
 	case errors.As(err, &re):
 		return &WireError{Code: mcpwire.CodeInvalidParams, Message: mcpwire.RejectMessage, Data: reasonData(re.Reason)}
-	case errors.Is(err, mrtr.ErrStoreUnavailable), errors.Is(err, reqstate.ErrNoSealingKey):
-		// The server cannot keep its promise (no store answer, no key whose
-		// window is open): the client learns nothing of why, the log does.
+	case errors.Is(err, mrtr.ErrStoreUnavailable):
+		// The server cannot keep its single-use promise now: the client
+		// learns that it may try again, nothing of why; the log says why.
+		return storeUnavailable
+	case errors.Is(err, reqstate.ErrNoSealingKey):
+		// No key whose window is open: the client learns nothing of why,
+		// the log does.
 		return Internal
 	case errors.Is(err, mrtr.ErrInvalidArguments):
 		return &WireError{Code: mcpwire.CodeInvalidParams, Message: argumentsMessage(err)}
@@ -68,6 +72,8 @@ func WireOrInternal(err error) *WireError {
 
 // Internal is the generic -32603 error: the client learns nothing of why.
 var Internal = &WireError{Code: mcpwire.CodeInternalError, Message: mcpwire.InternalMessage}
+
+var storeUnavailable = &WireError{Code: mcpwire.CodeInternalError, Message: mcpwire.StoreUnavailableMessage}
 
 var invalidResponses = &WireError{Code: mcpwire.CodeInvalidParams, Message: mcpwire.NullResponsesMessage}
 

@@ -39,6 +39,13 @@ const MissingCapabilityMessage = "missing required client capability"
 // server answers without saying why (the log says why).
 const InternalMessage = "internal error"
 
+// StoreUnavailableMessage is the message of the CodeInternalError a
+// resume gets when the single-use store cannot decide (down, too slow,
+// its replicas short of acknowledging): fixed, so it tells a caller to
+// try again and nothing of why (the log says why). That the store is
+// down is no secret: /readyz says it to anyone who asks.
+const StoreUnavailableMessage = "the single-use store is unavailable; try again"
+
 // NullResponsesMessage is the message of the CodeInvalidParams error for
 // inputResponses that are not an object of answers (null, {}, or no
 // object at all).

@@ -597,8 +597,10 @@ func storeOutage(t *testing.T, run Start, fe Front) {
 	c := e.client("/mcp", "")
 	tok := pauseDeploy(t, c, prodArgs) // a first call needs no store
 	r := c.Call(t, "tools/call", resume(tok, prodArgs, accept(map[string]any{"approve": true})))
-	if r.Error == nil || r.Error.Code != mrtr.CodeInternalError || r.Error.Message != "internal error" || len(r.Error.Data) > 0 {
-		t.Fatalf("store down: %v, want -32603 internal error", r)
+	// The caller learns the store is down and to try again (as /readyz
+	// tells anyone), never the cause: no address, no Redis error.
+	if r.Error == nil || r.Error.Code != mrtr.CodeInternalError || r.Error.Message != "the single-use store is unavailable; try again" || len(r.Error.Data) > 0 {
+		t.Fatalf("store down: %v, want -32603 naming the store, without the cause", r)
 	}
 	if e.probe.Runs.Load() != 0 {
 		t.Fatalf("the handler ran without the store")
