@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -24,6 +25,10 @@ import (
 const stdioServerEnv = "STDIO_TEST_SERVER"
 
 func runStdioServer(kind string) {
+	if kind == "legacylog" { // legacy, logging as mrtr serve --stdio does: log/slog's text on stderr
+		slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn("NO KEY RING GIVEN: the test child's warning", "pid", 1)
+		kind = "legacy"
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "stdio-" + kind, Version: "1"}, nil)
 	type item struct {
 		Item string `json:"item"`

@@ -539,6 +539,19 @@ type exitReporter interface {
 	StderrTail() []string
 }
 
+// exitStatusOf is how up ended ("exit status 0", "signal: terminated"),
+// or "" when up does not say.
+func exitStatusOf(up Upstream) string {
+	x, ok := up.(exitReporter)
+	if !ok {
+		return ""
+	}
+	if err := x.Err(); err != nil {
+		return err.Error()
+	}
+	return "exit status 0"
+}
+
 // exitAttrs are the log attributes of how a closed upstream ended, when
 // it says: "exit" (its exit status or signal) and, unless it exited 0,
 // "stderr_tail" (the end of its stderr).
@@ -547,11 +560,11 @@ func exitAttrs(up Upstream) []any {
 	if !ok {
 		return nil
 	}
-	err := x.Err()
-	if err == nil {
-		return []any{"exit", "exit status 0"}
+	attrs := []any{"exit", exitStatusOf(up)}
+	if x.Err() != nil {
+		attrs = append(attrs, "stderr_tail", strings.Join(x.StderrTail(), "\n"))
 	}
-	return []any{"exit", err.Error(), "stderr_tail", strings.Join(x.StderrTail(), "\n")}
+	return attrs
 }
 
 // open dials and initializes a session.

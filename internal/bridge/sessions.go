@@ -157,7 +157,7 @@ func (ss *sessions) close(ctx context.Context) error {
 	ss.mu.Unlock()
 	var errs []error
 	for _, s := range all {
-		errs = append(errs, s.end(ctx))
+		errs = append(errs, s.stop(ctx, "the proxy is stopping"))
 	}
 	return errors.Join(errs...)
 }
@@ -189,7 +189,7 @@ func (ss *sessions) take() error {
 		return errTooMany
 	}
 	ss.c.log.Debug("bridge: idle legacy client session stopped to make room")
-	_ = v.end(context.Background())
+	_ = v.stop(context.Background(), "stopped to make room for another")
 	return nil
 }
 
@@ -260,7 +260,8 @@ type lsession struct {
 	once   sync.Once
 	err    error // of stopping the child
 
-	released atomic.Bool // its slot was given back (by end, or evict handed it over)
+	released atomic.Bool            // its slot was given back (by end, or evict handed it over)
+	stopped  atomic.Pointer[string] // why the proxy ended it (stop), if it did: its child's end is then no news
 
 	mu      sync.Mutex
 	posts   []*post // requests in flight, oldest first
@@ -378,7 +379,7 @@ func (ss *sessions) serve(ctx context.Context, w *pipeWriter, r *http.Request, b
 	defer s.idle()
 	switch {
 	case r.Method == http.MethodDelete:
-		_ = s.end(ctx)
+		_ = s.stop(ctx, "closed by its client")
 		w.WriteHeader(http.StatusNoContent)
 	case r.Method == http.MethodGet:
 		s.stream(ctx, w, r)
@@ -480,7 +481,7 @@ func (s *lsession) idle() {
 			s.mu.Unlock()
 			if busy == 0 {
 				s.ss.c.log.Debug("bridge: idle legacy client session stopped")
-				_ = s.end(context.Background())
+				_ = s.stop(context.Background(), "idle for longer than the session timeout")
 			}
 		})
 	}
@@ -554,7 +555,20 @@ func (s *lsession) read() {
 		s.route(m, b)
 	}
 	_ = s.end(context.Background()) // reaped: how it ended is known
+	if why := s.stopped.Load(); why != nil {
+		// A normal end: the proxy stopped the child because the session
+		// ended (the client closed it, most often).
+		s.ss.c.log.Info("bridge: legacy client session ended; its upstream was stopped", "why", *why, "exit", exitStatusOf(s.up))
+		return
+	}
 	s.ss.c.log.Info("bridge: the upstream of a legacy client session exited", exitAttrs(s.up)...)
+}
+
+// stop ends the session as end does, saying why: its child's end is then
+// logged as the session's normal end, not as an upstream that exited.
+func (s *lsession) stop(ctx context.Context, why string) error {
+	s.stopped.CompareAndSwap(nil, &why)
+	return s.end(ctx)
 }
 
 // route hands one message of the child to where it belongs: a response to

@@ -20,7 +20,11 @@
 //     the child is stopped, Err reports ErrMessageTooLong, and no more than
 //     about MaxMessageBytes is ever held for one line.
 //   - Each stderr line is logged to Config.Logger at Info, with "pid" and
-//     "stream"="stderr", cut to StderrLineBytes with a marker, at most
+//     "stream"="stderr", cut to StderrLineBytes with a marker; a line that
+//     is itself a structured log record (logfmt with level= and msg=, or
+//     a JSON object with "level" and "msg", as log/slog and pino write
+//     them) is logged at its own level with its own message, sanitised,
+//     its other attributes in the group "child". At most
 //     Config.StderrBurst lines at once and Config.StderrRate a second
 //     after that; the lines dropped beyond are counted in one Warn
 //     record. What the child writes there is its own: the proxy's

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -61,6 +62,16 @@ func helper(mode string) int {
 			fmt.Fprintf(os.Stderr, "line %d\n", i)
 		}
 		fmt.Fprint(os.Stderr, "last words")
+		return 0
+	case "slog":
+		// Structured records, as a child logging with log/slog writes
+		// them (mrtr serve --stdio among them), and lines that only look so.
+		slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn("NO KEY RING GIVEN: sealing with an ephemeral key", "pid", 1, "stream", "stdout")
+		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("upstream \x1b[2Jdown", "attempt", 3)
+		slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).Debug("quiet")
+		fmt.Fprint(os.Stderr, `{"level":30,"time":1,"msg":"pino says hi","hostname":"h"}`+"\n")
+		fmt.Fprint(os.Stderr, "key=value without a level\n")
+		fmt.Fprint(os.Stderr, `level=WARN msg="unterminated`+"\n")
 		return 0
 	case "flood":
 		// floodLines lines on stderr, as fast as it can, then exits.

@@ -607,7 +607,18 @@ func (c *Child) readStderr(r *os.File, log *slog.Logger, lim *lineBucket) {
 		}
 		reportDropped()
 		if content <= StderrLineBytes {
-			log.LogAttrs(ctx, slog.LevelInfo, string(head[:content]))
+			line := string(head[:content])
+			if level, msg, attrs, ok := childRecord(line); ok {
+				// A structured record: the child's level and message; its
+				// other attributes apart, so they cannot pass for ours.
+				args := []slog.Attr{}
+				if len(attrs) > 0 {
+					args = append(args, slog.Attr{Key: "child", Value: slog.GroupValue(attrs...)})
+				}
+				log.LogAttrs(ctx, level, msg, args...)
+			} else {
+				log.LogAttrs(ctx, slog.LevelInfo, line)
+			}
 		} else {
 			// Longer than the cap: keep the head, count and drop the rest.
 			text := validPrefix(string(head[:StderrLineBytes])) + TruncatedMarker

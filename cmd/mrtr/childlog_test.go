@@ -1,0 +1,45 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestProxyChildLogReadable pins issue 30 item 12 through the command: a
+// child that logs with log/slog (as mrtr serve --stdio does) has its
+// warning logged at WARN with its own message, not wrapped in an INFO
+// record's; and a 2025-11-25 client that closes its session ends it
+// plainly, not as an upstream that exited.
+func TestProxyChildLogReadable(t *testing.T) {
+	url, logs := startProxyCmd(t, "--upstream-env", stdioServerEnv+"=legacylog", "--", os.Args[0])
+	out, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, url, "--legacy")
+	if err != nil || !strings.Contains(out, "delete") {
+		t.Fatalf("mrtr call --legacy through the proxy: %v\n%s", err, out)
+	}
+	const ended = "bridge: legacy client session ended; its upstream was stopped"
+	deadline := time.Now().Add(startPatience)
+	for len(logLines(logs, ended)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if recs := logLines(logs, ended); len(recs) != 1 || recs[0]["why"] != "closed by its client" || recs[0]["level"] != "INFO" {
+		t.Errorf("the session's end: %v, want one INFO record, why closed by its client:\n%s", recs, logs)
+	}
+	if recs := logLines(logs, "bridge: the upstream of a legacy client session exited"); len(recs) != 0 {
+		t.Errorf("a session its client closed logged as an upstream that exited: %v", recs)
+	}
+	warns := logLines(logs, "NO KEY RING GIVEN: the test child's warning")
+	if len(warns) == 0 {
+		t.Fatalf("the child's warning is not logged with its own message:\n%s", logs)
+	}
+	for _, w := range warns {
+		child, _ := w["child"].(map[string]any)
+		if w["level"] != "WARN" || w["stream"] != "stderr" || w["upstream"] == nil || child["pid"] != "1" || w["pid"] == "1" {
+			t.Errorf("the child's warning logged as %v", w)
+		}
+	}
+	if strings.Contains(logs.String(), `level=WARN msg=`) {
+		t.Errorf("a child's record wrapped in one of the proxy's:\n%s", logs)
+	}
+}

@@ -1,0 +1,114 @@
+package stdio
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// TestStderrStructuredRecords pins issue 30 item 12: a child that logs
+// with a structured logger (mrtr serve --stdio's log/slog, pino) has each
+// record logged at its own level with its own message, not wrapped in an
+// INFO record's message; its attributes go in the group "child" (a child's
+// pid= cannot pass for the proxy's), escapes sanitised; a line that only
+// looks structured is logged as it is.
+func TestStderrStructuredRecords(t *testing.T) {
+	var buf syncBuffer
+	c := start(t, "slog", Config{Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err := waitDone(t, c); err != nil {
+		t.Fatalf("Err = %v", err)
+	}
+	var got [][3]string
+	for _, r := range buf.records(t) {
+		if r["stream"] != "stderr" {
+			continue
+		}
+		child, _ := r["child"].(map[string]any)
+		var attrs []string
+		for _, k := range []string{"pid", "stream", "attempt", "hostname"} {
+			if v, ok := child[k]; ok {
+				attrs = append(attrs, k+"="+v.(string))
+			}
+		}
+		got = append(got, [3]string{r["level"].(string), r["msg"].(string), strings.Join(attrs, " ")})
+		if r["pid"] != float64(c.Pid()) {
+			t.Errorf("record %v: pid %v, want the child's %d", r["msg"], r["pid"], c.Pid())
+		}
+	}
+	want := [][3]string{
+		{"WARN", "NO KEY RING GIVEN: sealing with an ephemeral key", "pid=1 stream=stdout"},
+		{"ERROR", `upstream \x1b[2Jdown`, "attempt=3"},
+		{"DEBUG", "quiet", ""},
+		{"INFO", "pino says hi", "hostname=h"},
+		{"INFO", "key=value without a level", ""},
+		{"INFO", `level=WARN msg="unterminated`, ""},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("records %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("record %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+func TestChildRecord(t *testing.T) {
+	for _, tc := range []struct {
+		line  string
+		ok    bool
+		level slog.Level
+		msg   string
+	}{
+		{`time=2026-12-02T00:00:00Z level=INFO msg="mrtr serving" url=http://127.0.0.1:1/mcp`, true, slog.LevelInfo, "mrtr serving"},
+		{`level=WARN+2 msg=x`, true, slog.LevelWarn + 2, "x"},
+		{`level=warning message="a b"`, true, slog.LevelWarn, "a b"},
+		{`{"severity":"ERROR","message":"m"}`, true, slog.LevelError, "m"},
+		{`{"level":"info","msg":"m"} trailing`, false, 0, ""},
+		{`{"level":"loud","msg":"m"}`, false, 0, ""},
+		{`level=INFO`, false, 0, ""},
+		{`just words`, false, 0, ""},
+		{`level=INFO msg="a"b`, false, 0, ""},
+		{`level=INFO msg="\u202eevil"`, true, slog.LevelInfo, `\u+202Eevil`},
+	} {
+		level, msg, _, ok := childRecord(tc.line)
+		if ok != tc.ok || level != tc.level || msg != tc.msg {
+			t.Errorf("%q: %v %q %v, want %v %q %v", tc.line, level, msg, ok, tc.level, tc.msg, tc.ok)
+		}
+	}
+}
+
+// FuzzChildRecord: any stderr line is read without a panic, and what a
+// record gives the log holds no control or format character.
+func FuzzChildRecord(f *testing.F) {
+	for _, s := range []string{
+		`time=2026-12-02T00:00:00Z level=WARN msg="NO KEY RING \"x\""`,
+		`{"time":"t","level":"ERROR","msg":"m","a":{"b":[1,2]},"c":null}`,
+		`{"level":30,"msg":"pino"}`,
+		`level=INFO msg="\x1b[2J" k="\u202e"`,
+		`a= b==c level=DEBUG msg=`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		_, msg, attrs, ok := childRecord(line)
+		if !ok {
+			return
+		}
+		texts := []string{msg}
+		for _, a := range attrs {
+			texts = append(texts, a.Key, a.Value.String())
+		}
+		if len(attrs) > maxChildAttrs {
+			t.Fatalf("%d attributes", len(attrs))
+		}
+		for _, s := range texts {
+			for _, r := range s {
+				if r != ' ' && (unicode.IsControl(r) || unicode.Is(unicode.Cf, r)) {
+					t.Fatalf("%q gives %q, with %U", line, s, r)
+				}
+			}
+		}
+	})
+}
