@@ -43,3 +43,14 @@ func TestProxyChildLogReadable(t *testing.T) {
 		t.Errorf("a child's record wrapped in one of the proxy's:\n%s", logs)
 	}
 }
+
+// TestProxyNoSuchCommandFirst pins issue 30 item 13: an upstream command
+// that cannot run is the first and only thing said, before the key
+// ring's warning and the policy line.
+func TestProxyNoSuchCommandFirst(t *testing.T) {
+	code, out, errOut := runApp(t, "proxy", "--", "no-such-mrtr-upstream")
+	want := `mrtr proxy: the upstream command after --: exec: "no-such-mrtr-upstream": executable file not found in $PATH` + "\n"
+	if code != 1 || out != "" || errOut != want {
+		t.Errorf("proxy -- no-such-mrtr-upstream: exit %d, stderr:\n%s\nwant only %q", code, errOut, want)
+	}
+}

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"runtime"
 	"slices"
 	"time"
@@ -120,6 +122,9 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkCommand(c.command); err != nil { // before the key ring's warning and the policy
+		return err
+	}
 	if err := undumpable(); err != nil { // before any child: they must not read $MRTR_KEYS in /proc
 		return err
 	}
@@ -207,6 +212,19 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 		"max_upstream_state", c.maxState, "forward_authorization", c.forwardAuth, "max_body", c.maxBodyBytes,
 		"read_timeout", c.readTimeout, "max_conns", c.maxConns)
 	return c.serveMCP(ctx, log, h, true) // the proxy checks Host on loopback itself
+}
+
+// checkCommand refuses an upstream command that cannot be run (no such
+// program on $PATH, or not executable), before anything else is said.
+// No command (an HTTP upstream) passes.
+func checkCommand(command []string) error {
+	if len(command) == 0 {
+		return nil
+	}
+	if _, err := exec.LookPath(command[0]); err != nil {
+		return fmt.Errorf("the upstream command after --: %w", err)
+	}
+	return nil
 }
 
 // errNoSubject refuses a verified credential without a subject: treating
