@@ -171,6 +171,9 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 		if err := checkAdvertise(c.addr, c.advertise); err != nil {
 			return err
 		}
+		if w := loopbackAdvertise(c.addr, c.advertise); w != "" {
+			log.Warn(w, "addr", c.addr)
+		}
 		peersOpt = replicas.peersOf(c.codec, guard, c.tel.observer)
 		c.onListen = func(a net.Addr) error {
 			return replicas.start(ctx, log, advertiseURL(c.addr, c.advertise, a), c.codec, guard.Policy().ServerID)

@@ -58,15 +58,36 @@ func checkAdvertise(addr, advertise string) error {
 	if advertise != "" {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return flagErr("addr", "%s is not HOST:PORT", addr)
 	}
 	if ip := net.ParseIP(strings.Trim(host, "[]")); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if port == "" || port == "0" {
+			port = "PORT" // the port the listener gets, unknown yet
+		}
 		return flagErr("advertise", "is needed with --addr %s (every interface) when replicas are on (a bridged upstream and a Redis --replay): "+
-			"set it to the URL the other replicas reach this proxy at, e.g. http://10.0.0.5:8080/mcp", addr)
+			"set it to the URL the other replicas reach this proxy at, like --advertise http://10.0.0.5:%s/mcp with this host's address", addr, port)
 	}
 	return nil
+}
+
+// loopbackAdvertise is the warning for a default advertised URL on a
+// loopback --addr, or "": the other replicas reach it only when they all
+// run on this host.
+func loopbackAdvertise(addr, advertise string) string {
+	if advertise != "" {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(strings.Trim(host, "[]")); (ip != nil && ip.IsLoopback()) || strings.EqualFold(host, "localhost") {
+		return "mrtr proxy: replicas on with a loopback --addr and no --advertise: the other replicas reach this one only if they run on this host; " +
+			"on several hosts, listen on an address they reach and set --advertise to it"
+	}
+	return ""
 }
 
 // advertiseURL is --advertise, or http://HOST:PORT/mcp of --addr with the

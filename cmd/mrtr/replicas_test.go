@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -92,5 +93,70 @@ func TestAdvertiseReplicas(t *testing.T) {
 	// TestSealedEntries): present, and no URL in the clear.
 	if got := rc.Get(t.Context(), redisstore.DefaultPrefix+"peer:"+node).Val(); !strings.HasPrefix(got, "v1.") || strings.Contains(got, "127.0.0.1") {
 		t.Fatalf("the directory holds %q for this node, want an entry sealed for %s", got, mcpURL)
+	}
+}
+
+// TestAdvertiseHints pins issue 30 item 14: the --advertise error on
+// every interface suggests a URL with the user's own port, and a default
+// advertised URL on a loopback --addr is warned about (replicas on other
+// hosts cannot reach it), an explicit one or another address not.
+func TestAdvertiseHints(t *testing.T) {
+	for addr, want := range map[string]string{
+		"0.0.0.0:9090": "--advertise http://10.0.0.5:9090/mcp",
+		"[::]:8443":    "--advertise http://10.0.0.5:8443/mcp",
+		":0":           "--advertise http://10.0.0.5:PORT/mcp",
+	} {
+		if err := checkAdvertise(addr, ""); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--addr %s: %v, want it to suggest %s", addr, err, want)
+		}
+	}
+	for addr, warned := range map[string]bool{"127.0.0.1:8091": true, "[::1]:8091": true, "localhost:8091": true, "10.0.0.5:8080": false} {
+		if got := loopbackAdvertise(addr, "") != ""; got != warned {
+			t.Errorf("--addr %s without --advertise: warned %v, want %v", addr, got, warned)
+		}
+		if loopbackAdvertise(addr, "http://"+addr+"/mcp") != "" {
+			t.Errorf("--addr %s with --advertise: warned", addr)
+		}
+	}
+
+	rurl := testredis.Start(t)
+	legacy := []string{"--replay", rurl, "--upstream-env", stdioServerEnv + "=legacy", "--", os.Args[0]}
+	_, logs := startProxyCmd(t, legacy...)
+	if n := strings.Count(logs.String(), "replicas on with a loopback --addr and no --advertise"); n != 1 {
+		t.Errorf("a default advertised URL on 127.0.0.1: warned %d times, want once:\n%s", n, logs)
+	}
+}
+
+// TestREADMEReplicas: the README's two-replica example parses, and each
+// replica advertises its own --addr and shares the key ring and the store.
+func TestREADMEReplicas(t *testing.T) {
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)<!-- replicas -->\n *```sh\n(.*?)```\n *<!-- /replicas -->").FindStringSubmatch(string(data))
+	if m == nil {
+		t.Fatal("README.md has no <!-- replicas --> block")
+	}
+	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	var replicas []*proxyConfig
+	for line := range strings.Lines(m[1]) {
+		line, _, _ = strings.Cut(line, "# ")
+		words := strings.Fields(strings.TrimSuffix(strings.TrimSpace(line), "&"))
+		if len(words) < 2 || words[0] != "mrtr" || words[1] != "proxy" {
+			continue
+		}
+		c, err := a.parseProxy(words[2:])
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if c.advertise != "http://"+c.addr+"/mcp" {
+			t.Errorf("%q advertises %q, want its own --addr", line, c.advertise)
+		}
+		replicas = append(replicas, c)
+	}
+	if len(replicas) != 2 || replicas[0].addr == replicas[1].addr || replicas[0].replay != replicas[1].replay ||
+		replicas[0].keysFile != replicas[1].keysFile || !strings.HasPrefix(replicas[0].replay, "redis://") {
+		t.Fatalf("the example's replicas: %d, want two on their own addresses sharing --keys and --replay", len(replicas))
 	}
 }
