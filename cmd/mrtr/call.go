@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -937,8 +938,8 @@ func (a *app) printResult(tool string, res *mcp.CallToolResult) error {
 			text.WriteString(t.Text)
 		}
 	}
-	if structured != nil && content != nil && repeatsText(text.String(), structured) {
-		structured = nil // every value in it is in the text already
+	if structured != nil && content != nil && repeatsContent(content, text.String(), structured) {
+		structured = nil // everything in it is shown already
 	}
 	for _, c := range content {
 		s := termtext.Clean(contentString(c))
@@ -958,18 +959,36 @@ func (a *app) printResult(tool string, res *mcp.CallToolResult) error {
 	return nil
 }
 
-// repeatsText reports whether structured content adds nothing to text:
-// every value in it is a string text holds (server-filesystem's results
-// carry their text again as {"content": text}). A number, a boolean or a
-// string the text lacks is something more.
-func repeatsText(text string, structured any) bool {
-	var v any
-	b, err := json.Marshal(structured)
-	if err != nil || json.Unmarshal(b, &v) != nil {
+// repeatsContent reports whether structured content adds nothing to the
+// content shown: every value in it is a string the text holds, or the
+// content list or one of its items again (server-filesystem's results
+// carry their text as {"content": text}, a media file's block as
+// {"content": [block]}). A number, a boolean or a string the text lacks
+// is something more.
+func repeatsContent(content []mcp.Content, text string, structured any) bool {
+	v, ok := plainJSON(structured)
+	if !ok {
 		return false
+	}
+	shown := []any{}
+	if all, ok := plainJSON(content); ok {
+		shown = append(shown, all)
+	}
+	for _, c := range content {
+		if item, ok := plainJSON(c); ok {
+			shown = append(shown, item)
+		}
 	}
 	var walk func(any) bool
 	walk = func(v any) bool {
+		switch v.(type) {
+		case []any, map[string]any:
+			for _, s := range shown {
+				if reflect.DeepEqual(v, s) {
+					return true
+				}
+			}
+		}
 		switch v := v.(type) {
 		case string:
 			return strings.Contains(text, v)
@@ -993,6 +1012,19 @@ func repeatsText(text string, structured any) bool {
 		return false
 	}
 	return walk(v)
+}
+
+// plainJSON is v as encoding/json decodes its JSON into an any.
+func plainJSON(v any) (any, bool) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, false
+	}
+	var out any
+	if json.Unmarshal(b, &out) != nil {
+		return nil, false
+	}
+	return out, true
 }
 
 // printJSON prints a result as the JSON the server sent (its fields as

@@ -100,6 +100,11 @@ func startStructuredServer(t *testing.T) string {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: listing}},
 			StructuredContent: map[string]any{"content": listing, "entries": 2}}, nil
 	})
+	s.AddTool(&mcp.Tool{Name: "media", InputSchema: object}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		img := &mcp.ImageContent{MIMEType: "image/png", Data: []byte("png")}
+		return &mcp.CallToolResult{Content: []mcp.Content{img},
+			StructuredContent: map[string]any{"content": []any{map[string]any{"type": "image", "mimeType": "image/png", "data": "cG5n"}}}}, nil
+	})
 	srv := httptest.NewServer(gosdk.NewHTTPHandler(s, nil))
 	t.Cleanup(srv.Close)
 	return srv.URL + "/mcp"
@@ -113,6 +118,10 @@ func TestCallStructuredOnce(t *testing.T) {
 	out, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, url, "repeats")
 	if err != nil || out != "[FILE] a.txt\n[DIR] src\n" {
 		t.Errorf("repeats: %v, stdout %q; want the text once", err, out)
+	}
+	out, _, err = runCall(t, t.Context(), strings.NewReader(""), nil, url, "media")
+	if err != nil || out != "[image image/png, 3 bytes]\n" {
+		t.Errorf("media: %v, stdout %q; want the image's summary once, not its base64 again", err, out)
 	}
 	out, _, err = runCall(t, t.Context(), strings.NewReader(""), nil, url, "adds")
 	if err != nil || !strings.HasPrefix(out, "[FILE] a.txt\n[DIR] src\n{") || !strings.Contains(out, `"entries": 2`) {
