@@ -27,7 +27,7 @@ func TestServeFlagsTyped(t *testing.T) {
 	}
 
 	var help bytes.Buffer
-	a.stderr = &help
+	a.stdout = &help // help asked for goes to stdout
 	if _, err := a.parseServe([]string{"--help"}); err == nil {
 		t.Fatal("--help parsed")
 	}

@@ -117,7 +117,7 @@ func TestReplayErrorNamesValue(t *testing.T) {
 		"ht tp://:hunter2@h":              `--replay: a value that does not parse as a URL is not`,
 	} {
 		code, _, errOut := runApp(t, "serve", "--replay", in)
-		if code != 1 || !strings.Contains(errOut, want) || strings.Contains(errOut, "hunter2") {
+		if code != 2 || !strings.Contains(errOut, want) || strings.Contains(errOut, "hunter2") {
 			t.Errorf("--replay %s: exit %d, stderr %q, want %q", in, code, errOut, want)
 		}
 	}
