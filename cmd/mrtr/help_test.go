@@ -2,13 +2,14 @@ package main
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // helpCommands are the commands whose --help the tests read.
 var helpCommands = [][]string{
-	{"serve"}, {"proxy"}, {"call"}, {"probe"}, {"keygen"}, {"keys", "status"}, {"keys", "rotate"},
+	{"serve"}, {"proxy"}, {"call"}, {"probe"}, {"keygen"}, {"keys"}, {"keys", "status"}, {"keys", "rotate"},
 }
 
 // TestHelpOnStdout pins issue 30 item 1: help asked for goes to stdout
@@ -18,12 +19,15 @@ func TestHelpOnStdout(t *testing.T) {
 	for _, cmd := range helpCommands {
 		for _, h := range []string{"--help", "-h"} {
 			code, out, errOut := runApp(t, append(cmd, h)...)
-			if code != 0 || !strings.HasPrefix(out, "Usage: mrtr "+strings.Join(cmd, " ")) || errOut != "" {
+			if code != 0 || !strings.HasPrefix(out, "Usage:") || !strings.Contains(out, "mrtr "+strings.Join(cmd, " ")+" ") || errOut != "" {
 				t.Errorf("mrtr %s %s: exit %d, stdout %.80q, stderr %q; want 0, the usage on stdout, nothing on stderr",
 					strings.Join(cmd, " "), h, code, out, errOut)
 			}
 		}
 		code, out, errOut := runApp(t, append(cmd, "--no-such-flag")...)
+		if cmd[0] == "keys" && len(cmd) == 1 {
+			continue // no flags of its own: the word is a subcommand
+		}
 		if code != 2 || out != "" || !strings.Contains(errOut, "unknown flag --no-such-flag") {
 			t.Errorf("mrtr %s --no-such-flag: exit %d, stdout %q, stderr %q; want 2 and the error on stderr", strings.Join(cmd, " "), code, out, errOut)
 		}
@@ -41,7 +45,7 @@ func TestHelpOneFlagStyle(t *testing.T) {
 		if m := singleDash.FindString(out); m != "" {
 			t.Errorf("mrtr %s --help writes a flag with one dash (%q):\n%s", strings.Join(cmd, " "), m, out)
 		}
-		if !strings.Contains(out, "\n  --") {
+		if !strings.Contains(out, "\n  --") && !slices.Equal(cmd, []string{"keys"}) { // keys lists its subcommands
 			t.Errorf("mrtr %s --help lists no --flag:\n%s", strings.Join(cmd, " "), out)
 		}
 	}

@@ -143,11 +143,12 @@ changes (or on SIGHUP): no restart.
 `
 
 func (a *app) keys(args []string) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
+	if len(args) == 0 {
 		fmt.Fprint(a.stderr, keysUsage)
-		if len(args) == 0 {
-			return errUsage
-		}
+		return errUsage
+	}
+	if args[0] == "--help" || args[0] == "-h" || args[0] == "help" {
+		fmt.Fprint(a.stdout, keysUsage) // help asked for: on stdout
 		return nil
 	}
 	verb := args[0]
