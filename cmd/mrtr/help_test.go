@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -81,6 +82,29 @@ func TestHelpExamples(t *testing.T) {
 			t.Errorf("mrtr proxy --help: no example of the -- npx -y PACKAGE form:\n%s", ex)
 		}
 	}
+	// serve's and proxy's examples parse, as written.
+	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	for _, ex := range []string{serveExamples, proxyExamples} {
+		for _, cmd := range strings.Split(regexp.MustCompile(`\\\n\s*`).ReplaceAllString(ex, " "), "\n") {
+			cmd, _, _ = strings.Cut(strings.TrimSpace(cmd), "   ") // the description after it
+			for _, part := range strings.Split(cmd, " && ") {
+				words := strings.Fields(part)
+				var err error
+				switch {
+				case len(words) < 2:
+					continue
+				case words[1] == "serve":
+					_, err = a.parseServe(words[2:])
+				case words[1] == "proxy":
+					_, err = a.parseProxy(words[2:])
+				}
+				if err != nil {
+					t.Errorf("example %q: %v", part, err)
+				}
+			}
+		}
+	}
+
 	_, out, _ := runApp(t, "proxy", "--help")
 	_, era, _ := strings.Cut(out, "  --upstream-era auto|modern|legacy\n")
 	if era = strings.TrimSpace(era); !strings.HasPrefix(era, "the protocol generation the upstream speaks") {

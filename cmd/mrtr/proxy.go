@@ -43,8 +43,8 @@ const proxyAbout = `Puts mrtr in front of an MCP server written in any language 
 const proxyExamples = `  mrtr proxy --upstream http://127.0.0.1:3000/mcp --addr 127.0.0.1:8081
   mrtr proxy --addr 127.0.0.1:8082 -- npx -y @modelcontextprotocol/server-everything
   mrtr proxy --roots file:///srv/data -- npx -y @modelcontextprotocol/server-filesystem /srv/data
-  mrtr proxy --keys keys.json --upstream http://10.0.0.7:3000/mcp --addr 0.0.0.0:8080 \
-      --replay redis://10.0.0.9:6379/0 --advertise http://10.0.0.5:8080/mcp
+  mrtr proxy --keys keys.json --replay redis://10.0.0.9:6379/0 --addr 0.0.0.0:8080 \
+      --advertise http://10.0.0.5:8080/mcp -- npx -y @modelcontextprotocol/server-everything
 `
 
 // proxyFlags registers the flags of `mrtr proxy`.
