@@ -211,6 +211,9 @@ func (w *storeWatch) DialHook(next redis.DialHook) redis.DialHook {
 		if err != nil && ctx.Err() != nil {
 			return c, err // cut short by the caller: says nothing of the store
 		}
+		if addr == "FailoverClient" { // go-redis's name for a Sentinel's primary, resolved at each dial
+			addr = "the primary the sentinels name"
+		}
 		w.dialed(addr, err)
 		return c, err
 	}

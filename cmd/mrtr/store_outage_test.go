@@ -2,7 +2,10 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -71,5 +74,30 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 	}
 	if n := len(logLines(logs, storeDownMsg)); n != 1 {
 		t.Errorf("%d lines say the store went down, want 1", n)
+	}
+}
+
+// TestStoreWatchSentinelName: a Sentinel client dials its primary under
+// go-redis's placeholder address "FailoverClient"; the log names it in
+// words instead.
+func TestStoreWatchSentinelName(t *testing.T) {
+	logs := new(syncBuffer)
+	w := newStoreWatch(slog.New(slog.NewJSONHandler(logs, nil)))
+	addr := strings.TrimSuffix(strings.TrimPrefix(freeLoopbackURL(t), "http://"), "/mcp")
+	var d net.Dialer
+	dial := w.DialHook(func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, network, addr) // nothing listens there
+	})
+	for range 3 {
+		if _, err := dial(t.Context(), "tcp", "FailoverClient"); err == nil {
+			t.Fatal("a dial to a closed port succeeded")
+		}
+	}
+	recs := logLines(logs, storeDownMsg)
+	if len(recs) != 1 || recs[0]["addr"] != "the primary the sentinels name" {
+		t.Fatalf("down: %v", recs)
+	}
+	if o := w.down["the primary the sentinels name"]; o == nil || o.failed != 3 {
+		t.Fatalf("outage %+v, want 3 failed dials", o)
 	}
 }
