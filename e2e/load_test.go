@@ -54,7 +54,7 @@ func TestLoad(t *testing.T) {
 	// The race detector slows the nodes several times over while 64
 	// clients and the other e2e tests keep both cores busy: a store call
 	// can then wait for a core longer than the default 500ms
-	// --replay-timeout, and the resume fails closed with "internal error".
+	// --replay-timeout, and the resume fails closed (-32603, the store unavailable).
 	// That happened to 1 flow of 495 in one CI run (p99 round 668ms; the
 	// cause was not logged then, failures now print the nodes' warnings).
 	// The test is about flows never ending wrong, so under -race the
