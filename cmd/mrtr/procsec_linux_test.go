@@ -128,7 +128,7 @@ func TestProxyNotDumpable(t *testing.T) {
 	if os.Geteuid() == 0 {
 		bin, cred = exposedBinary(t), &syscall.Credential{Uid: nobody, Gid: nobody}
 	}
-	const script = `tr '\0' '\n' < /proc/$PPID/environ >&2; echo environ-read-done >&2; exec sleep 600` // lives on: one that exits before the era probe stops the proxy
+	const script = proxyPID + `tr '\0' '\n' < /proc/$pp/environ >&2; echo environ-read-done >&2; exec sleep 600` // lives on: one that exits before the era probe stops the proxy
 	p := runMrtr(t, bin, cred, map[string]string{"MRTR_KEYS": string(inline), "PROCSEC_MARK": "mark-in-the-environ"},
 		"proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--", "/bin/sh", "-c", script)
 	said := childSaid(t, p, "environ-read-done")
@@ -143,6 +143,11 @@ func TestProxyNotDumpable(t *testing.T) {
 		t.Fatalf("the child was not refused /proc/<proxy>/environ (%d lines on its stderr)", len(said))
 	}
 }
+
+// proxyPID sets $pp, in a command the proxy runs, to the proxy's pid: the
+// command's parent, or its grandparent when the parent is the supervisor
+// (mrtr __supervise, supervise.go).
+const proxyPID = `pp=$PPID; if tr '\0' ' ' < /proc/$PPID/cmdline | grep -q ` + superviseArg + `; then pp=$(sed 's/.*) . \([0-9]*\).*/\1/' /proc/$PPID/stat); fi; `
 
 // TestUndumpable: undumpable clears the process's dumpable flag, as
 // PR_GET_DUMPABLE reads it.
@@ -170,7 +175,7 @@ func TestUpstreamUser(t *testing.T) {
 	keys := filepath.Join(dir, "keys.json")
 	k := genKey(t, "upstream-user")
 	writeRing(t, keys, k)
-	script := `id -u >&2; id -g >&2; cat "$0" >&2; tr '\0' '\n' < /proc/$PPID/environ >&2; echo checks-done >&2; exec sleep 600` // lives on: one that exits before the era probe stops the proxy
+	script := `id -u >&2; id -g >&2; cat "$0" >&2; ` + proxyPID + `tr '\0' '\n' < /proc/$pp/environ >&2; echo checks-done >&2; exec sleep 600` // lives on: one that exits before the era probe stops the proxy
 	p := runMrtr(t, os.Args[0], nil, map[string]string{"PROCSEC_MARK": "mark-in-the-environ"},
 		"proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--keys", keys, "--upstream-user", "65534:65534",
 		"--", "/bin/sh", "-c", script, keys)

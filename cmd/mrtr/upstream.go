@@ -139,8 +139,9 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 	}
 	name := commandName(c.command)
 	childLog := log.With("upstream", name)
+	supervisor := superviseArgv() // what the command starts dies with the proxy (Linux)
 	dial := func(context.Context) (bridge.Upstream, error) {
-		ch, err := stdio.Start(stdio.Config{Path: c.command[0], Args: c.command[1:], Env: c.env, User: user, Logger: childLog})
+		ch, err := stdio.Start(stdio.Config{Path: c.command[0], Args: c.command[1:], Env: c.env, User: user, Supervisor: supervisor, Logger: childLog})
 		if err != nil {
 			return nil, err
 		}
@@ -436,9 +437,12 @@ func endedEarly(name string, up bridge.Upstream, callErr error) error {
 // S" (or, for a child stopped for a protocol error, why).
 func exitStatus(err error) string {
 	var ee *exec.ExitError
+	var se *stdio.SignalError
 	switch {
 	case err == nil:
 		return "exit status 0"
+	case errors.As(err, &se): // the supervisor's 128+N, for signal N
+		return se.Error()
 	case errors.As(err, &ee):
 		return ee.String()
 	default:

@@ -13,6 +13,9 @@ import (
 
 const supported = true
 
+// supervisorSupported: Config.Supervisor is honoured (see sysProcAttr).
+const supervisorSupported = true
+
 // sysProcAttr puts the child in a process group of its own (its pid is the
 // group id), has the kernel SIGKILL it when the thread that started it
 // exits (the spawner's thread, which outlives every child it started: in
@@ -20,8 +23,20 @@ const supported = true
 // kernel has none), so its exit can be awaited without a thread. With u
 // it runs as that user (the parent-death signal survives the change of
 // credentials: Go sets it after setuid in the child).
-func sysProcAttr(pidfd *int, u *User) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: pidfd, Credential: credential(u)}
+//
+// A supervisor (Config.Supervisor) gets SIGUSR1 instead: the parent-death
+// signal reaches only the direct child, so the supervisor must catch it
+// and kill the rest of its group, which SIGKILL would not let it do.
+// Until the supervisor's runtime catches it, SIGUSR1 either terminates it
+// (the default action) or is dropped; the supervisor then finds its
+// parent gone by its parent pid (SupervisorParentVar), before it starts
+// the command.
+func sysProcAttr(pidfd *int, u *User, supervisor bool) *syscall.SysProcAttr {
+	death := syscall.SIGKILL
+	if supervisor {
+		death = syscall.SIGUSR1
+	}
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: death, PidFD: pidfd, Credential: credential(u)}
 }
 
 // spawner is the one thread that forks every child of the process.

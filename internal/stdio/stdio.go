@@ -77,6 +77,16 @@ type Config struct {
 	// nor, as another uid, /proc/<proxy>/environ and memory. Starting
 	// fails unless the proxy runs as root. Nil: the proxy's user.
 	User *User
+	// Supervisor, when set, is the argv prefix of a supervisor that runs
+	// the command (Linux only; elsewhere it is ignored): Start runs
+	// Supervisor[0] with Supervisor[1:], then the command's resolved path,
+	// then its argv (Path as given, then Args), with the child's
+	// environment plus SupervisorParentVar. The supervisor is the child
+	// (Pid, the process group, User) and gets SIGUSR1 instead of SIGKILL
+	// when the proxy dies; it must then kill its whole process group, so
+	// that what the command started does not outlive the proxy. mrtr's is
+	// "mrtr __supervise" (cmd/mrtr). Nil: the command is the child.
+	Supervisor []string
 	// Logger gets each line the child writes on stderr, at Info, with the
 	// attributes "pid" and "stream"="stderr". Nil discards stderr.
 	Logger *slog.Logger
@@ -106,11 +116,12 @@ type Config struct {
 // Child is one running (or ended) child process. Its methods are safe for
 // concurrent use.
 type Child struct {
-	name  string // Config.Path as given, for errors
-	pid   int
-	max   int
-	grace time.Duration
-	after func(time.Duration) <-chan time.Time
+	name       string // Config.Path as given, for errors
+	supervised bool   // the child is Config.Supervisor's, which exits 128+N for a command ended by signal N
+	pid        int
+	max        int
+	grace      time.Duration
+	after      func(time.Duration) <-chan time.Time
 
 	stdin     *os.File
 	stdinMu   sync.Mutex // serializes Send
@@ -153,17 +164,17 @@ func Start(cfg Config) (*Child, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stdio: start %q: %w", cfg.Path, err)
 	}
-	cmd := exec.Command(cfg.Path, cfg.Args...)
-	if cmd.Err != nil {
-		return nil, fmt.Errorf("stdio: start %q: %w", cfg.Path, cmd.Err)
+	cmd, err := command(cfg, env)
+	if err != nil {
+		return nil, fmt.Errorf("stdio: start %q: %w", cfg.Path, err)
 	}
-	cmd.Env = env
 	cmd.Dir = cfg.Dir
 	pidfd := -1
-	cmd.SysProcAttr = sysProcAttr(&pidfd, cfg.User)
+	cmd.SysProcAttr = sysProcAttr(&pidfd, cfg.User, supervised(cfg))
 
 	c := &Child{
 		name:       cfg.Path,
+		supervised: supervised(cfg),
 		max:        cfg.MaxMessageBytes,
 		grace:      cfg.StopGrace,
 		after:      cfg.after,
@@ -285,7 +296,14 @@ func (c *Child) wait(cmd *exec.Cmd, pidfd int, errR *os.File) {
 	}
 
 	var exitErr error
-	if werr != nil {
+	var ee *exec.ExitError
+	switch {
+	case werr == nil:
+	case c.supervised && errors.As(werr, &ee) && ee.ExitCode() > 128 && ee.ExitCode() <= 128+64:
+		// The supervisor says the command was ended by a signal: name it,
+		// as Wait would have for the command itself.
+		exitErr = fmt.Errorf("%s (pid %d): %w", c.name, c.pid, &SignalError{Signal: syscall.Signal(ee.ExitCode() - 128), Err: werr})
+	default:
 		exitErr = fmt.Errorf("%s (pid %d): %w", c.name, c.pid, werr)
 	}
 	c.protoMu.Lock()
@@ -301,6 +319,17 @@ func (c *Child) wait(cmd *exec.Cmd, pidfd int, errR *os.File) {
 	}
 	close(c.done)
 }
+
+// SignalError is Err's cause when a supervised command (Config.Supervisor)
+// was ended by a signal: the supervisor exits 128+N for signal N, and
+// Err names the signal, as Wait does for a command that is the child.
+type SignalError struct {
+	Signal syscall.Signal
+	Err    error // the supervisor's *exec.ExitError
+}
+
+func (e *SignalError) Error() string { return "signal: " + e.Signal.String() }
+func (e *SignalError) Unwrap() error { return e.Err }
 
 // Pid returns the child's process id, which is also its process group id.
 func (c *Child) Pid() int { return c.pid }

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/mrtr-go/mrtr/internal/stdio"
+)
+
+// selfExe names, in any process, the executable it runs.
+const selfExe = "/proc/self/exe"
+
+// superviseArgv is the stdio.Config.Supervisor of the proxy's stdio
+// upstreams: this very executable in its supervisor mode. It is started
+// as /proc/self/exe, which in the forked child still names the proxy's
+// executable: the same version as the proxy even once the file was
+// replaced or removed (an upgrade in place), and reachable by an
+// --upstream-user that may not search the directory it is in. Without
+// /proc it is os.Executable(); nil when neither is found, and the
+// command is then started directly.
+func superviseArgv() []string {
+	if _, err := os.Stat(selfExe); err == nil {
+		return []string{selfExe, superviseArg}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return []string{exe, superviseArg}
+}
+
+// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER of prctl(2).
+const prSetChildSubreaper = 36
+
+// supervise is mrtr's supervisor mode, "mrtr __supervise PATH ARGV0
+// [ARG...]", the child that stdio.Start runs with Config.Supervisor in
+// place of a stdio upstream command.
+//
+// The parent-death signal that kills a child when the proxy dies (even by
+// SIGKILL) reaches only the direct child: what the command starts in turn
+// (npx's sh and node) would outlive the proxy. So the direct child is
+// this supervisor, leader of the command's process group, with SIGUSR1 as
+// its parent-death signal. On SIGUSR1 it SIGKILLs its whole group, itself
+// included, at once. It is a child subreaper, so what the command's
+// children leave behind when they exit stays its child (and in its group)
+// and is reaped by it. It runs the command with its own stdin, stdout and
+// stderr (no copying), removes stdio.SupervisorParentVar from the
+// command's environment, forwards SIGTERM, SIGINT and SIGHUP to the
+// command, and exits with the command's exit status, or 128+signal.
+//
+// args is PATH ARGV0 [ARG...]; environ is its environment.
+func supervise(args []string, environ []string, stderr io.Writer) int {
+	// Catch the parent-death signal first: from here on it is not lost,
+	// and the parent pid check below covers the time before.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+
+	parent, env := -1, make([]string, 0, len(environ))
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, stdio.SupervisorParentVar+"="); ok {
+			if p, err := strconv.Atoi(v); err == nil && p > 0 {
+				parent = p
+			}
+			continue
+		}
+		env = append(env, kv)
+	}
+	if parent < 0 || len(args) < 2 {
+		fmt.Fprintln(stderr, "mrtr: "+superviseArg+" is internal to mrtr proxy; it is not a command")
+		return 2
+	}
+	// Killing the group must not hit anyone else: the group is ours only
+	// when we lead it (stdio starts us with Setpgid).
+	if syscall.Getpgrp() != os.Getpid() {
+		fmt.Fprintln(stderr, "mrtr: "+superviseArg+": not a process group leader")
+		return 2
+	}
+	if os.Getppid() != parent {
+		// The proxy died before SIGUSR1 was caught: nothing started yet.
+		return 128 + int(syscall.SIGUSR1)
+	}
+	// Named mrtr in ps -o comm, not exe (it was started as /proc/self/exe):
+	// /proc/self is the main thread, whichever thread this runs on.
+	_ = os.WriteFile("/proc/self/comm", []byte("mrtr"), 0)
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		fmt.Fprintf(stderr, "mrtr: %s: prctl(PR_SET_CHILD_SUBREAPER): %v\n", superviseArg, errno)
+	}
+
+	cmd := &exec.Cmd{Path: args[0], Args: args[1:], Env: env,
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "mrtr: start %q: %v\n", args[1], err)
+		if errors.Is(err, fs.ErrNotExist) {
+			return 127
+		}
+		return 126
+	}
+	pid := cmd.Process.Pid
+	// The command has its own copies now: let go of stdin and stdout, so
+	// the proxy sees stdout end when the command (and what it started)
+	// closes it, not only when the supervisor exits.
+	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+		syscall.Dup3(int(null.Fd()), 0, 0)
+		syscall.Dup3(int(null.Fd()), 1, 0)
+		null.Close()
+	}
+
+	var mu sync.Mutex // held while reaping: pid is not signalled once reaped
+	reaped := false
+	status := make(chan syscall.WaitStatus, 1)
+	go func() {
+		for {
+			if !waitAnyExited() {
+				return // no child left
+			}
+			mu.Lock()
+			for {
+				var ws syscall.WaitStatus
+				p, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+				if err == syscall.EINTR {
+					continue
+				}
+				if err != nil || p <= 0 {
+					break
+				}
+				if p == pid {
+					reaped = true
+					status <- ws
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGUSR1 {
+				// The proxy died: everything in the group goes, at once.
+				syscall.Kill(-os.Getpid(), syscall.SIGKILL)
+				return 128 + int(syscall.SIGKILL)
+			}
+			mu.Lock()
+			if !reaped {
+				syscall.Kill(pid, sig.(syscall.Signal))
+			}
+			mu.Unlock()
+		case ws := <-status:
+			if ws.Signaled() {
+				return 128 + int(ws.Signal())
+			}
+			return ws.ExitStatus()
+		}
+	}
+}
+
+// waitAnyExited blocks until a child of the process has exited, without
+// reaping it (waitid, P_ALL, WEXITED|WNOWAIT), and reports false when the
+// process has no child left.
+func waitAnyExited() bool {
+	const pAll = 0
+	var info [128]byte // siginfo_t
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pAll, 0,
+			uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|syscall.WNOWAIT, 0, 0)
+		if errno != syscall.EINTR {
+			return errno == 0
+		}
+	}
+}
