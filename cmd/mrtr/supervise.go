@@ -1,6 +1,9 @@
 package main
 
-import "os"
+import (
+	"os"
+	"syscall"
+)
 
 // superviseArg is the hidden first argument that makes mrtr the supervisor
 // of a stdio upstream command (see supervise), dispatched by main before
@@ -13,8 +16,13 @@ const superviseArg = "__supervise"
 // ask for it; otherwise it returns. main calls it first (and the tests'
 // TestMain, as their binary is the supervisor of the commands the tests
 // run as upstreams).
+//
+// It exits with syscall.Exit, not os.Exit: nothing of the runtime's exit
+// is wanted, and under the race detector os.Exit sleeps a second in a
+// process that ever ran more than one thread (GORACE atexit_sleep_ms),
+// which every child's stop then waited for.
 func superviseIfAsked(args []string) {
 	if len(args) > 1 && args[1] == superviseArg {
-		os.Exit(supervise(args[2:], os.Environ(), os.Stderr))
+		syscall.Exit(supervise(args[2:], os.Environ(), os.Stderr))
 	}
 }

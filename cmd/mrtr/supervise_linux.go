@@ -8,10 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/mrtr-go/mrtr/internal/stdio"
@@ -54,9 +55,20 @@ const prSetChildSubreaper = 36
 // included, at once. It is a child subreaper, so what the command's
 // children leave behind when they exit stays its child (and in its group)
 // and is reaped by it. It runs the command with its own stdin, stdout and
-// stderr (no copying), removes stdio.SupervisorParentVar from the
-// command's environment, forwards SIGTERM, SIGINT and SIGHUP to the
-// command, and exits with the command's exit status, or 128+signal.
+// stderr (no copying) and removes stdio.SupervisorParentVar from the
+// command's environment.
+//
+// SIGTERM, SIGINT and SIGHUP are caught and not passed on: the proxy
+// signals the whole group (stdio), so the command has the same signal
+// already, and a second one would ask many servers to quit at once
+// instead of cleanly. Caught, they do not end the supervisor before its
+// command, which would leave the command without its guard.
+//
+// It ends as its command did: with the same exit status, or killed by the
+// same signal (reraise), so the proxy reads its child's end as if the
+// command were its child. It returns only what the supervisor itself
+// decided (a refusal, a command that could not start), or 128+N when
+// signal N could not be raised again.
 //
 // args is PATH ARGV0 [ARG...]; environ is its environment.
 func supervise(args []string, environ []string, stderr io.Writer) int {
@@ -115,15 +127,11 @@ func supervise(args []string, environ []string, stderr io.Writer) int {
 		null.Close()
 	}
 
-	var mu sync.Mutex // held while reaping: pid is not signalled once reaped
-	reaped := false
+	// Reap every child: the command, and what it leaves behind as it
+	// exits (reparented here, the subreaper); report the command's end.
 	status := make(chan syscall.WaitStatus, 1)
 	go func() {
-		for {
-			if !waitAnyExited() {
-				return // no child left
-			}
-			mu.Lock()
+		for waitAnyExited() {
 			for {
 				var ws syscall.WaitStatus
 				p, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
@@ -134,11 +142,9 @@ func supervise(args []string, environ []string, stderr io.Writer) int {
 					break
 				}
 				if p == pid {
-					reaped = true
 					status <- ws
 				}
 			}
-			mu.Unlock()
 		}
 	}()
 
@@ -150,18 +156,36 @@ func supervise(args []string, environ []string, stderr io.Writer) int {
 				syscall.Kill(-os.Getpid(), syscall.SIGKILL)
 				return 128 + int(syscall.SIGKILL)
 			}
-			mu.Lock()
-			if !reaped {
-				syscall.Kill(pid, sig.(syscall.Signal))
-			}
-			mu.Unlock()
+			// SIGTERM, SIGINT, SIGHUP: the group's, the command has it too.
 		case ws := <-status:
 			if ws.Signaled() {
+				reraise(ws.Signal())
 				return 128 + int(ws.Signal())
 			}
 			return ws.ExitStatus()
 		}
 	}
+}
+
+// reraise ends the process by sig, as the command it ran was ended: the
+// default action restored (raw rt_sigaction, beneath the runtime's
+// handlers), sig unblocked on this thread and sent to it. No core is
+// written (RLIMIT_CORE 0): the supervisor's would tell nothing. It
+// returns only if sig did not end the process (one whose default action
+// is not to terminate, which cannot have ended the command).
+func reraise(sig syscall.Signal) {
+	runtime.LockOSThread()
+	syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{})
+	var dfl [4]uint64 // struct sigaction, zeroed: SIG_DFL, no flags, empty mask (on every Linux layout)
+	syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl[0])), 0, 8, 0, 0)
+	set := uint64(1) << (uint(sig) - 1)
+	const sigUnblock = 1 // SIG_UNBLOCK of rt_sigprocmask(2)
+	syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, sigUnblock, uintptr(unsafe.Pointer(&set)), 0, 8, 0, 0)
+	syscall.Tgkill(os.Getpid(), syscall.Gettid(), sig)
+	// A terminating signal sent to this thread is delivered on the way
+	// back from the system call: the process is gone by here. Should it
+	// not be, wait a moment for it.
+	time.Sleep(100 * time.Millisecond)
 }
 
 // waitAnyExited blocks until a child of the process has exited, without

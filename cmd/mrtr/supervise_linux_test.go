@@ -59,6 +59,45 @@ func TestSuperviseRunsCommand(t *testing.T) {
 	}
 }
 
+// TestSuperviseEndsAsCommand: the supervisor ends as its command did, so
+// the proxy reads the end of a supervised command as it would the
+// command's own: killed by the same signal (SIGTERM included, which the
+// supervisor catches), or the same exit status (137 included: a shell
+// whose child was killed says so, and that is no signal of its own).
+func TestSuperviseEndsAsCommand(t *testing.T) {
+	for _, tc := range []struct {
+		script string
+		want   string // exec.ExitError.String()
+	}{
+		{`kill -KILL $$`, "signal: killed"},
+		{`kill -TERM $$`, "signal: terminated"},
+		{`kill -SEGV $$`, "signal: segmentation fault"},
+		{`exit 137`, "exit status 137"},
+		{`exit 0`, ""},
+	} {
+		ch, err := stdio.Start(stdio.Config{Path: "sh", Args: []string{"-c", tc.script}, Supervisor: testSupervisor()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch.Done():
+		case <-time.After(10 * time.Second):
+			ch.Stop(context.Background())
+			t.Fatalf("%s: the supervisor did not end with its command", tc.script)
+		}
+		got := ""
+		var ee *exec.ExitError
+		if errors.As(ch.Err(), &ee) {
+			got = ee.String()
+		} else if ch.Err() != nil {
+			got = ch.Err().Error()
+		}
+		if got != tc.want {
+			t.Errorf("sh -c %q under the supervisor ended with %q, want %q", tc.script, got, tc.want)
+		}
+	}
+}
+
 // TestSuperviseKillsGroupWhenParentDies: when the thread that started the
 // supervisor exits (the parent-death signal fires as when the proxy dies),
 // the supervisor kills the command and what the command started.

@@ -437,12 +437,9 @@ func endedEarly(name string, up bridge.Upstream, callErr error) error {
 // S" (or, for a child stopped for a protocol error, why).
 func exitStatus(err error) string {
 	var ee *exec.ExitError
-	var se *stdio.SignalError
 	switch {
 	case err == nil:
 		return "exit status 0"
-	case errors.As(err, &se): // the supervisor's 128+N, for signal N
-		return se.Error()
 	case errors.As(err, &ee):
 		return ee.String()
 	default:

@@ -116,12 +116,11 @@ type Config struct {
 // Child is one running (or ended) child process. Its methods are safe for
 // concurrent use.
 type Child struct {
-	name       string // Config.Path as given, for errors
-	supervised bool   // the child is Config.Supervisor's, which exits 128+N for a command ended by signal N
-	pid        int
-	max        int
-	grace      time.Duration
-	after      func(time.Duration) <-chan time.Time
+	name  string // Config.Path as given, for errors
+	pid   int
+	max   int
+	grace time.Duration
+	after func(time.Duration) <-chan time.Time
 
 	stdin     *os.File
 	stdinMu   sync.Mutex // serializes Send
@@ -174,7 +173,6 @@ func Start(cfg Config) (*Child, error) {
 
 	c := &Child{
 		name:       cfg.Path,
-		supervised: supervised(cfg),
 		max:        cfg.MaxMessageBytes,
 		grace:      cfg.StopGrace,
 		after:      cfg.after,
@@ -296,14 +294,7 @@ func (c *Child) wait(cmd *exec.Cmd, pidfd int, errR *os.File) {
 	}
 
 	var exitErr error
-	var ee *exec.ExitError
-	switch {
-	case werr == nil:
-	case c.supervised && errors.As(werr, &ee) && ee.ExitCode() > 128 && ee.ExitCode() <= 128+64:
-		// The supervisor says the command was ended by a signal: name it,
-		// as Wait would have for the command itself.
-		exitErr = fmt.Errorf("%s (pid %d): %w", c.name, c.pid, &SignalError{Signal: syscall.Signal(ee.ExitCode() - 128), Err: werr})
-	default:
+	if werr != nil {
 		exitErr = fmt.Errorf("%s (pid %d): %w", c.name, c.pid, werr)
 	}
 	c.protoMu.Lock()
@@ -319,17 +310,6 @@ func (c *Child) wait(cmd *exec.Cmd, pidfd int, errR *os.File) {
 	}
 	close(c.done)
 }
-
-// SignalError is Err's cause when a supervised command (Config.Supervisor)
-// was ended by a signal: the supervisor exits 128+N for signal N, and
-// Err names the signal, as Wait does for a command that is the child.
-type SignalError struct {
-	Signal syscall.Signal
-	Err    error // the supervisor's *exec.ExitError
-}
-
-func (e *SignalError) Error() string { return "signal: " + e.Signal.String() }
-func (e *SignalError) Unwrap() error { return e.Err }
 
 // Pid returns the child's process id, which is also its process group id.
 func (c *Child) Pid() int { return c.pid }
