@@ -128,12 +128,24 @@ func TestProxyNotDumpable(t *testing.T) {
 	if os.Geteuid() == 0 {
 		bin, cred = exposedBinary(t), &syscall.Credential{Uid: nobody, Gid: nobody}
 	}
-	const script = proxyPID + `tr '\0' '\n' < /proc/$pp/environ >&2; echo environ-read-done >&2; exec sleep 600` // lives on: one that exits before the era probe stops the proxy
+	// The supervisor between them (its parent) is a fresh exec of mrtr,
+	// dumpable, and the child may read it: it holds nothing of the ring.
+	const script = proxyPID + `tr '\0' '\n' < /proc/$pp/environ >&2; ` +
+		`if [ $pp != $PPID ]; then tr '\0' '\n' < /proc/$PPID/environ | sed 's/^/supervisor: /' >&2; fi; ` +
+		`echo environ-read-done >&2; exec sleep 600` // lives on: one that exits before the era probe stops the proxy
 	p := runMrtr(t, bin, cred, map[string]string{"MRTR_KEYS": string(inline), "PROCSEC_MARK": "mark-in-the-environ"},
 		"proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--", "/bin/sh", "-c", script)
 	said := childSaid(t, p, "environ-read-done")
-	denied := false
+	denied, supervisor := false, 0
 	for _, s := range said {
+		if sup, ok := strings.CutPrefix(s, "supervisor: "); ok {
+			// The command's own environment, and the proxy's pid.
+			if strings.HasPrefix(sup, "MRTR_KEYS=") || strings.Contains(sup, `"secret"`) {
+				t.Fatalf("the supervisor's environment has the key ring: %.40q…", sup)
+			}
+			supervisor++
+			continue
+		}
 		if strings.HasPrefix(s, "MRTR_KEYS=") || strings.Contains(s, "mark-in-the-environ") {
 			t.Fatalf("the child read the proxy's environment: %.40q…", s)
 		}
@@ -141,6 +153,9 @@ func TestProxyNotDumpable(t *testing.T) {
 	}
 	if !denied {
 		t.Fatalf("the child was not refused /proc/<proxy>/environ (%d lines on its stderr)", len(said))
+	}
+	if superviseArgv() != nil && supervisor == 0 {
+		t.Fatal("the child read nothing of its supervisor's environment")
 	}
 }
 
