@@ -51,10 +51,12 @@ const prSetChildSubreaper = 36
 // SIGKILL) reaches only the direct child: what the command starts in turn
 // (npx's sh and node) would outlive the proxy. So the direct child is
 // this supervisor, leader of the command's process group, with SIGUSR1 as
-// its parent-death signal. On SIGUSR1 it SIGKILLs its whole group, itself
-// included, at once. It is a child subreaper, so what the command's
-// children leave behind when they exit stays its child (and in its group)
-// and is reaped by it. It runs the command with its own stdin, stdout and
+// its parent-death signal. On SIGUSR1 it SIGKILLs, at once, its group and
+// every process descended from it, what left the group (setsid) included
+// (killDescendants), then itself; it does the same for what is left when
+// the command exits. It is a child subreaper, so what the command's
+// children leave behind when they exit stays its child and is reaped by
+// it. It runs the command with its own stdin, stdout and
 // stderr (no copying) and removes stdio.SupervisorParentVar from the
 // command's environment.
 //
@@ -152,12 +154,17 @@ func supervise(args []string, environ []string, stderr io.Writer) int {
 		select {
 		case sig := <-sigs:
 			if sig == syscall.SIGUSR1 {
-				// The proxy died: everything in the group goes, at once.
-				syscall.Kill(-os.Getpid(), syscall.SIGKILL)
+				// The proxy died: everything the command started goes, at
+				// once, then this supervisor.
+				killDescendants()
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				return 128 + int(syscall.SIGKILL)
 			}
 			// SIGTERM, SIGINT, SIGHUP: the group's, the command has it too.
 		case ws := <-status:
+			// What the command leaves behind goes with it, even what
+			// left the group (the proxy kills the group itself).
+			killDescendants()
 			if ws.Signaled() {
 				reraise(ws.Signal())
 				return 128 + int(ws.Signal())
@@ -201,4 +208,116 @@ func waitAnyExited() bool {
 			return errno == 0
 		}
 	}
+}
+
+// killDescendants SIGKILLs every other process of this process's group
+// and every descendant of this process, what left the group (setsid,
+// setpgid) included. It reads the tree again until a pass finds none it
+// has not signalled (a process killed forks no more; one that forked
+// before is found on the next pass, and, this being a subreaper, so are
+// the children of the killed, reparented here), or two seconds have
+// passed. Each process is signalled through a pidfd opened before its
+// ancestry is read again, so a pid reused meanwhile is never hit.
+func killDescendants() {
+	self := os.Getpid()
+	deadline := time.Now().Add(2 * time.Second)
+	killed := map[int]bool{}
+	for {
+		procs := readProcs()
+		ours := map[int]bool{self: true}
+		for changed := true; changed; { // the closure of "child of ours"
+			changed = false
+			for pid, p := range procs {
+				if !ours[pid] && (ours[p.ppid] || p.pgrp == self) {
+					ours[pid], changed = true, true
+				}
+			}
+		}
+		fresh := 0
+		for pid := range ours {
+			if pid != self && !killed[pid] {
+				killed[pid] = true
+				if killIfOurs(pid, func(p proc) bool { return ours[p.ppid] || p.pgrp == self }) {
+					fresh++
+				}
+			}
+		}
+		if fresh == 0 || time.Now().After(deadline) {
+			return
+		}
+	}
+}
+
+// proc is what killDescendants reads of a process in /proc/PID/stat.
+type proc struct{ ppid, pgrp int }
+
+// readProcs reads the parent and group of every live (not zombie) process.
+func readProcs() map[int]proc {
+	procs := map[int]proc{}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return procs
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if p, ok := readProc(pid); ok {
+			procs[pid] = p
+		}
+	}
+	return procs
+}
+
+// readProc reads /proc/PID/stat: false for a process gone or a zombie.
+func readProc(pid int) (proc, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return proc{}, false
+	}
+	// pid (comm) state ppid pgrp ...: comm may hold anything, even ")".
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return proc{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+		return proc{}, false
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	pgrp, err2 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil {
+		return proc{}, false
+	}
+	return proc{ppid, pgrp}, true
+}
+
+// System call numbers of pidfd_open(2) and pidfd_send_signal(2), the
+// same on every Linux architecture (but alpha's).
+const (
+	sysPidfdOpen       = 434
+	sysPidfdSendSignal = 424
+)
+
+// killIfOurs SIGKILLs pid if, read after its pidfd is open, it is still
+// a process that ours accepts, and reports whether it did. Without
+// pidfds (before Linux 5.3) it reads and kills by pid.
+func killIfOurs(pid int, ours func(proc) bool) bool {
+	fd, _, errno := syscall.RawSyscall(sysPidfdOpen, uintptr(pid), 0, 0)
+	if errno == syscall.ENOSYS {
+		if p, ok := readProc(pid); ok && ours(p) {
+			return syscall.Kill(pid, syscall.SIGKILL) == nil
+		}
+		return false
+	}
+	if errno != 0 {
+		return false // gone
+	}
+	defer syscall.Close(int(fd))
+	if p, ok := readProc(pid); !ok || !ours(p) {
+		return false
+	}
+	_, _, errno = syscall.RawSyscall6(sysPidfdSendSignal, fd, uintptr(syscall.SIGKILL), 0, 0, 0, 0)
+	return errno == 0
 }

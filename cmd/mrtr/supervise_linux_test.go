@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -100,10 +101,11 @@ func TestSuperviseEndsAsCommand(t *testing.T) {
 
 // TestSuperviseKillsGroupWhenParentDies: when the thread that started the
 // supervisor exits (the parent-death signal fires as when the proxy dies),
-// the supervisor kills the command and what the command started.
+// the supervisor kills the command and what the command started, in its
+// group or gone to a session of its own (setsid).
 func TestSuperviseKillsGroupWhenParentDies(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pids")
-	script := `sleep 600 & echo $$ $! > ` + pidFile + `.tmp; mv ` + pidFile + `.tmp ` + pidFile + `; exec sleep 600`
+	script := `sleep 600 & a=$!; setsid sleep 600 & echo $$ $a $! > ` + pidFile + `.tmp; mv ` + pidFile + `.tmp ` + pidFile + `; exec sleep 600`
 	env := append(os.Environ(), stdio.SupervisorParentVar+"="+strconv.Itoa(os.Getpid()))
 	started := make(chan *exec.Cmd)
 	release := make(chan struct{})
@@ -132,7 +134,7 @@ func TestSuperviseKillsGroupWhenParentDies(t *testing.T) {
 
 	var pids []int
 	deadline := time.Now().Add(10 * time.Second)
-	for len(pids) < 2 && time.Now().Before(deadline) {
+	for len(pids) < 3 && time.Now().Before(deadline) {
 		b, err := os.ReadFile(pidFile)
 		if err == nil {
 			pids = nil
@@ -143,9 +145,14 @@ func TestSuperviseKillsGroupWhenParentDies(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(pids) != 2 {
+	if len(pids) != 3 {
 		t.Fatalf("the command did not write its pids")
 	}
+	defer func() {
+		for _, p := range pids {
+			syscall.Kill(p, syscall.SIGKILL) // the test failed: leave nothing
+		}
+	}()
 	for _, p := range pids {
 		if !alive(p) {
 			t.Fatalf("pid %d not running before the parent died", p)
@@ -168,8 +175,44 @@ func TestSuperviseKillsGroupWhenParentDies(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		if alive(p) {
-			t.Errorf("pid %d (the command or its child) outlived the supervisor's parent", p)
+			t.Errorf("pid %d (the command, its child, its child in a session of its own) outlived the supervisor's parent", p)
 		}
+	}
+}
+
+// TestSuperviseKillsWhatLeftTheGroup: when the command exits, what it
+// started goes with it even when it left the process group (setsid),
+// which the group kill of the proxy misses.
+func TestSuperviseKillsWhatLeftTheGroup(t *testing.T) {
+	script := `setsid sleep 600 & echo "{\"pid\":$!}"; exit 0`
+	ch, err := stdio.Start(stdio.Config{Path: "sh", Args: []string{"-c", script}, Supervisor: testSupervisor()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Stop(context.Background())
+	var pid int
+	select {
+	case msg := <-ch.Recv():
+		var m struct{ Pid int }
+		if json.Unmarshal(msg, &m) != nil || m.Pid <= 0 {
+			t.Fatalf("the command said %q", msg)
+		}
+		pid = m.Pid
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command said nothing")
+	}
+	defer syscall.Kill(pid, syscall.SIGKILL) // the test failed: leave nothing
+	select {
+	case <-ch.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the supervisor did not end with its command")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if alive(pid) {
+		t.Errorf("pid %d, started by the command in a session of its own, outlived it", pid)
 	}
 }
 
