@@ -18,11 +18,12 @@ import (
 // with it what the command started, not only the command: the command is
 // run by a supervisor (mrtr __supervise) that kills its process group
 // when the proxy dies. The command here is sh, which starts a sleep in the
-// background and then becomes another one, as npx starts sh and node.
+// background and another in a session of its own (out of the group), and
+// then becomes a third, as npx starts sh and node.
 func TestProxyKill9LeavesNoOrphans(t *testing.T) {
 	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pids")
-	script := fmt.Sprintf(`sleep 600 & echo $$ $! > %[1]s.tmp; mv %[1]s.tmp %[1]s; exec sleep 600`, pidFile)
+	script := fmt.Sprintf(`sleep 600 & a=$!; setsid sleep 600 & echo $$ $a $! > %[1]s.tmp; mv %[1]s.tmp %[1]s; exec sleep 600`, pidFile)
 
 	logs := &serverLog{url: make(chan string, 1)}
 	cmd := exec.Command(mrtrBin, "proxy", "--addr", "127.0.0.1:0", "--log-format", "json",
@@ -69,7 +70,7 @@ func TestProxyKill9LeavesNoOrphans(t *testing.T) {
 	}()
 
 	deadline := time.Now().Add(30 * time.Second)
-	for len(pids) < 2 && time.Now().Before(deadline) {
+	for len(pids) < 3 && time.Now().Before(deadline) {
 		if b, err := os.ReadFile(pidFile); err == nil {
 			pids = nil
 			for _, f := range strings.Fields(string(b)) {
@@ -80,7 +81,7 @@ func TestProxyKill9LeavesNoOrphans(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(pids) != 2 {
+	if len(pids) != 3 {
 		t.Fatal("the upstream command did not start within 30 s (no pids written)")
 	}
 	for _, p := range pids {
@@ -102,7 +103,7 @@ func TestProxyKill9LeavesNoOrphans(t *testing.T) {
 	}
 	for i, p := range pids {
 		if running(p) {
-			what := [...]string{"the command (sh, then sleep)", "the command's background sleep"}[i]
+			what := [...]string{"the command (sh, then sleep)", "the command's background sleep", "the command's sleep in a session of its own"}[i]
 			t.Errorf("pid %d, %s, outlived kill -9 of the proxy by 5 s", p, what)
 		}
 	}
