@@ -84,7 +84,9 @@ type Config struct {
 	// environment plus SupervisorParentVar. The supervisor is the child
 	// (Pid, the process group, User) and gets SIGUSR1 instead of SIGKILL
 	// when the proxy dies; it must then kill its whole process group, so
-	// that what the command started does not outlive the proxy. mrtr's is
+	// that what the command started does not outlive the proxy. Err and
+	// the exit status are the supervisor's: it should end as its command
+	// did (the same status, or killed by the same signal). mrtr's is
 	// "mrtr __supervise" (cmd/mrtr). Nil: the command is the child.
 	Supervisor []string
 	// Logger gets each line the child writes on stderr, at Info, with the
