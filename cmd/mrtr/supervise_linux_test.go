@@ -180,39 +180,42 @@ func TestSuperviseKillsGroupWhenParentDies(t *testing.T) {
 	}
 }
 
-// TestSuperviseKillsWhatLeftTheGroup: when the command exits, what it
-// started goes with it even when it left the process group (setsid),
-// which the group kill of the proxy misses.
+// TestSuperviseKillsWhatLeftTheGroup: when the command exits, and when
+// Stop comes to killing a command that ignores SIGTERM, what it started
+// goes with it even when it left the process group (setsid), which the
+// proxy's group kill misses.
 func TestSuperviseKillsWhatLeftTheGroup(t *testing.T) {
-	script := `setsid sleep 600 & echo "{\"pid\":$!}"; exit 0`
-	ch, err := stdio.Start(stdio.Config{Path: "sh", Args: []string{"-c", script}, Supervisor: testSupervisor()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Stop(context.Background())
-	var pid int
-	select {
-	case msg := <-ch.Recv():
-		var m struct{ Pid int }
-		if json.Unmarshal(msg, &m) != nil || m.Pid <= 0 {
-			t.Fatalf("the command said %q", msg)
+	for _, tc := range []struct{ name, script string }{
+		{"the command exits", `setsid sleep 600 & echo "{\"pid\":$!}"; exit 0`},
+		{"Stop kills the command", `trap '' TERM; setsid sleep 600 & echo "{\"pid\":$!}"; while :; do sleep 1; done`},
+	} {
+		ch, err := stdio.Start(stdio.Config{Path: "sh", Args: []string{"-c", tc.script}, Supervisor: testSupervisor(),
+			StopGrace: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
 		}
-		pid = m.Pid
-	case <-time.After(10 * time.Second):
-		t.Fatal("the command said nothing")
-	}
-	defer syscall.Kill(pid, syscall.SIGKILL) // the test failed: leave nothing
-	select {
-	case <-ch.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the supervisor did not end with its command")
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if alive(pid) {
-		t.Errorf("pid %d, started by the command in a session of its own, outlived it", pid)
+		var pid int
+		select {
+		case msg := <-ch.Recv():
+			var m struct{ Pid int }
+			if json.Unmarshal(msg, &m) != nil || m.Pid <= 0 {
+				t.Fatalf("%s: the command said %q", tc.name, msg)
+			}
+			pid = m.Pid
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the command said nothing", tc.name)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ch.Stop(ctx) // at once when the command exits
+		cancel()
+		deadline := time.Now().Add(10 * time.Second)
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("%s: pid %d, started by the command in a session of its own, outlived it", tc.name, pid)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }
 

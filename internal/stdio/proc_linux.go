@@ -16,6 +16,10 @@ const supported = true
 // supervisorSupported: Config.Supervisor is honoured (see sysProcAttr).
 const supervisorSupported = true
 
+// supervisorDeathSignal is a supervisor's parent-death signal, also sent
+// by Stop when the command did not end on SIGTERM.
+const supervisorDeathSignal = syscall.SIGUSR1
+
 // sysProcAttr puts the child in a process group of its own (its pid is the
 // group id), has the kernel SIGKILL it when the thread that started it
 // exits (the spawner's thread, which outlives every child it started: in
@@ -34,7 +38,7 @@ const supervisorSupported = true
 func sysProcAttr(pidfd *int, u *User, supervisor bool) *syscall.SysProcAttr {
 	death := syscall.SIGKILL
 	if supervisor {
-		death = syscall.SIGUSR1
+		death = supervisorDeathSignal
 	}
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: death, PidFD: pidfd, Credential: credential(u)}
 }
@@ -164,6 +168,9 @@ func pollExited(pidfd int) (bool, error) {
 	}
 	return exited && !failed, nil
 }
+
+// signalSupervisor sends the supervisor pid its parent-death signal.
+func signalSupervisor(pid int) bool { return syscall.Kill(pid, supervisorDeathSignal) == nil }
 
 // signalGroup sends SIGTERM, or SIGKILL, to the process group pgid.
 func signalGroup(pgid int, kill bool) {

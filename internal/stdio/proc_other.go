@@ -22,6 +22,8 @@ func endCmd() {}
 
 func waitExited(int, int) bool { return false }
 
+func signalSupervisor(int) bool { return false }
+
 func signalGroup(int, bool) {}
 
 func readFD(uintptr, []byte) (int, bool, error) { return 0, false, errors.ErrUnsupported }

@@ -32,6 +32,9 @@ func endCmd() {}
 // exec.Cmd.Wait alone.
 func waitExited(int, int) bool { return false }
 
+// signalSupervisor is never called here (no supervisor is run).
+func signalSupervisor(int) bool { return false }
+
 // signalGroup sends SIGTERM, or SIGKILL, to the process group pgid.
 func signalGroup(pgid int, kill bool) {
 	sig := syscall.SIGTERM

@@ -118,11 +118,12 @@ type Config struct {
 // Child is one running (or ended) child process. Its methods are safe for
 // concurrent use.
 type Child struct {
-	name  string // Config.Path as given, for errors
-	pid   int
-	max   int
-	grace time.Duration
-	after func(time.Duration) <-chan time.Time
+	name       string // Config.Path as given, for errors
+	pid        int
+	supervised bool // the child is Config.Supervisor's
+	max        int
+	grace      time.Duration
+	after      func(time.Duration) <-chan time.Time
 
 	stdin     *os.File
 	stdinMu   sync.Mutex // serializes Send
@@ -175,6 +176,7 @@ func Start(cfg Config) (*Child, error) {
 
 	c := &Child{
 		name:       cfg.Path,
+		supervised: supervised(cfg),
 		max:        cfg.MaxMessageBytes,
 		grace:      cfg.StopGrace,
 		after:      cfg.after,
@@ -426,10 +428,16 @@ func (c *Child) beginStop() {
 
 func (c *Child) stopSequence() {
 	c.closeStdin()
-	if !c.waitExit() {
+	if !c.waitExit(c.grace) {
 		c.signal(false)
-		if !c.waitExit() {
-			c.signal(true)
+		if !c.waitExit(c.grace) {
+			// A supervisor is first asked to kill everything the command
+			// started, what left the group included, as when the proxy
+			// dies (SIGKILL of the group would end it before it could);
+			// the group's SIGKILL follows if it has not exited soon.
+			if !c.supervised || !c.signalSupervisor() || !c.waitExit(min(c.grace, supervisorKillWait)) {
+				c.signal(true)
+			}
 		}
 	}
 	<-c.done
@@ -446,11 +454,15 @@ func (c *Child) stopSequence() {
 
 // graceTimer returns a channel that receives when a grace period elapses,
 // and a function releasing it.
-func (c *Child) graceTimer() (<-chan time.Time, func()) {
+func (c *Child) graceTimer() (<-chan time.Time, func()) { return c.timer(c.grace) }
+
+// timer returns a channel that receives when d elapses, and a function
+// releasing it.
+func (c *Child) timer(d time.Duration) (<-chan time.Time, func()) {
 	if c.after != nil {
-		return c.after(c.grace), func() {}
+		return c.after(d), func() {}
 	}
-	t := time.NewTimer(c.grace)
+	t := time.NewTimer(d)
 	return t.C, func() { t.Stop() }
 }
 
@@ -459,10 +471,14 @@ func (c *Child) giveUpStdout() {
 	c.stdout.Close()
 }
 
-// waitExit waits up to the grace period for the child to exit, and reports
-// whether it did.
-func (c *Child) waitExit() bool {
-	elapsed, stop := c.graceTimer()
+// supervisorKillWait bounds the wait for a supervisor asked to kill its
+// command and all it started (it takes milliseconds).
+const supervisorKillWait = 500 * time.Millisecond
+
+// waitExit waits up to d for the child to exit, and reports whether it
+// did.
+func (c *Child) waitExit(d time.Duration) bool {
+	elapsed, stop := c.timer(d)
 	defer stop()
 	select {
 	case <-c.exited:
@@ -490,6 +506,18 @@ func (c *Child) signal(kill bool) bool {
 	}
 	signalGroup(c.pid, kill)
 	return true
+}
+
+// signalSupervisor sends the supervisor its parent-death signal, on which
+// it kills its command and all the command started, then itself, unless
+// it may already be reaped, and reports whether it did.
+func (c *Child) signalSupervisor() bool {
+	c.sigMu.Lock()
+	defer c.sigMu.Unlock()
+	if c.reaped {
+		return false
+	}
+	return signalSupervisor(c.pid)
 }
 
 func (c *Child) setProtoErr(err error) {
