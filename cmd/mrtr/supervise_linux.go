@@ -51,14 +51,15 @@ const prSetChildSubreaper = 36
 // SIGKILL) reaches only the direct child: what the command starts in turn
 // (npx's sh and node) would outlive the proxy. So the direct child is
 // this supervisor, leader of the command's process group, with SIGUSR1 as
-// its parent-death signal. On SIGUSR1 it SIGKILLs, at once, its group and
-// every process descended from it, what left the group (setsid) included
+// its parent-death signal. On SIGUSR1 (the proxy died, or its Stop is
+// past SIGTERM) it SIGKILLs, at once, its group and every process
+// descended from it, what left the group (setsid) included
 // (killDescendants), then itself; it does the same for what is left when
 // the command exits. It is a child subreaper, so what the command's
 // children leave behind when they exit stays its child and is reaped by
-// it. It runs the command with its own stdin, stdout and
-// stderr (no copying) and removes stdio.SupervisorParentVar from the
-// command's environment.
+// it. It runs the command with its own stdin, stdout and stderr (no
+// copying) and removes stdio.SupervisorParentVar from the command's
+// environment.
 //
 // SIGTERM, SIGINT and SIGHUP are caught and not passed on: the proxy
 // signals the whole group (stdio), so the command has the same signal
@@ -154,8 +155,9 @@ func supervise(args []string, environ []string, stderr io.Writer) int {
 		select {
 		case sig := <-sigs:
 			if sig == syscall.SIGUSR1 {
-				// The proxy died: everything the command started goes, at
-				// once, then this supervisor.
+				// The proxy died, or stops the command by force:
+				// everything the command started goes, at once, then
+				// this supervisor.
 				killDescendants()
 				syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				return 128 + int(syscall.SIGKILL)

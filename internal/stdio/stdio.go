@@ -83,8 +83,9 @@ type Config struct {
 	// then its argv (Path as given, then Args), with the child's
 	// environment plus SupervisorParentVar. The supervisor is the child
 	// (Pid, the process group, User) and gets SIGUSR1 instead of SIGKILL
-	// when the proxy dies; it must then kill its whole process group, so
-	// that what the command started does not outlive the proxy. Err and
+	// when the proxy dies, and from Stop before the group's SIGKILL; it
+	// must then kill its whole process group, so that what the command
+	// started does not outlive the proxy. Err and
 	// the exit status are the supervisor's: it should end as its command
 	// did (the same status, or killed by the same signal). mrtr's is
 	// "mrtr __supervise" (cmd/mrtr). Nil: the command is the child.
@@ -403,10 +404,12 @@ func (c *Child) closeStdin() {
 
 // Stop ends the child: it closes stdin, waits StopGrace for the child to
 // exit, sends SIGTERM to its process group, waits StopGrace again, then
-// sends SIGKILL. It returns once the child is reaped (Done is closed). When
-// ctx ends first, the remaining grace is skipped (SIGKILL at once) and Stop
-// returns ctx.Err() after the reap. Stop is idempotent: later and
-// concurrent calls wait for the same end. Err says how the child ended.
+// sends SIGKILL (a supervisor first gets SIGUSR1, and up to half a second
+// to kill all its command started; see Config.Supervisor). It returns
+// once the child is reaped (Done is closed). When ctx ends first, the
+// remaining grace is skipped (SIGKILL at once) and Stop returns ctx.Err()
+// after the reap. Stop is idempotent: later and concurrent calls wait for
+// the same end. Err says how the child ended.
 func (c *Child) Stop(ctx context.Context) error {
 	c.beginStop()
 	select {
