@@ -278,12 +278,19 @@ func readProc(pid int) (proc, bool) {
 	if err != nil {
 		return proc{}, false
 	}
-	// pid (comm) state ppid pgrp ...: comm may hold anything, even ")".
-	i := strings.LastIndexByte(string(b), ')')
+	return parseStat(string(b))
+}
+
+// parseStat reads the parent and group of a /proc/PID/stat line, "pid
+// (comm) state ppid pgrp ...": false for a zombie or what it cannot read.
+// comm is the process's to choose (16 bytes, ")" and spaces included);
+// what follows its last ")" is the kernel's.
+func parseStat(stat string) (proc, bool) {
+	i := strings.LastIndexByte(stat, ')')
 	if i < 0 {
 		return proc{}, false
 	}
-	f := strings.Fields(string(b[i+1:]))
+	f := strings.Fields(stat[i+1:])
 	if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
 		return proc{}, false
 	}

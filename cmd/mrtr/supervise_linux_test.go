@@ -264,3 +264,26 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
+
+// FuzzParseStat: whatever a process names itself (its comm, up to 16
+// bytes of its choosing), parseStat reads the kernel's fields after it.
+func FuzzParseStat(f *testing.F) {
+	f.Add("sleep", 4242, 17, 4240)
+	f.Add("a) Z 1 1 (", 7, 1, 1)
+	f.Add(") R 0 0", 1, 0, 0)
+	f.Fuzz(func(t *testing.T, comm string, pid, ppid, pgrp int) {
+		if len(comm) > 16 || ppid < 0 || pgrp < 0 {
+			return
+		}
+		stat := fmt.Sprintf("%d (%s) S %d %d 4240 0 -1 4194560 113 0 0 0", pid, comm, ppid, pgrp)
+		p, ok := parseStat(stat)
+		if !ok || p.ppid != ppid || p.pgrp != pgrp {
+			t.Fatalf("parseStat(%q) = %+v, %v; want ppid %d, pgrp %d", stat, p, ok, ppid, pgrp)
+		}
+		zombie := fmt.Sprintf("%d (%s) Z %d %d 0", pid, comm, ppid, pgrp)
+		if _, ok := parseStat(zombie); ok {
+			t.Fatalf("parseStat(%q) took a zombie for a live process", zombie)
+		}
+		parseStat(comm) // any bytes: no panic
+	})
+}
