@@ -254,15 +254,10 @@ func onDyingThread(f func()) {
 }
 
 // alive reports whether pid exists and is not a zombie (a zombie has
-// exited; it waits only for whoever reaps it).
+// exited; it waits only for whoever reaps it), as the supervisor reads it.
 func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+	_, ok := readProc(pid)
+	return ok
 }
 
 // FuzzParseStat: whatever a process names itself (its comm, up to 16
