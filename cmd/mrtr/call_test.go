@@ -610,6 +610,7 @@ const helperEnv = "MRTR_TEST_HELPER"
 const requirePTYEnv = "MRTR_REQUIRE_PTY"
 
 func TestMain(m *testing.M) {
+	superviseIfAsked(os.Args) // this binary supervises the upstreams it runs (supervise.go)
 	if kind := os.Getenv(stdioServerEnv); kind != "" {
 		runStdioServer(kind) // exits
 	}

@@ -55,6 +55,7 @@ type app struct {
 }
 
 func main() {
+	superviseIfAsked(os.Args) // before any flag parsing or signal handling
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}

@@ -182,7 +182,7 @@ func (a *app) probe(ctx context.Context, args []string) error {
 			fmt.Fprintf(a.stderr, "mrtr probe: --env: %v\n", err)
 			return errUsage
 		}
-		st, err := attack.StartStdio(stdio.Config{Path: command[0], Args: command[1:], Env: env})
+		st, err := attack.StartStdio(stdio.Config{Path: command[0], Args: command[1:], Env: env, Supervisor: superviseArgv()})
 		if err != nil {
 			return err
 		}

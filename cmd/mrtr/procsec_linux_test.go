@@ -128,12 +128,24 @@ func TestProxyNotDumpable(t *testing.T) {
 	if os.Geteuid() == 0 {
 		bin, cred = exposedBinary(t), &syscall.Credential{Uid: nobody, Gid: nobody}
 	}
-	const script = `tr '\0' '\n' < /proc/$PPID/environ >&2; echo environ-read-done >&2; exec sleep 600` // lives on: one that exits before the era probe stops the proxy
+	// The supervisor between them (its parent) is a fresh exec of mrtr,
+	// dumpable, and the child may read it: it holds nothing of the ring.
+	const script = proxyPID + `tr '\0' '\n' < /proc/$pp/environ >&2; ` +
+		`if [ $pp != $PPID ]; then tr '\0' '\n' < /proc/$PPID/environ | sed 's/^/supervisor: /' >&2; fi; ` +
+		`echo environ-read-done >&2; exec sleep 600` // lives on: one that exits before the era probe stops the proxy
 	p := runMrtr(t, bin, cred, map[string]string{"MRTR_KEYS": string(inline), "PROCSEC_MARK": "mark-in-the-environ"},
 		"proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--", "/bin/sh", "-c", script)
 	said := childSaid(t, p, "environ-read-done")
-	denied := false
+	denied, supervisor := false, 0
 	for _, s := range said {
+		if sup, ok := strings.CutPrefix(s, "supervisor: "); ok {
+			// The command's own environment, and the proxy's pid.
+			if strings.HasPrefix(sup, "MRTR_KEYS=") || strings.Contains(sup, `"secret"`) {
+				t.Fatalf("the supervisor's environment has the key ring: %.40q…", sup)
+			}
+			supervisor++
+			continue
+		}
 		if strings.HasPrefix(s, "MRTR_KEYS=") || strings.Contains(s, "mark-in-the-environ") {
 			t.Fatalf("the child read the proxy's environment: %.40q…", s)
 		}
@@ -142,7 +154,15 @@ func TestProxyNotDumpable(t *testing.T) {
 	if !denied {
 		t.Fatalf("the child was not refused /proc/<proxy>/environ (%d lines on its stderr)", len(said))
 	}
+	if superviseArgv() != nil && supervisor == 0 {
+		t.Fatal("the child read nothing of its supervisor's environment")
+	}
 }
+
+// proxyPID sets $pp, in a command the proxy runs, to the proxy's pid: the
+// command's parent, or its grandparent when the parent is the supervisor
+// (mrtr __supervise, supervise.go).
+const proxyPID = `pp=$PPID; if tr '\0' ' ' < /proc/$PPID/cmdline | grep -q ` + superviseArg + `; then pp=$(sed 's/.*) . \([0-9]*\).*/\1/' /proc/$PPID/stat); fi; `
 
 // TestUndumpable: undumpable clears the process's dumpable flag, as
 // PR_GET_DUMPABLE reads it.
@@ -170,7 +190,7 @@ func TestUpstreamUser(t *testing.T) {
 	keys := filepath.Join(dir, "keys.json")
 	k := genKey(t, "upstream-user")
 	writeRing(t, keys, k)
-	script := `id -u >&2; id -g >&2; cat "$0" >&2; tr '\0' '\n' < /proc/$PPID/environ >&2; echo checks-done >&2; exec sleep 600` // lives on: one that exits before the era probe stops the proxy
+	script := `id -u >&2; id -g >&2; cat "$0" >&2; ` + proxyPID + `tr '\0' '\n' < /proc/$pp/environ >&2; echo checks-done >&2; exec sleep 600` // lives on: one that exits before the era probe stops the proxy
 	p := runMrtr(t, os.Args[0], nil, map[string]string{"PROCSEC_MARK": "mark-in-the-environ"},
 		"proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--keys", keys, "--upstream-user", "65534:65534",
 		"--", "/bin/sh", "-c", script, keys)

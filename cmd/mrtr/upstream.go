@@ -139,8 +139,9 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 	}
 	name := commandName(c.command)
 	childLog := log.With("upstream", name)
+	supervisor := superviseArgv() // what the command starts dies with the proxy (Linux)
 	dial := func(context.Context) (bridge.Upstream, error) {
-		ch, err := stdio.Start(stdio.Config{Path: c.command[0], Args: c.command[1:], Env: c.env, User: user, Logger: childLog})
+		ch, err := stdio.Start(stdio.Config{Path: c.command[0], Args: c.command[1:], Env: c.env, User: user, Supervisor: supervisor, Logger: childLog})
 		if err != nil {
 			return nil, err
 		}

@@ -359,10 +359,28 @@ func (b *Bridge) Close(ctx context.Context) error {
 	}
 	b.holds = map[string]*hold{}
 	b.mu.Unlock()
-	errs := []error{b.legacy.close(ctx)}
-	for _, s := range all {
-		errs = append(errs, s.stop(ctx))
+	legacy := make(chan error, 1)
+	go func() { legacy <- b.legacy.close(ctx) }()
+	err := stopEach(all, func(s *session) error { return s.stop(ctx) })
+	return errors.Join(<-legacy, err)
+}
+
+// stopEach calls stop on every element of all at once, and joins their
+// errors once every call has returned. Children are stopped in parallel:
+// one that does not exit when its stdin closes costs its grace periods,
+// and one after the other, dozens of them took the proxy's shutdown far
+// past any termination grace.
+func stopEach[T any](all []T, stop func(T) error) error {
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, x := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = stop(x)
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -155,11 +154,7 @@ func (ss *sessions) close(ctx context.Context) error {
 		all = append(all, s)
 	}
 	ss.mu.Unlock()
-	var errs []error
-	for _, s := range all {
-		errs = append(errs, s.stop(ctx, "the proxy is stopping"))
-	}
-	return errors.Join(errs...)
+	return stopEach(all, func(s *lsession) error { return s.stop(ctx, "the proxy is stopping") })
 }
 
 // take reserves a slot for one more child. At the bound the least

@@ -62,7 +62,11 @@
 // of the proxy (without pidfds, one thread per child blocks in waitid).
 // Pdeathsig does not reach the child's own children: they are killed with
 // the group when the child ends while the proxy lives, and see stdin EOF
-// when the proxy is gone.
+// when the proxy is gone. With Config.Supervisor (Linux) the child is a
+// supervisor that runs the command and gets SIGUSR1 as its parent-death
+// signal, on which it kills its whole group: then nothing in the group
+// outlives the proxy (mrtr's supervisor is "mrtr __supervise", in
+// cmd/mrtr).
 //
 // Other Unix systems get the process group but no Pdeathsig; on them the
 // leftover group members are not killed after the child exits on its own,

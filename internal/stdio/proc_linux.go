@@ -13,6 +13,13 @@ import (
 
 const supported = true
 
+// supervisorSupported: Config.Supervisor is honoured (see sysProcAttr).
+const supervisorSupported = true
+
+// supervisorDeathSignal is a supervisor's parent-death signal, also sent
+// by Stop when the command did not end on SIGTERM.
+const supervisorDeathSignal = syscall.SIGUSR1
+
 // sysProcAttr puts the child in a process group of its own (its pid is the
 // group id), has the kernel SIGKILL it when the thread that started it
 // exits (the spawner's thread, which outlives every child it started: in
@@ -20,8 +27,20 @@ const supported = true
 // kernel has none), so its exit can be awaited without a thread. With u
 // it runs as that user (the parent-death signal survives the change of
 // credentials: Go sets it after setuid in the child).
-func sysProcAttr(pidfd *int, u *User) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: pidfd, Credential: credential(u)}
+//
+// A supervisor (Config.Supervisor) gets SIGUSR1 instead: the parent-death
+// signal reaches only the direct child, so the supervisor must catch it
+// and kill the rest of its group, which SIGKILL would not let it do.
+// Until the supervisor's runtime catches it, SIGUSR1 either terminates it
+// (the default action) or is dropped; the supervisor then finds its
+// parent gone by its parent pid (SupervisorParentVar), before it starts
+// the command.
+func sysProcAttr(pidfd *int, u *User, supervisor bool) *syscall.SysProcAttr {
+	death := syscall.SIGKILL
+	if supervisor {
+		death = supervisorDeathSignal
+	}
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: death, PidFD: pidfd, Credential: credential(u)}
 }
 
 // spawner is the one thread that forks every child of the process.
@@ -149,6 +168,9 @@ func pollExited(pidfd int) (bool, error) {
 	}
 	return exited && !failed, nil
 }
+
+// signalSupervisor sends the supervisor pid its parent-death signal.
+func signalSupervisor(pid int) bool { return syscall.Kill(pid, supervisorDeathSignal) == nil }
 
 // signalGroup sends SIGTERM, or SIGKILL, to the process group pgid.
 func signalGroup(pgid int, kill bool) {

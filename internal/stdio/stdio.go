@@ -77,6 +77,19 @@ type Config struct {
 	// nor, as another uid, /proc/<proxy>/environ and memory. Starting
 	// fails unless the proxy runs as root. Nil: the proxy's user.
 	User *User
+	// Supervisor, when set, is the argv prefix of a supervisor that runs
+	// the command (Linux only; elsewhere it is ignored): Start runs
+	// Supervisor[0] with Supervisor[1:], then the command's resolved path,
+	// then its argv (Path as given, then Args), with the child's
+	// environment plus SupervisorParentVar. The supervisor is the child
+	// (Pid, the process group, User) and gets SIGUSR1 instead of SIGKILL
+	// when the proxy dies, and from Stop before the group's SIGKILL; it
+	// must then kill its whole process group, so that what the command
+	// started does not outlive the proxy. Err and
+	// the exit status are the supervisor's: it should end as its command
+	// did (the same status, or killed by the same signal). mrtr's is
+	// "mrtr __supervise" (cmd/mrtr). Nil: the command is the child.
+	Supervisor []string
 	// Logger gets each line the child writes on stderr, at Info, with the
 	// attributes "pid" and "stream"="stderr". Nil discards stderr.
 	Logger *slog.Logger
@@ -106,11 +119,12 @@ type Config struct {
 // Child is one running (or ended) child process. Its methods are safe for
 // concurrent use.
 type Child struct {
-	name  string // Config.Path as given, for errors
-	pid   int
-	max   int
-	grace time.Duration
-	after func(time.Duration) <-chan time.Time
+	name       string // Config.Path as given, for errors
+	pid        int
+	supervised bool // the child is Config.Supervisor's
+	max        int
+	grace      time.Duration
+	after      func(time.Duration) <-chan time.Time
 
 	stdin     *os.File
 	stdinMu   sync.Mutex // serializes Send
@@ -153,17 +167,17 @@ func Start(cfg Config) (*Child, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stdio: start %q: %w", cfg.Path, err)
 	}
-	cmd := exec.Command(cfg.Path, cfg.Args...)
-	if cmd.Err != nil {
-		return nil, fmt.Errorf("stdio: start %q: %w", cfg.Path, cmd.Err)
+	cmd, err := command(cfg, env)
+	if err != nil {
+		return nil, fmt.Errorf("stdio: start %q: %w", cfg.Path, err)
 	}
-	cmd.Env = env
 	cmd.Dir = cfg.Dir
 	pidfd := -1
-	cmd.SysProcAttr = sysProcAttr(&pidfd, cfg.User)
+	cmd.SysProcAttr = sysProcAttr(&pidfd, cfg.User, supervised(cfg))
 
 	c := &Child{
 		name:       cfg.Path,
+		supervised: supervised(cfg),
 		max:        cfg.MaxMessageBytes,
 		grace:      cfg.StopGrace,
 		after:      cfg.after,
@@ -390,10 +404,12 @@ func (c *Child) closeStdin() {
 
 // Stop ends the child: it closes stdin, waits StopGrace for the child to
 // exit, sends SIGTERM to its process group, waits StopGrace again, then
-// sends SIGKILL. It returns once the child is reaped (Done is closed). When
-// ctx ends first, the remaining grace is skipped (SIGKILL at once) and Stop
-// returns ctx.Err() after the reap. Stop is idempotent: later and
-// concurrent calls wait for the same end. Err says how the child ended.
+// sends SIGKILL (a supervisor first gets SIGUSR1, and up to half a second
+// to kill all its command started; see Config.Supervisor). It returns
+// once the child is reaped (Done is closed). When ctx ends first, the
+// remaining grace is skipped (SIGKILL at once) and Stop returns ctx.Err()
+// after the reap. Stop is idempotent: later and concurrent calls wait for
+// the same end. Err says how the child ended.
 func (c *Child) Stop(ctx context.Context) error {
 	c.beginStop()
 	select {
@@ -415,10 +431,16 @@ func (c *Child) beginStop() {
 
 func (c *Child) stopSequence() {
 	c.closeStdin()
-	if !c.waitExit() {
+	if !c.waitExit(c.grace) {
 		c.signal(false)
-		if !c.waitExit() {
-			c.signal(true)
+		if !c.waitExit(c.grace) {
+			// A supervisor is first asked to kill everything the command
+			// started, what left the group included, as when the proxy
+			// dies (SIGKILL of the group would end it before it could);
+			// the group's SIGKILL follows if it has not exited soon.
+			if !c.supervised || !c.signalSupervisor() || !c.waitExit(min(c.grace, supervisorKillWait)) {
+				c.signal(true)
+			}
 		}
 	}
 	<-c.done
@@ -435,11 +457,15 @@ func (c *Child) stopSequence() {
 
 // graceTimer returns a channel that receives when a grace period elapses,
 // and a function releasing it.
-func (c *Child) graceTimer() (<-chan time.Time, func()) {
+func (c *Child) graceTimer() (<-chan time.Time, func()) { return c.timer(c.grace) }
+
+// timer returns a channel that receives when d elapses, and a function
+// releasing it.
+func (c *Child) timer(d time.Duration) (<-chan time.Time, func()) {
 	if c.after != nil {
-		return c.after(c.grace), func() {}
+		return c.after(d), func() {}
 	}
-	t := time.NewTimer(c.grace)
+	t := time.NewTimer(d)
 	return t.C, func() { t.Stop() }
 }
 
@@ -448,10 +474,14 @@ func (c *Child) giveUpStdout() {
 	c.stdout.Close()
 }
 
-// waitExit waits up to the grace period for the child to exit, and reports
-// whether it did.
-func (c *Child) waitExit() bool {
-	elapsed, stop := c.graceTimer()
+// supervisorKillWait bounds the wait for a supervisor asked to kill its
+// command and all it started (it takes milliseconds).
+const supervisorKillWait = 500 * time.Millisecond
+
+// waitExit waits up to d for the child to exit, and reports whether it
+// did.
+func (c *Child) waitExit(d time.Duration) bool {
+	elapsed, stop := c.timer(d)
 	defer stop()
 	select {
 	case <-c.exited:
@@ -479,6 +509,18 @@ func (c *Child) signal(kill bool) bool {
 	}
 	signalGroup(c.pid, kill)
 	return true
+}
+
+// signalSupervisor sends the supervisor its parent-death signal, on which
+// it kills its command and all the command started, then itself, unless
+// it may already be reaped, and reports whether it did.
+func (c *Child) signalSupervisor() bool {
+	c.sigMu.Lock()
+	defer c.sigMu.Unlock()
+	if c.reaped {
+		return false
+	}
+	return signalSupervisor(c.pid)
 }
 
 func (c *Child) setProtoErr(err error) {

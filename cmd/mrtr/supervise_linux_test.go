@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mrtr-go/mrtr/internal/stdio"
+)
+
+// testSupervisor is stdio.Config.Supervisor with this test binary as mrtr
+// (TestMain dispatches superviseArg as main does).
+func testSupervisor() []string { return []string{os.Args[0], superviseArg} }
+
+// TestSuperviseRunsCommand: under the supervisor the command gets the
+// child's stdin and stdout, does not see the supervisor's variable, and
+// its exit status is the child's.
+func TestSuperviseRunsCommand(t *testing.T) {
+	script := `read l; echo "$l"; if env | grep -q '^` + stdio.SupervisorParentVar + `='; then exit 4; fi; exit 3`
+	ch, err := stdio.Start(stdio.Config{Path: "sh", Args: []string{"-c", script},
+		Supervisor: testSupervisor()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Stop(context.Background())
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ch.Pid()))
+	if !bytes.Contains(cmdline, []byte(superviseArg)) {
+		t.Errorf("the child (pid %d) is not the supervisor: cmdline %q", ch.Pid(), cmdline)
+	}
+	if err := ch.Send([]byte(`{"jsonrpc":"2.0","method":"ping"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case msg := <-ch.Recv():
+		if string(msg) != `{"jsonrpc":"2.0","method":"ping"}` {
+			t.Errorf("echoed %q", msg)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no line back through the supervisor")
+	}
+	select {
+	case <-ch.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the supervisor did not exit with its command")
+	}
+	var ee *exec.ExitError
+	if !errors.As(ch.Err(), &ee) || ee.ExitCode() != 3 {
+		t.Errorf("Err = %v, want exit status 3 (4: the command saw %s)", ch.Err(), stdio.SupervisorParentVar)
+	}
+}
+
+// TestSuperviseEndsAsCommand: the supervisor ends as its command did, so
+// the proxy reads the end of a supervised command as it would the
+// command's own: killed by the same signal (SIGTERM included, which the
+// supervisor catches), or the same exit status (137 included: a shell
+// whose child was killed says so, and that is no signal of its own).
+func TestSuperviseEndsAsCommand(t *testing.T) {
+	for _, tc := range []struct {
+		script string
+		want   string // exec.ExitError.String()
+	}{
+		{`kill -KILL $$`, "signal: killed"},
+		{`kill -TERM $$`, "signal: terminated"},
+		{`kill -SEGV $$`, "signal: segmentation fault"},
+		{`exit 137`, "exit status 137"},
+		{`exit 0`, ""},
+	} {
+		ch, err := stdio.Start(stdio.Config{Path: "sh", Args: []string{"-c", tc.script}, Supervisor: testSupervisor()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch.Done():
+		case <-time.After(10 * time.Second):
+			ch.Stop(context.Background())
+			t.Fatalf("%s: the supervisor did not end with its command", tc.script)
+		}
+		got := ""
+		var ee *exec.ExitError
+		if errors.As(ch.Err(), &ee) {
+			got = ee.String()
+		} else if ch.Err() != nil {
+			got = ch.Err().Error()
+		}
+		if got != tc.want {
+			t.Errorf("sh -c %q under the supervisor ended with %q, want %q", tc.script, got, tc.want)
+		}
+	}
+}
+
+// TestSuperviseKillsGroupWhenParentDies: when the thread that started the
+// supervisor exits (the parent-death signal fires as when the proxy dies),
+// the supervisor kills the command and what the command started, in its
+// group or gone to a session of its own (setsid).
+func TestSuperviseKillsGroupWhenParentDies(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	script := `sleep 600 & a=$!; setsid sleep 600 & echo $$ $a $! > ` + pidFile + `.tmp; mv ` + pidFile + `.tmp ` + pidFile + `; exec sleep 600`
+	env := append(os.Environ(), stdio.SupervisorParentVar+"="+strconv.Itoa(os.Getpid()))
+	started := make(chan *exec.Cmd)
+	release := make(chan struct{})
+	onDyingThread(func() {
+		cmd := exec.Command(os.Args[0], superviseArg, "/bin/sh", "sh", "-c", script)
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGUSR1}
+		if err := cmd.Start(); err != nil {
+			t.Error(err)
+			close(started)
+			return
+		}
+		started <- cmd
+		<-release
+	})
+	cmd := <-started
+	if cmd == nil {
+		return
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	defer func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-waited
+	}()
+
+	var pids []int
+	deadline := time.Now().Add(10 * time.Second)
+	for len(pids) < 3 && time.Now().Before(deadline) {
+		b, err := os.ReadFile(pidFile)
+		if err == nil {
+			pids = nil
+			for _, f := range strings.Fields(string(b)) {
+				p, _ := strconv.Atoi(f)
+				pids = append(pids, p)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(pids) != 3 {
+		t.Fatalf("the command did not write its pids")
+	}
+	defer func() {
+		for _, p := range pids {
+			syscall.Kill(p, syscall.SIGKILL) // the test failed: leave nothing
+		}
+	}()
+	for _, p := range pids {
+		if !alive(p) {
+			t.Fatalf("pid %d not running before the parent died", p)
+		}
+	}
+	close(release)
+	select {
+	case err := <-waited:
+		waited <- err
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Errorf("supervisor ended with %v, want killed by SIGKILL (its group kill)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the supervisor outlived its parent thread by 10 s")
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for _, p := range pids {
+		for alive(p) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if alive(p) {
+			t.Errorf("pid %d (the command, its child, its child in a session of its own) outlived the supervisor's parent", p)
+		}
+	}
+}
+
+// TestSuperviseKillsWhatLeftTheGroup: when the command exits, and when
+// Stop comes to killing a command that ignores SIGTERM, what it started
+// goes with it even when it left the process group (setsid), which the
+// proxy's group kill misses.
+func TestSuperviseKillsWhatLeftTheGroup(t *testing.T) {
+	for _, tc := range []struct{ name, script string }{
+		{"the command exits", `setsid sleep 600 & echo "{\"pid\":$!}"; exit 0`},
+		{"Stop kills the command", `trap '' TERM; setsid sleep 600 & echo "{\"pid\":$!}"; while :; do sleep 1; done`},
+	} {
+		ch, err := stdio.Start(stdio.Config{Path: "sh", Args: []string{"-c", tc.script}, Supervisor: testSupervisor(),
+			StopGrace: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pid int
+		select {
+		case msg := <-ch.Recv():
+			var m struct{ Pid int }
+			if json.Unmarshal(msg, &m) != nil || m.Pid <= 0 {
+				t.Fatalf("%s: the command said %q", tc.name, msg)
+			}
+			pid = m.Pid
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the command said nothing", tc.name)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ch.Stop(ctx) // at once when the command exits
+		cancel()
+		deadline := time.Now().Add(10 * time.Second)
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("%s: pid %d, started by the command in a session of its own, outlived it", tc.name, pid)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// TestSuperviseRefusesWithoutProxy: run by hand (no parent variable), the
+// supervisor mode starts nothing.
+func TestSuperviseRefusesWithoutProxy(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	var stderr bytes.Buffer
+	code := supervise([]string{"/bin/sh", "sh", "-c", "touch " + marker}, []string{"PATH=/usr/bin:/bin"}, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "internal") {
+		t.Errorf("supervise without %s = %d, %q; want 2 and a refusal", stdio.SupervisorParentVar, code, stderr.String())
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran")
+	}
+}
+
+// onDyingThread runs f in a goroutine locked to a thread that is not the
+// process's main thread, and never unlocked: the thread exits when f
+// returns, which fires the parent-death signal of the children it
+// started. (A goroutine locked to the main thread that returns leaves the
+// thread parked, not ended, so that one is handed over.)
+func onDyingThread(f func()) {
+	go func() {
+		runtime.LockOSThread()
+		if syscall.Gettid() == os.Getpid() {
+			// Holding the main thread, the next goroutine gets another.
+			done := make(chan struct{})
+			onDyingThread(func() { defer close(done); f() })
+			<-done
+			runtime.UnlockOSThread()
+			return
+		}
+		f()
+	}()
+}
+
+// alive reports whether pid exists and is not a zombie (a zombie has
+// exited; it waits only for whoever reaps it), as the supervisor reads it.
+func alive(pid int) bool {
+	_, ok := readProc(pid)
+	return ok
+}
+
+// FuzzParseStat: whatever a process names itself (its comm, up to 16
+// bytes of its choosing), parseStat reads the kernel's fields after it.
+func FuzzParseStat(f *testing.F) {
+	f.Add("sleep", 4242, 17, 4240)
+	f.Add("a) Z 1 1 (", 7, 1, 1)
+	f.Add(") R 0 0", 1, 0, 0)
+	f.Fuzz(func(t *testing.T, comm string, pid, ppid, pgrp int) {
+		if len(comm) > 16 || ppid < 0 || pgrp < 0 {
+			return
+		}
+		stat := fmt.Sprintf("%d (%s) S %d %d 4240 0 -1 4194560 113 0 0 0", pid, comm, ppid, pgrp)
+		p, ok := parseStat(stat)
+		if !ok || p.ppid != ppid || p.pgrp != pgrp {
+			t.Fatalf("parseStat(%q) = %+v, %v; want ppid %d, pgrp %d", stat, p, ok, ppid, pgrp)
+		}
+		zombie := fmt.Sprintf("%d (%s) Z %d %d 0", pid, comm, ppid, pgrp)
+		if _, ok := parseStat(zombie); ok {
+			t.Fatalf("parseStat(%q) took a zombie for a live process", zombie)
+		}
+		parseStat(comm) // any bytes: no panic
+	})
+}
