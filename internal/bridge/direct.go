@@ -32,7 +32,8 @@ type Direct struct {
 
 	mu      sync.Mutex
 	cur     *directConn
-	dialErr error // why the upstream last failed to start
+	first   Upstream // DirectOptions.First, until the first start takes it
+	dialErr error    // why the upstream last failed to start
 
 	legacy *sessions // 2025-11-25 clients' sessions (sessions.go)
 }
@@ -71,6 +72,15 @@ type DirectOptions struct {
 	// shared child aside); an initialize beyond it gets an error once no
 	// idle session can be stopped. Zero means DefaultMaxSessions.
 	MaxProcs int
+	// MaxProcsPerCaller bounds those of them of one caller (all anonymous
+	// callers are one); at the bound the caller's least recently used
+	// idle session is stopped, and an initialize gets an error when none
+	// is idle. Zero means MaxProcs.
+	MaxProcsPerCaller int
+	// First, when set, is the shared child started already (the one the
+	// proxy started to learn the upstream's era): the first request uses
+	// it instead of starting one.
+	First Upstream
 	// IdleTimeout stops a 2025-11-25 client session nobody used for that
 	// long. Zero means DefaultIdleTimeout.
 	IdleTimeout time.Duration
@@ -99,8 +109,8 @@ func NewDirectWith(o DirectOptions) *Direct {
 	if o.RootsSettle <= 0 {
 		o.RootsSettle = DefaultRootsSettle
 	}
-	return &Direct{dial: o.Dial, log: o.Logger, legacy: newSessions(sessionsConfig{
-		dial: o.Dial, max: o.MaxProcs, idle: o.IdleTimeout, start: o.StartTimeout, log: o.Logger,
+	return &Direct{dial: o.Dial, log: o.Logger, first: o.First, legacy: newSessions(sessionsConfig{
+		dial: o.Dial, max: o.MaxProcs, perCaller: o.MaxProcsPerCaller, idle: o.IdleTimeout, start: o.StartTimeout, log: o.Logger,
 		roots: rootsResult(o.Roots), operatorRoots: len(o.Roots) > 0, rootsFromClient: o.RootsFromClient,
 		rootsGate: newRootsGate(len(o.Roots) > 0, o.RootsWait, o.RootsSettle, o.Logger),
 	})}
@@ -139,7 +149,7 @@ func (d *Direct) Stats() Stats {
 	if d.Running() {
 		open++
 	}
-	return Stats{Sessions: open, Idle: idle, Dropped: d.legacy.dropped.Load()}
+	return Stats{Sessions: open, Idle: idle, Dropped: d.legacy.dropped.Load(), Refused: d.legacy.c.warn.refusals()}
 }
 
 // Close stops the upstream, if it runs, and the children of 2025-11-25
@@ -147,9 +157,12 @@ func (d *Direct) Stats() Stats {
 func (d *Direct) Close(ctx context.Context) error {
 	err := d.legacy.close(ctx)
 	d.mu.Lock()
-	c := d.cur
-	d.cur = nil
+	c, first := d.cur, d.first
+	d.cur, d.first = nil, nil
 	d.mu.Unlock()
+	if first != nil {
+		err = errors.Join(err, first.Close(ctx))
+	}
 	if c == nil {
 		return err
 	}
@@ -170,7 +183,11 @@ func (d *Direct) conn(ctx context.Context) (*directConn, error) {
 			return d.cur, nil
 		}
 	}
-	up, err := d.dial(ctx)
+	up, err := d.first, error(nil)
+	d.first = nil
+	if up == nil {
+		up, err = d.dial(ctx)
+	}
 	d.dialErr = err
 	if err != nil {
 		return nil, err
