@@ -481,6 +481,7 @@ type initResult struct {
 // becomes the caller's), or opens one.
 func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
 	auth := authorizationOf(ctx)
+	waited := false // for a warm session that then failed to start
 	b.mu.Lock()
 	for {
 		if b.closed {
@@ -491,7 +492,7 @@ func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
 			b.mu.Unlock()
 			return s, nil
 		}
-		warm := auth == "" && (len(b.idle[warmKey]) > 0 || b.warmStarting > len(b.warmWaiters))
+		warm := auth == "" && !waited && (len(b.idle[warmKey]) > 0 || b.warmStarting > len(b.warmWaiters))
 		if err := b.crash.blocked(b.o, b.o.Now()); err != nil && !warm {
 			b.mu.Unlock()
 			return nil, err
@@ -511,7 +512,9 @@ func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
 			b.mu.Unlock()
 			b.stopVictim(victim)
 			if wait != nil {
-				s = <-wait // nil when its start failed
+				// nil when its start failed: the call starts its own (it
+				// does not wait on warm starts that may keep failing).
+				s, waited = <-wait, true
 			}
 			if s != nil {
 				return s, nil

@@ -101,7 +101,7 @@ func TestPerCallerEvictsOwnIdle(t *testing.T) {
 		t.Fatalf("bob: %s", body)
 	}
 	a, b := rawInit(t, e.px), rawInit(t, e.px) // children 1 and 2, anonymous
-	if e.use(t, a) != http.StatusOK {           // b is the least recently used now
+	if e.use(t, a) != http.StatusOK {          // b is the least recently used now
 		t.Fatal("tools/list on a")
 	}
 	if body := e.greet(""); !paused(body) { // child 3, in place of b's

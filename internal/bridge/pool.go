@@ -48,7 +48,8 @@ type warmWaiter struct {
 
 // takeWarmLocked takes the oldest warm session for caller, or, when none
 // is ready, returns where one being opened will be handed to it (nil: its
-// start failed); the caller checked there is one of either. b.mu held.
+// start failed); both nil when there is neither (the ready ones were
+// dead). b.mu held.
 func (b *Bridge) takeWarmLocked(caller string) (*session, <-chan *session) {
 	for l := b.idle[warmKey]; len(l) > 0; l = b.idle[warmKey] {
 		s := l[0]
@@ -69,6 +70,9 @@ func (b *Bridge) takeWarmLocked(caller string) (*session, <-chan *session) {
 		s.caller = caller
 		b.refillLocked()
 		return s, nil
+	}
+	if b.warmStarting <= len(b.warmWaiters) {
+		return nil, nil
 	}
 	ch := make(chan *session, 1)
 	b.warmWaiters = append(b.warmWaiters, warmWaiter{caller: caller, ch: ch})

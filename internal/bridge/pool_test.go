@@ -61,7 +61,7 @@ func TestWarmEvictedFirst(t *testing.T) {
 		t.Fatalf("alice: %s", body)
 	}
 	eventually(t, "the refill", func() bool { return e.b.Stats().Warm == 1 }) // child 1
-	rawInit(t, e.px)                                                        // child 2, in place of 1
+	rawInit(t, e.px)                                                          // child 2, in place of 1
 	e.wantStopped(t, "the initialize", false, true, false)
 	if st := e.b.Stats(); st.Warm != 0 || st.Sessions != 2 {
 		t.Fatalf("stats %+v: want alice's and the client session's, no warm one (no room)", st)
@@ -136,5 +136,30 @@ func TestCrashLoop(t *testing.T) {
 	}
 	if body := e.modern(""); !bytes.Contains(body, []byte(`"1"`)) {
 		t.Fatalf("a call after the crash loop: %s", body)
+	}
+}
+
+// TestWarmStartFails: a call that waited for a warm session whose start
+// failed starts its own, and gets that start's error, rather than wait
+// again on warm starts that keep failing (here with no CrashLoop to stop
+// them).
+func TestWarmStartFails(t *testing.T) {
+	var dials atomic.Int32
+	b := bridge.New(bridge.Options{Warm: 1, Dial: func(ctx context.Context) (bridge.Upstream, error) {
+		dials.Add(1)
+		time.Sleep(20 * time.Millisecond) // the call finds the warm start under way
+		return nil, errors.New("exec: boom")
+	}})
+	t.Cleanup(func() { b.Close(context.Background()) })
+	e := &evictEnv{px: serveProxy(t, b), b: b}
+	done := make(chan []byte, 1)
+	go func() { done <- e.modern("") }()
+	select {
+	case body := <-done:
+		if !strings.Contains(string(body), "could not be started") {
+			t.Fatalf("a call while every start fails: %s", body)
+		}
+	case <-time.After(waitFor):
+		t.Fatalf("the call did not end within %v (%d starts)", waitFor, dials.Load())
 	}
 }
