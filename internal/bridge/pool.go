@@ -67,8 +67,7 @@ func (b *Bridge) takeWarmLocked(caller string) (*session, <-chan *session) {
 		if dead {
 			continue
 		}
-		s.caller = caller
-		b.refillLocked()
+		s.caller = caller // refilled once the caller's victim, if any, is stopped (stopVictim)
 		return s, nil
 	}
 	if b.warmStarting <= len(b.warmWaiters) {
@@ -81,12 +80,13 @@ func (b *Bridge) takeWarmLocked(caller string) (*session, <-chan *session) {
 }
 
 // stopVictim stops a session evicted to make room (nil: none), then
-// refills the warm sessions into the room it may have left.
+// refills the warm sessions, one of which a call took, into the room it
+// may have left: after the stop, so that the children stay within
+// MaxSessions.
 func (b *Bridge) stopVictim(victim func(context.Context) error) {
-	if victim == nil {
-		return
+	if victim != nil {
+		_ = victim(context.Background())
 	}
-	_ = victim(context.Background())
 	b.mu.Lock()
 	b.refillLocked()
 	b.mu.Unlock()
