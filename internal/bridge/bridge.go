@@ -18,7 +18,10 @@
 // Isolation: a server-to-client request carries no reliable link to the
 // call it belongs to, so one session serves one call at a time, and
 // sessions are never shared between callers (principals; all anonymous
-// callers are one). Idle sessions of the same caller are reused.
+// callers are one). Idle sessions of the same caller are reused; a warm
+// session (Options.Warm), initialized for no caller yet, becomes the
+// caller's that takes it. Options.MaxSessions bounds the sessions of all,
+// Options.MaxSessionsPerCaller those of one caller.
 // Requests the upstream sends while no call is in flight on its session
 // are answered by the bridge: roots/list with the configured roots, ping
 // with an empty result, anything else with -32601.
