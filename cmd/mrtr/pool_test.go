@@ -3,9 +3,12 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -122,5 +125,59 @@ func TestProxyCrashLoop(t *testing.T) {
 	})
 	if !strings.Contains(logs.String(), "the crash loop is over") {
 		t.Fatalf("no end of the crash loop in the log: %s", logs.String())
+	}
+}
+
+// TestProxyCrashLoopModern (issue 28, item 1): the same for a 2026-07-28
+// command: its shared child, started again after it exits, ends before
+// answering anything each time; /readyz says crash_loop, and recovers.
+func TestProxyCrashLoopModern(t *testing.T) {
+	flag := filepath.Join(t.TempDir(), "configured")
+	if err := os.WriteFile(flag, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := `if [ -e "$FLAG" ]; then exec "$BIN"; fi; echo "boom: missing config" >&2; exit 7`
+	url, logs := startProxyCmd(t, "--log-level", "debug", "--upstream-env", "FLAG="+flag, "--upstream-env", "BIN="+os.Args[0],
+		"--upstream-env", stdioServerEnv+"=modern", "--", "sh", "-c", script)
+	base := strings.TrimSuffix(url, "/mcp")
+	if _, e := rpcPost(t, url, "tools/list", map[string]any{}); e != nil {
+		t.Fatalf("tools/list: %v", e)
+	}
+	if err := os.Remove(flag); err != nil {
+		t.Fatal(err)
+	}
+	// The shared child exits (killed here); every one started after it
+	// exits before answering.
+	killUpstreams(t, logs)
+	eventually(t, "/readyz 503 in the crash loop", func() bool {
+		rpcPost(t, url, "tools/list", map[string]any{})
+		code, body := probe(t, base+"/readyz")
+		return code == 503 && strings.Contains(body, `"upstream_starts":"crash_loop"`)
+	})
+	if !strings.Contains(logs.String(), "boom: missing config") || !strings.Contains(logs.String(), "exit status 7") {
+		t.Fatalf("the cause is not in the log: %s", logs.String())
+	}
+	if err := os.WriteFile(flag, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "/readyz 200 once the command starts again", func() bool {
+		code, _ := probe(t, base+"/readyz")
+		return code == 200
+	})
+}
+
+// killUpstreams kills, by pid, every upstream process the proxy logged as
+// started so far (--log-level debug).
+func killUpstreams(t *testing.T, logs *syncBuffer) {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	for sc.Scan() {
+		var rec struct {
+			Msg string
+			Pid int
+		}
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "bridge: upstream process started" && rec.Pid > 0 {
+			_ = syscall.Kill(rec.Pid, syscall.SIGKILL)
+		}
 	}
 }

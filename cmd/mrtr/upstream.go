@@ -206,8 +206,9 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 		log.Info("mrtr proxy: the upstream speaks 2026-07-28: its pauses are sealed; 2026-07-28 clients share one process, their ids and progress tokens remapped; each 2025-11-25 client session gets a process of its own",
 			"upstream", name, "era", era)
 		d := bridge.NewDirectWith(bridge.DirectOptions{Dial: dial, Logger: childLog, MaxProcs: c.maxProcs, MaxProcsPerCaller: c.perCaller(),
-			First: first, Roots: c.roots, RootsFromClient: c.rootsFromClient})
+			First: first, CrashLoop: bridge.DefaultCrashLoop, Roots: c.roots, RootsFromClient: c.rootsFromClient})
 		c.instrument(d.Ready, d.Stats) // the shared child and 2025-11-25 clients' children
+		c.addCrashLoopCheck(d.CrashLoop)
 		return d, d.Close, nil
 	}
 	b := c.newBridge(guard, dial, nil, childLog, commandPool{first: first, warm: c.warm})

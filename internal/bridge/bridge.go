@@ -256,12 +256,6 @@ func New(o Options) *Bridge {
 	if o.MaxSessionsPerCaller <= 0 || o.MaxSessionsPerCaller > o.MaxSessions {
 		o.MaxSessionsPerCaller = o.MaxSessions
 	}
-	if o.RestartBackoff <= 0 {
-		o.RestartBackoff = DefaultRestartBackoff
-	}
-	if o.MaxRestartBackoff < o.RestartBackoff {
-		o.MaxRestartBackoff = max(DefaultMaxRestartBackoff, o.RestartBackoff)
-	}
 	if o.MaxHolds <= 0 {
 		o.MaxHolds = DefaultMaxHolds
 	}
@@ -302,7 +296,7 @@ func New(o Options) *Bridge {
 		panic("bridge: Options.Node has a character other than a letter, digit, '-' or '_'")
 	}
 	b := &Bridge{o: o, log: o.Logger, sessions: map[*session]struct{}{}, idle: map[string][]*session{}, holds: map[string]*hold{},
-		startingBy: map[string]int{}, legacyBy: map[string]int{}}
+		startingBy: map[string]int{}, legacyBy: map[string]int{}, crash: newCrashLoop(o.CrashLoop, o.RestartBackoff, o.MaxRestartBackoff)}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -496,7 +490,7 @@ func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
 			return s, nil
 		}
 		warm := auth == "" && !waited && (len(b.idle[warmKey]) > 0 || b.warmStarting > len(b.warmWaiters))
-		if err := b.crash.blocked(b.o, b.o.Now()); err != nil && !warm {
+		if err := b.crash.blocked(b.o.Now()); err != nil && !warm {
 			b.mu.Unlock()
 			return nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 )
@@ -99,7 +100,7 @@ func (b *Bridge) refillLocked() {
 	if b.closed {
 		return
 	}
-	if wait := b.crash.wait(b.o, b.o.Now()); wait > 0 {
+	if wait := b.crash.wait(b.o.Now()); wait > 0 {
 		b.retryLocked(wait)
 		return
 	}
@@ -123,11 +124,11 @@ func (b *Bridge) retryLocked(wait time.Duration) {
 		if b.closed {
 			return
 		}
-		if w := b.crash.wait(b.o, b.o.Now()); w > 0 {
+		if w := b.crash.wait(b.o.Now()); w > 0 {
 			b.retryLocked(w)
 			return
 		}
-		if b.crash.looping(b.o) && b.warmStarting == 0 && b.usedLocked() < b.o.MaxSessions {
+		if b.crash.looping() && b.warmStarting == 0 && b.usedLocked() < b.o.MaxSessions {
 			b.warmStarting++
 			go b.startWarm(nil)
 			return
@@ -136,12 +137,7 @@ func (b *Bridge) retryLocked(wait time.Duration) {
 	})
 }
 
-func (b *Bridge) stopRetryLocked() {
-	if b.crash.retry != nil {
-		b.crash.retry.Stop()
-		b.crash.retry = nil
-	}
-}
+func (b *Bridge) stopRetryLocked() { b.crash.stopRetry() }
 
 // startWarm opens a warm session (on up when given: Options.First) and
 // hands it to the first call waiting for one, or keeps it ready.
@@ -204,49 +200,71 @@ func (b *Bridge) warmEnded(s *session) {
 	b.mu.Unlock()
 }
 
-// crashLoop counts the starts that failed in a row.
+// crashLoop counts the starts that failed in a row, and says how long
+// the next must wait once they are a crash loop: after failures in a row,
+// base, doubled with each further failure up to most. after zero never
+// loops. Not safe for concurrent use: its owner's mutex guards it.
 type crashLoop struct {
+	after      int
+	base, most time.Duration
+
 	fails int
 	why   string    // the last failure's, with how the upstream ended
 	next  time.Time // no start before, while looping
 	retry *time.Timer
 }
 
-func (c *crashLoop) looping(o Options) bool { return o.CrashLoop > 0 && c.fails >= o.CrashLoop }
+func newCrashLoop(after int, base, most time.Duration) crashLoop {
+	if base <= 0 {
+		base = DefaultRestartBackoff
+	}
+	if most < base {
+		most = max(DefaultMaxRestartBackoff, base)
+	}
+	return crashLoop{after: after, base: base, most: most}
+}
+
+func (c *crashLoop) looping() bool { return c.after > 0 && c.fails >= c.after }
 
 // wait is how long starts must still wait; 0 when they need not.
-func (c *crashLoop) wait(o Options, now time.Time) time.Duration {
-	if !c.looping(o) {
+func (c *crashLoop) wait(now time.Time) time.Duration {
+	if !c.looping() {
 		return 0
 	}
 	return max(c.next.Sub(now), 0)
 }
 
-// blocked is the error of a call that would start a session while starts
-// back off; nil when it may. It names no cause: the client is not told
-// what the upstream wrote on its stderr.
-func (c *crashLoop) blocked(o Options, now time.Time) error {
-	if w := c.wait(o, now); w > 0 {
-		return fmt.Errorf("the upstream keeps failing to start (%d times in a row); the proxy tries again in %s", c.fails, w.Round(time.Second))
+// blocked is the error of a call that would start the upstream while
+// starts back off; nil when it may. It names no cause: the client is not
+// told what the upstream wrote on its stderr.
+func (c *crashLoop) blocked(now time.Time) error {
+	if w := c.wait(now); w > 0 {
+		return &backoffError{fails: c.fails, wait: w}
 	}
 	return nil
 }
 
-// started counts a start's outcome (a *startError when it failed) and,
-// in a crash loop, sets the backoff and arranges the retry. b.mu held.
-func (b *Bridge) started(err error) {
-	b.dialErr = err
-	c := &b.crash
+// backoffError is a start refused while starts back off.
+type backoffError struct {
+	fails int
+	wait  time.Duration
+}
+
+func (e *backoffError) Error() string {
+	return fmt.Sprintf("the upstream keeps failing to start (%d times in a row); the proxy tries again in %s", e.fails, e.wait.Round(time.Second))
+}
+
+// record counts a start's outcome (a *startError when it failed), logs
+// the start of a crash loop's wait and its end, and returns the wait
+// when starts now back off (0 otherwise).
+func (c *crashLoop) record(err error, now time.Time, log *slog.Logger) time.Duration {
 	if err == nil {
-		if c.looping(b.o) {
-			b.log.Info("bridge: the upstream started again: the crash loop is over", "failures", c.fails)
+		if c.looping() {
+			log.Info("bridge: the upstream started again: the crash loop is over", "failures", c.fails)
 		}
 		c.fails, c.why = 0, ""
-		b.stopRetryLocked()
-		return
-	}
-	if b.closed {
-		return
+		c.stopRetry()
+		return 0
 	}
 	c.fails++
 	c.why = err.Error()
@@ -254,17 +272,48 @@ func (b *Bridge) started(err error) {
 	if errors.As(err, &se) {
 		c.why = se.why
 	}
-	if !c.looping(b.o) {
+	if !c.looping() {
+		return 0
+	}
+	d := c.base << min(c.fails-c.after, 30)
+	if d <= 0 || d > c.most {
+		d = c.most
+	}
+	c.next = now.Add(d)
+	log.Warn("bridge: the upstream keeps failing to start: the next start waits", "failures", c.fails, "wait", d, "cause", c.why)
+	c.stopRetry()
+	return d
+}
+
+func (c *crashLoop) stopRetry() {
+	if c.retry != nil {
+		c.retry.Stop()
+		c.retry = nil
+	}
+}
+
+// report is the error of a crash loop for the readiness check: how many
+// starts failed, when the next is due, and how the last one ended (its
+// exit status and the end of its stderr, for a command); nil when there
+// is no crash loop.
+func (c *crashLoop) report(now time.Time) error {
+	if !c.looping() {
+		return nil
+	}
+	return fmt.Errorf("the upstream failed to start %d times in a row, the next start in %s; the last: %s",
+		c.fails, c.wait(now).Round(time.Millisecond), c.why)
+}
+
+// started counts a start's outcome and, in a crash loop, arranges the
+// retry. b.mu held.
+func (b *Bridge) started(err error) {
+	b.dialErr = err
+	if err != nil && b.closed {
 		return
 	}
-	d := b.o.RestartBackoff << min(c.fails-b.o.CrashLoop, 30)
-	if d <= 0 || d > b.o.MaxRestartBackoff {
-		d = b.o.MaxRestartBackoff
+	if d := b.crash.record(err, b.o.Now(), b.log); d > 0 {
+		b.retryLocked(d)
 	}
-	c.next = b.o.Now().Add(d)
-	b.log.Warn("bridge: the upstream keeps failing to start: the next start waits", "failures", c.fails, "wait", d, "cause", c.why)
-	b.stopRetryLocked()
-	b.retryLocked(d)
 }
 
 // CrashLoop reports why the upstream is in a crash loop (Options.CrashLoop
@@ -274,11 +323,7 @@ func (b *Bridge) started(err error) {
 func (b *Bridge) CrashLoop(context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.crash.looping(b.o) {
-		return nil
-	}
-	return fmt.Errorf("the upstream failed to start %d times in a row, the next start in %s; the last: %s",
-		b.crash.fails, b.crash.wait(b.o, b.o.Now()).Round(time.Millisecond), b.crash.why)
+	return b.crash.report(b.o.Now())
 }
 
 // startError is why a session could not be opened: err for the caller,

@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr/internal/bridge"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // eventually fails t unless cond holds within waitFor.
@@ -161,5 +163,47 @@ func TestWarmStartFails(t *testing.T) {
 		}
 	case <-time.After(waitFor):
 		t.Fatalf("the call did not end within %v (%d starts)", waitFor, dials.Load())
+	}
+}
+
+// TestDirectCrashLoop (issue 28, item 1): in front of a modern command, a
+// shared child that ends before answering anything, CrashLoop times in a
+// row, is a crash loop: CrashLoop says so, requests are refused at once,
+// and the Direct retries in the background (a ping) until a child
+// answers, which ends the loop.
+func TestDirectCrashLoop(t *testing.T) {
+	var runs, dials atomic.Int32
+	var broken atomic.Bool
+	broken.Store(true)
+	dial := dialer(t, modernServer(&runs), &dials)
+	d := bridge.NewDirectWith(bridge.DirectOptions{CrashLoop: 2, RestartBackoff: 50 * time.Millisecond, MaxRestartBackoff: 200 * time.Millisecond,
+		Dial: func(ctx context.Context) (bridge.Upstream, error) {
+			up, err := dial(ctx)
+			if err == nil && broken.Load() {
+				up.Close(ctx) // it exits at once
+			}
+			return up, err
+		}})
+	t.Cleanup(func() { d.Close(context.Background()) })
+	list := func() []byte {
+		p := map[string]any{"_meta": modernMeta()}
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": p})
+		_, raw := sendRaw(t, context.Background(), d, reqstate.Principal{}, standardHeader("tools/list", p), body)
+		return raw
+	}
+	eventually(t, "a crash loop", func() bool {
+		list()
+		return d.CrashLoop(context.Background()) != nil
+	})
+	if err := d.CrashLoop(context.Background()); !strings.Contains(err.Error(), "ended before answering any request") {
+		t.Fatalf("CrashLoop: %v", err)
+	}
+	if raw := list(); !strings.Contains(string(raw), "keeps failing to start") {
+		t.Fatalf("a request in the crash loop: %s", raw)
+	}
+	broken.Store(false)
+	eventually(t, "the end of the crash loop", func() bool { return d.CrashLoop(context.Background()) == nil })
+	if raw := list(); !strings.Contains(string(raw), `"confirm"`) {
+		t.Fatalf("a request after the crash loop: %s", raw)
 	}
 }
