@@ -78,19 +78,29 @@ func TestPerCallerDefault(t *testing.T) {
 	}
 }
 
+// flakyCommand returns a file and the proxy's arguments for a command
+// that is this test binary's stdio server of kind while the file exists,
+// and otherwise exits 7 at once, saying "boom: missing config" on stderr.
+// The file exists at first.
+func flakyCommand(t *testing.T, kind string) (flag string, args []string) {
+	t.Helper()
+	flag = filepath.Join(t.TempDir(), "configured")
+	if err := os.WriteFile(flag, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := `if [ -e "$FLAG" ]; then exec "$BIN"; fi; echo "boom: missing config" >&2; exit 7`
+	return flag, []string{"--upstream-env", "FLAG=" + flag, "--upstream-env", "BIN=" + os.Args[0],
+		"--upstream-env", stdioServerEnv + "=" + kind, "--", "sh", "-c", script}
+}
+
 // TestProxyCrashLoop (issue 28, item 1): a command that served its first
 // call and then exits before answering initialize, start after start,
 // turns /readyz 503 ("crash_loop"), the log saying how it ended (exit
 // status, the end of its stderr) and that starts back off; once it can
 // start again, /readyz is 200 again.
 func TestProxyCrashLoop(t *testing.T) {
-	flag := filepath.Join(t.TempDir(), "configured")
-	if err := os.WriteFile(flag, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	script := `if [ -e "$FLAG" ]; then exec "$BIN"; fi; echo "boom: missing config" >&2; exit 7`
-	url, logs := startProxyCmd(t, "--warm", "1", "--upstream-env", "FLAG="+flag, "--upstream-env", "BIN="+os.Args[0],
-		"--upstream-env", stdioServerEnv+"=legacy", "--", "sh", "-c", script)
+	flag, cmd := flakyCommand(t, "legacy")
+	url, logs := startProxyCmd(t, append([]string{"--warm", "1"}, cmd...)...)
 	base := strings.TrimSuffix(url, "/mcp")
 	if code, body := probe(t, base+"/readyz"); code != 200 {
 		t.Fatalf("/readyz at start: %d %s", code, body)
@@ -132,13 +142,8 @@ func TestProxyCrashLoop(t *testing.T) {
 // command: its shared child, started again after it exits, ends before
 // answering anything each time; /readyz says crash_loop, and recovers.
 func TestProxyCrashLoopModern(t *testing.T) {
-	flag := filepath.Join(t.TempDir(), "configured")
-	if err := os.WriteFile(flag, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	script := `if [ -e "$FLAG" ]; then exec "$BIN"; fi; echo "boom: missing config" >&2; exit 7`
-	url, logs := startProxyCmd(t, "--log-level", "debug", "--upstream-env", "FLAG="+flag, "--upstream-env", "BIN="+os.Args[0],
-		"--upstream-env", stdioServerEnv+"=modern", "--", "sh", "-c", script)
+	flag, cmd := flakyCommand(t, "modern")
+	url, logs := startProxyCmd(t, append([]string{"--log-level", "debug"}, cmd...)...)
 	base := strings.TrimSuffix(url, "/mcp")
 	if _, e := rpcPost(t, url, "tools/list", map[string]any{}); e != nil {
 		t.Fatalf("tools/list: %v", e)
