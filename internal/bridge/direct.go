@@ -195,6 +195,9 @@ func (d *Direct) conn(ctx context.Context) (*directConn, error) {
 			return d.cur, nil
 		}
 	}
+	if d.closed { // a crash loop's retry that fired as it closed
+		return nil, errClosed
+	}
 	if err := d.crash.blocked(time.Now()); err != nil {
 		return nil, err
 	}
