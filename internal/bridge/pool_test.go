@@ -207,3 +207,17 @@ func TestDirectCrashLoop(t *testing.T) {
 		t.Fatalf("a request after the crash loop: %s", raw)
 	}
 }
+
+// TestDirectClosedStartsNothing: once closed, a Direct starts no shared
+// child (nothing would stop it), for a request or a crash loop's retry.
+func TestDirectClosedStartsNothing(t *testing.T) {
+	var runs, dials atomic.Int32
+	d := bridge.NewDirect(dialer(t, modernServer(&runs), &dials), nil)
+	d.Close(context.Background())
+	p := map[string]any{"_meta": modernMeta()}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": p})
+	_, raw := sendRaw(t, context.Background(), d, reqstate.Principal{}, standardHeader("tools/list", p), body)
+	if n := dials.Load(); n != 0 || !strings.Contains(string(raw), "-32603") {
+		t.Fatalf("a request after Close: %d children started, %s", n, raw)
+	}
+}
