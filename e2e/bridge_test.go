@@ -20,14 +20,14 @@ import (
 
 // The reference servers on npm are 2025-11-25 servers (their SDK is
 // @modelcontextprotocol/sdk 1.x); conformance/package.json pins them.
-func serverEverything(t *testing.T) (node, script string) {
+func serverEverything(t testing.TB) (node, script string) {
 	t.Helper()
 	return referenceServer(t, "server-everything")
 }
 
 // referenceServer is the pinned Node and the entry point of the npm
 // reference server @modelcontextprotocol/NAME that `make deps` installs.
-func referenceServer(t *testing.T, name string) (node, script string) {
+func referenceServer(t testing.TB, name string) (node, script string) {
 	t.Helper()
 	needHarness(t)
 	dir := filepath.Join(repoRoot, "conformance", "node_modules")
@@ -196,7 +196,7 @@ type rpcError struct {
 // bridgeRPC sends one raw 2026-07-28 tools/call to url, bounded by ctx, as
 // a client declaring elicitation and sampling, and returns its result or
 // its error (the response of id 1, from JSON or an event stream).
-func bridgeRPC(t *testing.T, ctx context.Context, url, bearer, tool string, args map[string]any, state string, answers map[string]any) (map[string]json.RawMessage, *rpcError) {
+func bridgeRPC(t testing.TB, ctx context.Context, url, bearer, tool string, args map[string]any, state string, answers map[string]any) (map[string]json.RawMessage, *rpcError) {
 	t.Helper()
 	params := map[string]any{"name": tool, "arguments": args, "_meta": map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
@@ -240,7 +240,8 @@ func bridgeRPC(t *testing.T, ctx context.Context, url, bearer, tool string, args
 func TestBridgeAttacks(t *testing.T) {
 	node, script := serverEverything(t)
 	const secret = "bridge-e2e-secret-of-at-least-32-bytes!"
-	url := startProxy(t, "--auth-hs256-secret", secret, "--", node, script, "stdio")
+	// 8 flows at a time, of two callers, in any mix: each may hold 8.
+	url := startProxy(t, "--auth-hs256-secret", secret, "--max-procs-per-caller", "8", "--", node, script, "stdio")
 	mint := func(sub string) string {
 		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(secret))
 		if err != nil {

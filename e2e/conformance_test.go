@@ -35,7 +35,7 @@ const requireEnv = "MRTR_REQUIRE_CONFORMANCE"
 // not installed or not current (scripts/conformance-setup.sh --check), or
 // fails t when MRTR_REQUIRE_CONFORMANCE=1. It installs nothing: that is
 // `make deps`.
-func needHarness(t *testing.T) {
+func needHarness(t testing.TB) {
 	t.Helper()
 	harnessSetup.need(t)
 }
@@ -90,7 +90,7 @@ func (c *setupCheck) verdict() (skip, fail string) {
 }
 
 // need skips or fails t as verdict says.
-func (c *setupCheck) need(t *testing.T) {
+func (c *setupCheck) need(t testing.TB) {
 	t.Helper()
 	skip, fail := c.verdict()
 	if fail != "" {

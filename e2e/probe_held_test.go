@@ -13,7 +13,7 @@ import (
 func TestProbeLeavesNothingHeld(t *testing.T) {
 	t.Parallel()
 	node, script := serverEverything(t)
-	px, _, logs := startProxyLog(t, "--max-procs", "6", "--", node, script, "stdio")
+	px, _, logs := startProxyLog(t, "--max-procs", "6", "--max-procs-per-caller", "2", "--", node, script, "stdio")
 	var first *probeReport
 	firstCode := 0
 	for run := 1; run <= 2; run++ {

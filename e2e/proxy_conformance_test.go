@@ -246,7 +246,7 @@ func startProxyPID(t *testing.T, args ...string) (string, int) {
 }
 
 // startProxyLog is startProxyPID that also returns the proxy's log.
-func startProxyLog(t *testing.T, args ...string) (string, int, *serverLog) {
+func startProxyLog(t testing.TB, args ...string) (string, int, *serverLog) {
 	t.Helper()
 	full := append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...)
 	logs := &serverLog{url: make(chan string, 1)}

@@ -54,7 +54,11 @@ type upstreamConfig struct {
 	rootsFromClient bool
 	maxProcs        int
 	maxHolds        int
-	node            string // this process among its replicas; empty: none (no Redis store)
+	// maxProcsPerCaller is --max-procs-per-caller; zero: perCaller's
+	// default. warm is --warm.
+	maxProcsPerCaller int
+	warm              int
+	node              string // this process among its replicas; empty: none (no Redis store)
 	// url and dialTimeout are --upstream and --upstream-dial-timeout, set
 	// by the proxy command: an HTTP upstream's era is probed, and a legacy
 	// one bridged, with the proxy's own dial settings.
@@ -78,6 +82,34 @@ func upstreamFlags(f *flags, c *upstreamConfig) {
 		"most upstream processes (legacy sessions on HTTP) open at once; a call needing one more gets an error")
 	f.Int(groupLimits, &c.maxHolds, "max-holds", bridge.DefaultMaxHolds, 1,
 		"most legacy calls held waiting for a client's answers; a call that would pause beyond it gets an error")
+	f.Int(groupLimits, &c.maxProcsPerCaller, "max-procs-per-caller", 0, 0,
+		"most upstream processes, and so held calls, of one caller (all anonymous callers together are one); at it the caller's least recently used idle one is stopped, else its call gets an error. 0: a quarter of --max-procs, at least 1")
+	f.Int(groupLimits, &c.warm, "warm", 0, 0,
+		"initialized processes of a 2025-11-25 command upstream kept ready for no caller yet, so that a call does not wait for a start (each one belongs to the first caller that uses it); they count against --max-procs, not against any caller")
+}
+
+// perCaller is --max-procs-per-caller, its default applied.
+func (c *upstreamConfig) perCaller() int {
+	if c.maxProcsPerCaller > 0 {
+		return c.maxProcsPerCaller
+	}
+	return bridge.DefaultPerCaller(c.maxProcs)
+}
+
+// addCrashLoopCheck adds to /readyz a command upstream whose starts keep
+// failing: "crash_loop" while it is in one (its exit status and the end
+// of its stderr go to the log, never to the unauthenticated reader of
+// /readyz).
+func (c *upstreamConfig) addCrashLoopCheck(check func(context.Context) error) {
+	if c.obs == nil {
+		return
+	}
+	c.obs.health.Checks = append(c.obs.health.Checks, observe.Check{Name: "upstream_starts", Fn: func(ctx context.Context) error {
+		if err := check(ctx); err != nil {
+			return &observe.CheckError{Status: "crash_loop", Err: err}
+		}
+		return nil
+	}})
 }
 
 // instrument adds the command upstream to /readyz (unready while it
@@ -98,8 +130,23 @@ func (c *upstreamConfig) instrument(ready func(context.Context) error, stats fun
 		{"mrtr_upstream_processes", "Upstream processes running (a command upstream's children).", func() int { return stats().Sessions }},
 		{"mrtr_upstream_processes_idle", "Upstream processes idle, kept for their caller's next call.", func() int { return stats().Idle }},
 		{"mrtr_bridge_held_calls", "Calls of a 2025-11-25 upstream held for a client's answers.", func() int { return stats().Holds }},
+		{"mrtr_upstream_processes_warm", "Upstream processes initialized for no caller yet (--warm), not among the idle.", func() int { return stats().Warm }},
 	} {
 		_ = c.obs.registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help}, func() float64 { return float64(g.v()) }))
+	}
+	for _, l := range []struct {
+		limit string
+		n     func(bridge.Refusals) int64
+	}{
+		{"procs", func(r bridge.Refusals) int64 { return r.Procs }},
+		{"per_caller", func(r bridge.Refusals) int64 { return r.PerCaller }},
+		{"holds", func(r bridge.Refusals) int64 { return r.Holds }},
+	} {
+		_ = c.obs.registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "mrtr_bridge_refused_total",
+			Help:        "Calls refused at a limit: procs (--max-procs), per_caller (--max-procs-per-caller), holds (--max-holds).",
+			ConstLabels: prometheus.Labels{"limit": l.limit},
+		}, func() float64 { return float64(l.n(stats().Refused)) }))
 	}
 	_ = c.obs.registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "mrtr_upstream_notifications_dropped_total",
@@ -149,45 +196,70 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 		return childUpstream{ch}, nil
 	}
 	era := c.era
+	var first bridge.Upstream // the probe's process: it serves the first call
 	if era == eraAuto {
 		var err error
-		if era, err = probeStdio(ctx, dial, childLog, name, c.probeTimeout, 0); err != nil {
+		if era, first, err = probeStdio(ctx, dial, childLog, name, c.probeTimeout, 0); err != nil {
 			return nil, nil, err
 		}
 	}
 	if era == eraModern {
 		log.Info("mrtr proxy: the upstream speaks 2026-07-28: its pauses are sealed; 2026-07-28 clients share one process, their ids and progress tokens remapped; each 2025-11-25 client session gets a process of its own",
 			"upstream", name, "era", era)
-		d := bridge.NewDirectWith(bridge.DirectOptions{Dial: dial, Logger: childLog, MaxProcs: c.maxProcs, Roots: c.roots, RootsFromClient: c.rootsFromClient})
+		d := bridge.NewDirectWith(bridge.DirectOptions{Dial: dial, Logger: childLog, MaxProcs: c.maxProcs, MaxProcsPerCaller: c.perCaller(),
+			First: first, CrashLoop: bridge.DefaultCrashLoop, Roots: c.roots, RootsFromClient: c.rootsFromClient})
 		c.instrument(d.Ready, d.Stats) // the shared child and 2025-11-25 clients' children
+		c.addCrashLoopCheck(d.CrashLoop)
 		return d, d.Close, nil
 	}
-	b := c.newBridge(guard, dial, nil, childLog)
+	b := c.newBridge(guard, dial, nil, childLog, commandPool{first: first, warm: c.warm})
 	log.Info("mrtr proxy: the upstream speaks 2025-11-25: 2026-07-28 calls are bridged, its mid-call elicitation, sampling and roots requests become sealed input_required rounds; one process per caller and call",
-		"upstream", name, "era", era, "max_procs", c.maxProcs, "max_holds", c.maxHolds, "roots", len(c.roots), "roots_from_client", c.rootsFromClient)
+		"upstream", name, "era", era, "max_procs", c.maxProcs, "max_procs_per_caller", c.perCaller(), "max_holds", c.maxHolds, "warm", c.warm,
+		"roots", len(c.roots), "roots_from_client", c.rootsFromClient)
 	return b, b.Close, nil
 }
 
+// commandPool is what a bridge in front of a command has that one in
+// front of an HTTP upstream has not: the era probe's process, warm
+// children, and restarts that back off in a crash loop.
+type commandPool struct {
+	first bridge.Upstream
+	warm  int
+}
+
 // newBridge is the bridge in front of a legacy upstream reached by dial;
-// passthrough carries older clients' own traffic (HTTP upstreams only).
-func (c *upstreamConfig) newBridge(guard *mrtr.Guard, dial func(context.Context) (bridge.Upstream, error), passthrough http.RoundTripper, log *slog.Logger) *bridge.Bridge {
+// passthrough carries older clients' own traffic (HTTP upstreams only);
+// pool is nil for an HTTP upstream.
+func (c *upstreamConfig) newBridge(guard *mrtr.Guard, dial func(context.Context) (bridge.Upstream, error), passthrough http.RoundTripper, log *slog.Logger, pool ...commandPool) *bridge.Bridge {
 	p := guard.Policy()
 	lee := max(p.Leeway, 0)
+	var cp commandPool
+	crashLoop := 0
+	if len(pool) > 0 {
+		cp, crashLoop = pool[0], bridge.DefaultCrashLoop
+	}
 	b := bridge.New(bridge.Options{
-		Dial:             dial,
-		Roots:            c.roots,
-		RootsFromClient:  c.rootsFromClient,
-		MaxSessions:      c.maxProcs,
-		MaxHolds:         c.maxHolds,
-		HoldTTL:          p.TTL + 2*lee,
-		AnonymousHoldTTL: p.AnonymousTTL + 2*lee,
-		ClientName:       "mrtr-proxy",
-		ClientVersion:    version,
-		Logger:           log,
-		Passthrough:      passthrough,
-		Node:             c.node,
+		Dial:                 dial,
+		First:                cp.first,
+		Warm:                 cp.warm,
+		CrashLoop:            crashLoop,
+		Roots:                c.roots,
+		RootsFromClient:      c.rootsFromClient,
+		MaxSessions:          c.maxProcs,
+		MaxSessionsPerCaller: c.perCaller(),
+		MaxHolds:             c.maxHolds,
+		HoldTTL:              p.TTL + 2*lee,
+		AnonymousHoldTTL:     p.AnonymousTTL + 2*lee,
+		ClientName:           "mrtr-proxy",
+		ClientVersion:        version,
+		Logger:               log,
+		Passthrough:          passthrough,
+		Node:                 c.node,
 	})
 	c.instrument(b.Ready, b.Stats)
+	if crashLoop > 0 {
+		c.addCrashLoopCheck(b.CrashLoop)
+	}
 	return b
 }
 
@@ -348,8 +420,9 @@ const defaultProbeLogEvery = 10 * time.Second
 // status and the end of its stderr: the proxy stops rather than serve a
 // command that cannot run. While it waits, it says so in the log, at
 // once and every logEvery (zero: defaultProbeLogEvery), with the time
-// left. The probe's process is stopped.
-func probeStdio(ctx context.Context, dial func(context.Context) (bridge.Upstream, error), log *slog.Logger, name string, timeout, logEvery time.Duration) (string, error) {
+// left. A process that answered is returned, to serve the first call
+// (nothing else read from it yet); one that did not is stopped.
+func probeStdio(ctx context.Context, dial func(context.Context) (bridge.Upstream, error), log *slog.Logger, name string, timeout, logEvery time.Duration) (string, bridge.Upstream, error) {
 	if timeout <= 0 {
 		timeout = defaultProbeTimeout
 	}
@@ -360,15 +433,13 @@ func probeStdio(ctx context.Context, dial func(context.Context) (bridge.Upstream
 	defer cancel()
 	up, err := dial(ctx)
 	if err != nil {
-		return "", fmt.Errorf("start the upstream: %w", err)
+		return "", nil, fmt.Errorf("start the upstream: %w", err)
 	}
 	stop := func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer scancel()
 		_ = up.Close(sctx)
 	}
-	defer stop()
-	conn := rpc.NewConn(up, nil)
 	params, _ := json.Marshal(map[string]any{"_meta": map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    bridge.ModernVersion,
 		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
@@ -394,18 +465,19 @@ func probeStdio(ctx context.Context, dial func(context.Context) (bridge.Upstream
 			}
 		}
 	}()
-	m, err := conn.Call(ctx, "server/discover", params)
+	m, err := discoverOn(ctx, up, params)
 	close(answered)
 	<-waitLogged
 	switch {
 	case err != nil && ctx.Err() == nil:
 		stop() // reaped: how it ended is known
-		return "", endedEarly(name, up, err)
+		return "", nil, endedEarly(name, up, err)
 	case err != nil:
+		stop() // its state is unknown: a fresh one serves the calls
 		log.Info("mrtr proxy: no answer to server/discover: taking the upstream as 2025-11-25", "command", name, "waited", timeout)
-		return eraLegacy, nil
+		return eraLegacy, nil, nil
 	case m.Error != nil:
-		return eraLegacy, nil
+		return eraLegacy, up, nil
 	}
 	var res struct {
 		SupportedVersions []string `json:"supportedVersions"`
@@ -413,12 +485,50 @@ func probeStdio(ctx context.Context, dial func(context.Context) (bridge.Upstream
 	if json.Unmarshal(m.Result, &res) == nil {
 		for _, v := range res.SupportedVersions {
 			if v == bridge.ModernVersion {
-				return eraModern, nil
+				return eraModern, up, nil
 			}
 		}
 	}
 	log.Info("mrtr proxy: server/discover does not list 2026-07-28: taking the upstream as 2025-11-25", "versions", strings.Join(res.SupportedVersions, ","))
-	return eraLegacy, nil
+	return eraLegacy, up, nil
+}
+
+// discoverID is the id of the probe's server/discover: a string, so it is
+// none of the numbers the connection that takes the process over uses.
+const discoverID = `"mrtr-discover"`
+
+// discoverOn sends server/discover with params on up and reads up to its
+// response, and no further: the process, handed over, has nothing of its
+// own consumed. A request the command sends meanwhile is refused;
+// rpc.ErrClosed when its output ends first.
+func discoverOn(ctx context.Context, up bridge.Upstream, params json.RawMessage) (*rpc.Message, error) {
+	req, err := (&rpc.Message{ID: json.RawMessage(discoverID), Method: "server/discover", Params: params}).Encode()
+	if err != nil {
+		return nil, err
+	}
+	if err := up.Send(req); err != nil {
+		return nil, fmt.Errorf("%w: %w", rpc.ErrClosed, err)
+	}
+	for {
+		select {
+		case b, ok := <-up.Recv():
+			if !ok {
+				return nil, rpc.ErrClosed
+			}
+			m, err := rpc.Parse(b)
+			switch {
+			case err != nil:
+			case m.Method == "" && string(m.ID) == discoverID:
+				return m, nil
+			case m.IsRequest():
+				if out, err := (&rpc.Message{ID: m.ID, Error: json.RawMessage(`{"code":-32601,"message":"method not found: the client is not initialized"}`)}).Encode(); err == nil {
+					_ = up.Send(out)
+				}
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // endedEarly is the error of a command upstream whose output ended before

@@ -152,7 +152,7 @@ func TestProbeStdioWaitRepeats(t *testing.T) {
 	defer cancel()
 	done := make(chan string, 1)
 	go func() {
-		era, _ := probeStdio(ctx, dial, log, "sleep", time.Minute, time.Second)
+		era, _, _ := probeStdio(ctx, dial, log, "sleep", time.Minute, time.Second)
 		done <- era
 	}()
 	deadline := time.Now().Add(startPatience)

@@ -18,7 +18,10 @@
 // Isolation: a server-to-client request carries no reliable link to the
 // call it belongs to, so one session serves one call at a time, and
 // sessions are never shared between callers (principals; all anonymous
-// callers are one). Idle sessions of the same caller are reused.
+// callers are one). Idle sessions of the same caller are reused; a warm
+// session (Options.Warm), initialized for no caller yet, becomes the
+// caller's that takes it. Options.MaxSessions bounds the sessions of all,
+// Options.MaxSessionsPerCaller those of one caller.
 // Requests the upstream sends while no call is in flight on its session
 // are answered by the bridge: roots/list with the configured roots, ping
 // with an empty result, anything else with -32601.
@@ -124,6 +127,41 @@ type Options struct {
 	// kind is stopped to make room; a call that needs one more when none
 	// is idle gets an error. Zero means DefaultMaxSessions.
 	MaxSessions int
+	// MaxSessionsPerCaller bounds the sessions of one caller (all
+	// anonymous callers are one), the bridge's and the children of its
+	// 2025-11-25 client sessions together; each held call keeps its
+	// session, so it bounds the caller's held calls too. At the bound the
+	// caller's least recently used idle session of either kind is stopped
+	// to make room; a call that needs one more when none of the caller's
+	// is idle gets an error. Zero means MaxSessions (no bound but that);
+	// the proxy sets DefaultPerCaller(MaxSessions).
+	MaxSessionsPerCaller int
+	// Warm is how many initialized sessions, of no caller yet, the bridge
+	// keeps ready (see pool.go): a call that finds no idle session of its
+	// caller takes one and it becomes the caller's, instead of waiting
+	// for a process to start; another is started in the background. Warm
+	// sessions count against MaxSessions, not against any caller, and are
+	// the first stopped when a caller needs room. Only calls without an
+	// Authorization to forward take one (they were opened without). Zero
+	// keeps none.
+	Warm int
+	// First, when set, is an upstream connection opened already and not
+	// initialized yet (the child the proxy started to learn the
+	// upstream's era): New initializes it at once as a warm session, so
+	// the first call does not wait for a start. One that Warm does not
+	// count stops after IdleTimeout unused, as an idle session does.
+	First Upstream
+	// CrashLoop, above zero, is how many starts in a row must fail (the
+	// upstream could not be started, or ended or failed before it
+	// answered initialize, or ended while warm) for the upstream to be in
+	// a crash loop: CrashLoop (the method) reports it, the next start
+	// waits RestartBackoff, doubled with every further failure up to
+	// MaxRestartBackoff, calls meanwhile get an error at once, and the
+	// bridge tries again in the background when the wait is over. Zero
+	// never backs off. Zero backoffs mean DefaultRestartBackoff and
+	// DefaultMaxRestartBackoff.
+	CrashLoop                         int
+	RestartBackoff, MaxRestartBackoff time.Duration
 	// MaxHolds bounds the calls held waiting for a client's answers; a
 	// call that would pause beyond it gets an error. Zero means
 	// DefaultMaxHolds.
@@ -185,17 +223,23 @@ type Bridge struct {
 	roots     json.RawMessage // the roots/list result the bridge answers with
 	rootsGate *rootsGate
 
-	mu       sync.Mutex
-	sessions map[*session]struct{}
-	idle     map[string][]*session // by caller
-	holds    map[string]*hold
-	starting int // sessions being opened, counted against MaxSessions
-	closed   bool
-	info     *initResult // of the first initialized session: what discover tells
-	dialErr  error       // why the last session could not be opened; nil once one could
+	mu         sync.Mutex
+	sessions   map[*session]struct{}
+	idle       map[string][]*session // by caller; warmKey: the warm sessions
+	holds      map[string]*hold
+	starting   int            // sessions being opened for a call, counted against MaxSessions
+	startingBy map[string]int // by caller, with the calls waiting for a warm session
+	closed     bool
+	info       *initResult // of the first initialized session: what discover tells
+	dialErr    error       // why the last session could not be opened; nil once one could
 
-	legacy      *sessions // 2025-11-25 clients' sessions (sessions.go)
-	legacyProcs int       // their children, counted against MaxSessions
+	legacy      *sessions      // 2025-11-25 clients' sessions (sessions.go)
+	legacyProcs int            // their children, counted against MaxSessions
+	legacyBy    map[string]int // by caller
+
+	warmStarting int          // warm sessions being opened, counted against MaxSessions
+	warmWaiters  []warmWaiter // calls waiting for one of them, in order
+	crash        crashLoop    // consecutive failed starts (pool.go)
 
 	warn    *warnings    // refusals at a limit, dropped notifications
 	dropped atomic.Int64 // notifications dropped from full queues
@@ -208,6 +252,9 @@ func New(o Options) *Bridge {
 	}
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MaxSessionsPerCaller <= 0 || o.MaxSessionsPerCaller > o.MaxSessions {
+		o.MaxSessionsPerCaller = o.MaxSessions
 	}
 	if o.MaxHolds <= 0 {
 		o.MaxHolds = DefaultMaxHolds
@@ -248,7 +295,8 @@ func New(o Options) *Bridge {
 	if !validNode(o.Node) {
 		panic("bridge: Options.Node has a character other than a letter, digit, '-' or '_'")
 	}
-	b := &Bridge{o: o, log: o.Logger, sessions: map[*session]struct{}{}, idle: map[string][]*session{}, holds: map[string]*hold{}}
+	b := &Bridge{o: o, log: o.Logger, sessions: map[*session]struct{}{}, idle: map[string][]*session{}, holds: map[string]*hold{},
+		startingBy: map[string]int{}, legacyBy: map[string]int{}, crash: newCrashLoop(o.CrashLoop, o.RestartBackoff, o.MaxRestartBackoff)}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -258,6 +306,13 @@ func New(o Options) *Bridge {
 	b.legacy = newSessions(sessionsConfig{dial: o.Dial, reserve: b.legacySlot, free: b.legacyFree, idle: o.IdleTimeout, start: o.StartTimeout, log: b.log,
 		maxQueue: o.MaxQueue, maxQueueBytes: o.MaxQueueBytes, now: o.Now, warn: b.warn,
 		roots: b.roots, operatorRoots: len(o.Roots) > 0, rootsFromClient: o.RootsFromClient, rootsGate: b.rootsGate})
+	b.mu.Lock()
+	if o.First != nil {
+		b.warmStarting++
+		go b.startWarm(o.First)
+	}
+	b.refillLocked()
+	b.mu.Unlock()
 	return b
 }
 
@@ -315,8 +370,13 @@ type Stats struct {
 	// Idle counts those of them kept for their caller's next call, with
 	// nothing in flight.
 	Idle int
+	// Warm counts those of them initialized for no caller yet
+	// (Options.Warm), not among Idle.
+	Warm int
 	// Holds counts the calls held for a client's answers.
 	Holds int
+	// Refused counts the calls refused at a limit since the start.
+	Refused Refusals
 	// Dropped counts the upstream's notifications dropped, since the
 	// start, because the queue they waited in was full (Options.MaxQueue).
 	Dropped int64
@@ -329,9 +389,12 @@ func (b *Bridge) Stats() Stats {
 	open, idle := b.legacy.stats()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := Stats{Sessions: len(b.sessions) + open, Idle: idle, Holds: len(b.holds), Dropped: b.dropped.Load() + b.legacy.dropped.Load()}
-	for _, l := range b.idle {
-		s.Idle += len(l)
+	s := Stats{Sessions: len(b.sessions) + open, Idle: idle, Holds: len(b.holds), Dropped: b.dropped.Load() + b.legacy.dropped.Load(),
+		Warm: len(b.idle[warmKey]), Refused: b.warn.refusals()}
+	for c, l := range b.idle {
+		if c != warmKey {
+			s.Idle += len(l)
+		}
 	}
 	return s
 }
@@ -358,7 +421,13 @@ func (b *Bridge) Close(ctx context.Context) error {
 		h.timer.Stop()
 	}
 	b.holds = map[string]*hold{}
+	b.stopRetryLocked()
+	waiters := b.warmWaiters
+	b.warmWaiters = nil
 	b.mu.Unlock()
+	for _, w := range waiters {
+		w.ch <- nil // they find the bridge closed
+	}
 	legacy := make(chan error, 1)
 	go func() { legacy <- b.legacy.close(ctx) }()
 	err := stopEach(all, func(s *session) error { return s.stop(ctx) })
@@ -394,6 +463,10 @@ var (
 	errBusyHold = errors.New("this paused call is being resumed by another request")
 )
 
+// errTooManyOfCaller is a caller's at --max-procs-per-caller; it names no
+// caller: the one that reads it is it.
+var errTooManyOfCaller = errors.New("the proxy is at its limit of upstream sessions for one caller (--max-procs-per-caller); try again later")
+
 // session is one initialized legacy connection.
 type session struct {
 	b      *Bridge
@@ -419,14 +492,92 @@ type initResult struct {
 	Instructions    string          `json:"instructions,omitempty"`
 }
 
-// acquire returns an idle session of the caller, or opens one.
+// acquire returns an idle session of the caller, or a warm one (which
+// becomes the caller's), or opens one.
 func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil, errClosed
-	}
 	auth := authorizationOf(ctx)
+	waited := false // for a warm session that then failed to start
+	b.mu.Lock()
+	for {
+		if b.closed {
+			b.mu.Unlock()
+			return nil, errClosed
+		}
+		if s := b.idleOf(caller, auth); s != nil {
+			b.mu.Unlock()
+			return s, nil
+		}
+		warm := auth == "" && !waited && (len(b.idle[warmKey]) > 0 || b.warmStarting > len(b.warmWaiters))
+		if err := b.crash.blocked(b.o.Now()); err != nil && !warm {
+			b.mu.Unlock()
+			return nil, err
+		}
+		var victim func(context.Context) error
+		if b.atCallerBound(caller) {
+			// Its slot is this call's.
+			if victim = b.evict(only(caller)); victim == nil {
+				b.mu.Unlock()
+				b.warn.refuse(limitPerCaller, "bridge: a call was refused: its caller is at its limit of upstream sessions (--max-procs-per-caller) and none of them is idle",
+					"max", b.o.MaxSessionsPerCaller)
+				return nil, errTooManyOfCaller
+			}
+		}
+		if warm {
+			s, wait := b.takeWarmLocked(caller)
+			b.mu.Unlock()
+			b.stopVictim(victim)
+			if wait != nil {
+				// nil when its start failed: the call starts its own (it
+				// does not wait on warm starts that may keep failing).
+				s, waited = <-wait, true
+			}
+			if s != nil {
+				return s, nil
+			}
+			b.mu.Lock()
+			continue
+		}
+		if victim == nil {
+			var err error
+			if victim, err = b.room(); err != nil {
+				b.mu.Unlock()
+				return nil, err
+			}
+		}
+		b.starting++
+		b.startingBy[caller]++
+		b.mu.Unlock()
+		if victim != nil {
+			_ = victim(context.Background())
+		}
+		s, err := b.open(ctx, caller, nil)
+		b.mu.Lock()
+		b.starting--
+		if b.startingBy[caller]--; b.startingBy[caller] <= 0 {
+			delete(b.startingBy, caller)
+		}
+		b.started(err)
+		if err == nil {
+			if b.closed {
+				b.mu.Unlock()
+				_ = s.stop(context.Background())
+				return nil, errClosed
+			}
+			b.sessions[s] = struct{}{}
+			if b.info == nil {
+				b.info = s.info
+			}
+		} else {
+			b.refillLocked()
+		}
+		b.mu.Unlock()
+		return s, err
+	}
+}
+
+// idleOf takes an idle session of caller opened with the Authorization
+// auth out of the idle ones; nil when there is none. b.mu held.
+func (b *Bridge) idleOf(caller, auth string) *session {
 	for {
 		l := b.idle[caller]
 		i := len(l) - 1
@@ -434,7 +585,7 @@ func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
 			i--
 		}
 		if i < 0 {
-			break
+			return nil
 		}
 		s := l[i]
 		b.idle[caller] = append(l[:i:i], l[i+1:]...)
@@ -448,52 +599,65 @@ func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
 		}
 		s.mu.Unlock()
 		if ok {
-			b.mu.Unlock()
-			return s, nil
+			return s
 		}
 	}
-	victim, err := b.room()
-	if err != nil {
-		b.mu.Unlock()
-		return nil, err
-	}
-	b.starting++
-	b.mu.Unlock()
-	if victim != nil {
-		_ = victim(context.Background())
-	}
-	s, err := b.open(ctx, caller)
-	b.mu.Lock()
-	b.starting--
-	b.dialErr = err
-	if err == nil {
-		if b.closed {
-			b.mu.Unlock()
-			_ = s.stop(context.Background())
-			return nil, errClosed
-		}
-		b.sessions[s] = struct{}{}
-		if b.info == nil {
-			b.info = s.info
+}
+
+// ownedLocked counts the sessions of caller: open, being opened (or
+// awaited warm), and the children of its 2025-11-25 client sessions.
+// b.mu held.
+func (b *Bridge) ownedLocked(caller string) int {
+	n := b.startingBy[caller] + b.legacyBy[caller]
+	for s := range b.sessions {
+		if s.caller == caller {
+			n++
 		}
 	}
-	b.mu.Unlock()
-	return s, err
+	return n
+}
+
+// atCallerBound reports whether caller has MaxSessionsPerCaller
+// sessions, when that is a bound of its own (below MaxSessions). b.mu
+// held.
+func (b *Bridge) atCallerBound(caller string) bool {
+	return b.o.MaxSessionsPerCaller < b.o.MaxSessions && b.ownedLocked(caller) >= b.o.MaxSessionsPerCaller
+}
+
+// usedLocked counts the sessions held against MaxSessions. b.mu held.
+func (b *Bridge) usedLocked() int {
+	return len(b.sessions) + b.starting + b.warmStarting + b.legacyProcs
+}
+
+// slot makes room for one more session of caller (the child of a
+// 2025-11-25 client session): at caller's bound it evicts an idle session
+// of caller, else as room does; errTooManyOfCaller when caller has none
+// idle (warned of). b.mu held.
+func (b *Bridge) slot(caller string) (stop func(context.Context) error, err error) {
+	if !b.atCallerBound(caller) {
+		return b.room()
+	}
+	if stop = b.evict(only(caller)); stop == nil {
+		b.warn.refuse(limitPerCaller, "bridge: a call was refused: its caller is at its limit of upstream sessions (--max-procs-per-caller) and none of them is idle",
+			"max", b.o.MaxSessionsPerCaller)
+		return nil, errTooManyOfCaller
+	}
+	return stop, nil
 }
 
 // room makes room for one more session (a bridge session or the child
 // of a 2025-11-25 client session) within MaxSessions: at the bound it
-// evicts an idle session, and returns how to stop it, which the caller
-// does once b.mu is released and before it opens its own in the slot, so
-// that the children stay within the bound; errTooMany when there is none
-// to evict (warned of). b.mu held.
+// evicts a warm or idle session, and returns how to stop it, which the
+// caller does once b.mu is released and before it opens its own in the
+// slot, so that the children stay within the bound; errTooMany when there
+// is none to evict (warned of). b.mu held.
 func (b *Bridge) room() (stop func(context.Context) error, err error) {
-	if len(b.sessions)+b.starting+b.legacyProcs < b.o.MaxSessions {
+	if b.usedLocked() < b.o.MaxSessions {
 		return nil, nil
 	}
 	if stop = b.evict(nil); stop == nil {
-		b.warn.warn("--max-procs", "bridge: a call was refused: the proxy is at its limit of upstream sessions (--max-procs) and none is idle",
-			"limit", "--max-procs", "max", b.o.MaxSessions)
+		b.warn.refuse(limitProcs, "bridge: a call was refused: the proxy is at its limit of upstream sessions (--max-procs) and none is idle",
+			"max", b.o.MaxSessions)
 		return nil, errTooMany
 	}
 	b.log.Debug("bridge: an idle upstream session stopped to make room")
@@ -505,8 +669,10 @@ func (b *Bridge) room() (stop func(context.Context) error, err error) {
 // count, and returns how to stop it; nil when there is none. The pools
 // are one: the bridge's sessions with no call in flight, and the
 // sessions of 2025-11-25 clients with no request in flight (those with
-// their GET stream open last: a client listens on it). --max-procs-per-
-// caller (a later issue) evicts with an of naming one caller. b.mu held.
+// their GET stream open last: a client listens on it). With of nil a
+// warm session goes first (the oldest); with an of, warm sessions are
+// nobody's (no of accepts warmKey). --max-procs-per-caller evicts with
+// an of naming one caller. b.mu held.
 //
 // Evicting a 2025-11-25 client session ends it, as its idle timeout
 // does: its id is unknown from then on, so its client's next request gets
@@ -514,8 +680,11 @@ func (b *Bridge) room() (stop func(context.Context) error, err error) {
 func (b *Bridge) evict(of func(caller string) bool) (stop func(context.Context) error) {
 	var v *session
 	var at time.Time
+	if l := b.idle[warmKey]; of == nil && len(l) > 0 {
+		return b.evicted(l[0])
+	}
 	for c, l := range b.idle {
-		if of != nil && !of(c) {
+		if c == warmKey || of != nil && !of(c) {
 			continue
 		}
 		for _, s := range l {
@@ -527,12 +696,23 @@ func (b *Bridge) evict(of func(caller string) bool) (stop func(context.Context) 
 			}
 		}
 	}
-	if lv := b.legacy.evict(of, v != nil, at, func() { b.legacyProcs-- }); lv != nil {
+	if lv := b.legacy.evict(of, v != nil, at, func(c string) {
+		b.legacyProcs--
+		if b.legacyBy[c]--; b.legacyBy[c] <= 0 {
+			delete(b.legacyBy, c)
+		}
+	}); lv != nil {
 		return lv.end
 	}
 	if v == nil {
 		return nil
 	}
+	return b.evicted(v)
+}
+
+// evicted takes v, an idle or warm session, out of the count, and returns
+// how to stop it. b.mu held.
+func (b *Bridge) evicted(v *session) (stop func(context.Context) error) {
 	l := b.idle[v.caller]
 	if i := slices.Index(l, v); i >= 0 {
 		b.idle[v.caller] = slices.Delete(l, i, i+1)
@@ -585,14 +765,17 @@ func exitAttrs(up Upstream) []any {
 	return attrs
 }
 
-// open dials and initializes a session.
-func (b *Bridge) open(ctx context.Context, caller string) (*session, error) {
+// open dials (unless given up, dialled already) and initializes a
+// session. Its error is a *startError.
+func (b *Bridge) open(ctx context.Context, caller string, up Upstream) (*session, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.o.StartTimeout)
 	defer cancel()
-	up, err := b.o.Dial(ctx)
-	if err != nil {
-		b.log.Error("bridge: start the upstream", "error", err)
-		return nil, fmt.Errorf("the upstream could not be started: %w", err)
+	if up == nil {
+		var err error
+		if up, err = b.o.Dial(ctx); err != nil {
+			b.log.Error("bridge: start the upstream", "error", err)
+			return nil, &startError{err: fmt.Errorf("the upstream could not be started: %w", err), why: err.Error()}
+		}
 	}
 	s := &session{b: b, up: up, caller: caller, auth: authorizationOf(ctx), rootsAnswered: newRootsSignal()}
 	if a, ok := up.(authorizer); ok {
@@ -624,7 +807,7 @@ func (b *Bridge) open(ctx context.Context, caller string) (*session, error) {
 	if err != nil {
 		_ = up.Close(context.Background())
 		b.log.Error("bridge: initialize the upstream", append([]any{"error", err}, exitAttrs(up)...)...)
-		return nil, fmt.Errorf("the upstream could not be initialized: %w", err)
+		return nil, &startError{err: fmt.Errorf("the upstream could not be initialized: %w", err), why: exitSummary(err, up)}
 	}
 	s.info = &info
 	s.conn.AfterDone(func() { // a session whose upstream ends is dropped
@@ -632,22 +815,30 @@ func (b *Bridge) open(ctx context.Context, caller string) (*session, error) {
 		s.dead = true
 		a := s.active
 		s.mu.Unlock()
-		b.drop(s)
+		warm := b.drop(s)
 		if a != nil {
 			a.push(nil) // wakes the call: the upstream is gone
 		}
 		// Its output ended, not necessarily the child: one that closed
 		// stdout and lives on is stopped (grace, SIGTERM, SIGKILL).
-		go s.stop(context.Background())
+		go func() {
+			_ = s.stop(context.Background())
+			if warm {
+				b.warmEnded(s)
+			}
+		}()
 	})
 	b.rootsGate.await(ctx, s.rootsAnswered.c)
 	b.log.Info("bridge: upstream session started", "protocol_version", info.ProtocolVersion)
 	return s, nil
 }
 
-// drop forgets s.
-func (b *Bridge) drop(s *session) {
+// drop forgets s, and reports whether it was warm (ready for no caller
+// yet, and not stopped by the bridge).
+func (b *Bridge) drop(s *session) (warm bool) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, known := b.sessions[s]
 	delete(b.sessions, s)
 	l := b.idle[s.caller]
 	for i, x := range l {
@@ -659,7 +850,11 @@ func (b *Bridge) drop(s *session) {
 	if len(b.idle[s.caller]) == 0 {
 		delete(b.idle, s.caller)
 	}
-	b.mu.Unlock()
+	warm = known && s.caller == warmKey && !b.closed
+	if known && !warm { // a warm one is refilled once its end is counted (warmEnded)
+		b.refillLocked()
+	}
+	return warm
 }
 
 // release returns s to the caller's idle sessions.
@@ -704,6 +899,7 @@ func (b *Bridge) expireIdle(s *session) {
 	}
 	if found {
 		delete(b.sessions, s)
+		b.refillLocked()
 	}
 	b.mu.Unlock()
 	if found {

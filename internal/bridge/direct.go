@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mrtr-go/mrtr"
@@ -32,14 +33,18 @@ type Direct struct {
 
 	mu      sync.Mutex
 	cur     *directConn
-	dialErr error // why the upstream last failed to start
+	first   Upstream  // DirectOptions.First, until the first start takes it
+	dialErr error     // why the upstream last failed to start
+	crash   crashLoop // children that ended before answering anything, in a row
+	closed  bool
 
 	legacy *sessions // 2025-11-25 clients' sessions (sessions.go)
 }
 
 type directConn struct {
-	up   Upstream
-	conn *rpc.Conn
+	up       Upstream
+	conn     *rpc.Conn
+	answered atomic.Bool // the child answered a request: it started
 
 	mu       sync.Mutex
 	next     int64
@@ -71,6 +76,21 @@ type DirectOptions struct {
 	// shared child aside); an initialize beyond it gets an error once no
 	// idle session can be stopped. Zero means DefaultMaxSessions.
 	MaxProcs int
+	// MaxProcsPerCaller bounds those of them of one caller (all anonymous
+	// callers are one); at the bound the caller's least recently used
+	// idle session is stopped, and an initialize gets an error when none
+	// is idle. Zero means MaxProcs.
+	MaxProcsPerCaller int
+	// First, when set, is the shared child started already (the one the
+	// proxy started to learn the upstream's era): the first request uses
+	// it instead of starting one.
+	First Upstream
+	// CrashLoop, RestartBackoff and MaxRestartBackoff are as in Options,
+	// for the shared child: a start fails when the child cannot be
+	// started or ends before it answered any request. In a crash loop the
+	// Direct tries again in the background with a ping.
+	CrashLoop                         int
+	RestartBackoff, MaxRestartBackoff time.Duration
 	// IdleTimeout stops a 2025-11-25 client session nobody used for that
 	// long. Zero means DefaultIdleTimeout.
 	IdleTimeout time.Duration
@@ -99,8 +119,8 @@ func NewDirectWith(o DirectOptions) *Direct {
 	if o.RootsSettle <= 0 {
 		o.RootsSettle = DefaultRootsSettle
 	}
-	return &Direct{dial: o.Dial, log: o.Logger, legacy: newSessions(sessionsConfig{
-		dial: o.Dial, max: o.MaxProcs, idle: o.IdleTimeout, start: o.StartTimeout, log: o.Logger,
+	return &Direct{dial: o.Dial, log: o.Logger, first: o.First, crash: newCrashLoop(o.CrashLoop, o.RestartBackoff, o.MaxRestartBackoff), legacy: newSessions(sessionsConfig{
+		dial: o.Dial, max: o.MaxProcs, perCaller: o.MaxProcsPerCaller, idle: o.IdleTimeout, start: o.StartTimeout, log: o.Logger,
 		roots: rootsResult(o.Roots), operatorRoots: len(o.Roots) > 0, rootsFromClient: o.RootsFromClient,
 		rootsGate: newRootsGate(len(o.Roots) > 0, o.RootsWait, o.RootsSettle, o.Logger),
 	})}
@@ -139,7 +159,7 @@ func (d *Direct) Stats() Stats {
 	if d.Running() {
 		open++
 	}
-	return Stats{Sessions: open, Idle: idle, Dropped: d.legacy.dropped.Load()}
+	return Stats{Sessions: open, Idle: idle, Dropped: d.legacy.dropped.Load(), Refused: d.legacy.c.warn.refusals()}
 }
 
 // Close stops the upstream, if it runs, and the children of 2025-11-25
@@ -147,9 +167,14 @@ func (d *Direct) Stats() Stats {
 func (d *Direct) Close(ctx context.Context) error {
 	err := d.legacy.close(ctx)
 	d.mu.Lock()
-	c := d.cur
-	d.cur = nil
+	c, first := d.cur, d.first
+	d.cur, d.first = nil, nil
+	d.closed = true
+	d.crash.stopRetry()
 	d.mu.Unlock()
+	if first != nil {
+		err = errors.Join(err, first.Close(ctx))
+	}
 	if c == nil {
 		return err
 	}
@@ -170,19 +195,86 @@ func (d *Direct) conn(ctx context.Context) (*directConn, error) {
 			return d.cur, nil
 		}
 	}
-	up, err := d.dial(ctx)
+	if d.closed { // a crash loop's retry that fired as it closed
+		return nil, errClosed
+	}
+	if err := d.crash.blocked(time.Now()); err != nil {
+		return nil, err
+	}
+	up, err := d.first, error(nil)
+	d.first = nil
+	if up == nil {
+		up, err = d.dial(ctx)
+	}
 	d.dialErr = err
 	if err != nil {
+		d.startedLocked(&startError{err: err, why: err.Error()})
 		return nil, err
 	}
 	c := &directConn{up: up, progress: map[string]*progressRoute{}}
 	c.conn = rpc.NewConn(up, c.handle)
 	// A child whose output ended is stopped at once, not at the next
-	// request: one that closed stdout and lives on is not kept.
-	c.conn.AfterDone(func() { go up.Close(context.Background()) })
+	// request: one that closed stdout and lives on is not kept. One that
+	// ended before answering anything failed to start.
+	c.conn.AfterDone(func() {
+		go func() {
+			_ = up.Close(context.Background())
+			if !c.answered.Load() {
+				d.mu.Lock()
+				d.startedLocked(&startError{err: errLost, why: exitSummary(errors.New("it ended before answering any request"), up)})
+				d.mu.Unlock()
+			}
+		}()
+	})
 	d.cur = c
 	c.startHub()
 	return c, nil
+}
+
+// answered counts c's first answer as a successful start.
+func (d *Direct) answered(c *directConn) {
+	if c.answered.CompareAndSwap(false, true) {
+		d.mu.Lock()
+		d.startedLocked(nil)
+		d.mu.Unlock()
+	}
+}
+
+// startedLocked counts a start's outcome; in a crash loop it arranges a
+// start in the background, once the wait is over, that a ping tells
+// started or not. d.mu held.
+func (d *Direct) startedLocked(err error) {
+	if err != nil && d.closed {
+		return
+	}
+	wait := d.crash.record(err, time.Now(), d.log)
+	if wait <= 0 || d.crash.retry != nil {
+		return
+	}
+	d.crash.retry = time.AfterFunc(wait, func() {
+		d.mu.Lock()
+		d.crash.retry = nil
+		d.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), DefaultStartTimeout)
+		defer cancel()
+		c, err := d.conn(ctx)
+		if err != nil {
+			return // counted, and retried, by conn
+		}
+		params, _ := json.Marshal(map[string]any{"_meta": ownMeta()})
+		if resp, err := c.conn.Call(ctx, "ping", params); err == nil && resp != nil {
+			d.answered(c)
+		}
+	})
+}
+
+// CrashLoop reports why the shared child is in a crash loop
+// (DirectOptions.CrashLoop starts in a row failed), as Bridge.CrashLoop
+// does; nil when it is not.
+func (d *Direct) CrashLoop(context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.crash.report(time.Now())
 }
 
 // handle routes the upstream's notifications; a modern server sends no
@@ -269,7 +361,12 @@ func (d *Direct) serve(ctx context.Context, w *pipeWriter, r *http.Request, body
 		return
 	}
 	c, err := d.conn(ctx)
-	if err != nil {
+	var bo *backoffError
+	switch {
+	case errors.As(err, &bo): // said once, when the wait began
+		writeMsg(w, http.StatusOK, errorMessage(m.ID, mrtr.CodeInternalError, "upstream unavailable: "+err.Error(), nil))
+		return
+	case err != nil:
 		d.log.Error("bridge: start the upstream", "error", err)
 		writeMsg(w, http.StatusOK, errorMessage(m.ID, mrtr.CodeInternalError, "upstream unavailable: it could not be started", nil))
 		return
@@ -316,6 +413,9 @@ func (d *Direct) serve(ctx context.Context, w *pipeWriter, r *http.Request, body
 	}
 	select {
 	case resp, ok := <-call.Response():
+		if ok {
+			d.answered(c)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if !ok {

@@ -182,28 +182,7 @@ func (w *warnLog) WithGroup(string) slog.Handler      { return w }
 
 // refusals returns the suppressed counts of the warnings about refusals
 // at --max-procs.
-func (w *warnLog) refusals() []int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []int64
-	for _, r := range w.recs {
-		var limit string
-		n := int64(-1)
-		r.Attrs(func(a slog.Attr) bool {
-			switch a.Key {
-			case "limit":
-				limit = a.Value.String()
-			case "suppressed":
-				n = a.Value.Int64()
-			}
-			return true
-		})
-		if limit == "--max-procs" {
-			out = append(out, n)
-		}
-	}
-	return out
-}
+func (w *warnLog) refusals() []int64 { return w.limitWarnings("--max-procs") }
 
 // TestRefusalWarned (issue 27, item 5): a call refused at --max-procs is
 // warned of, at most once every few seconds, and the next warning counts

@@ -142,9 +142,52 @@ type warnings struct {
 	log *slog.Logger
 	now func() time.Time
 
-	mu    sync.Mutex
-	last  map[string]time.Time
-	quiet map[string]int
+	mu      sync.Mutex
+	last    map[string]time.Time
+	quiet   map[string]int
+	refused Refusals
+}
+
+// The limits a call can be refused at, as warnings name their kind.
+const (
+	limitProcs     = "--max-procs"
+	limitPerCaller = "--max-procs-per-caller"
+	limitHolds     = "--max-holds"
+)
+
+// Refusals counts the calls (and 2025-11-25 client sessions) refused at
+// each limit since the start.
+type Refusals struct {
+	// Procs counts those refused at --max-procs (Options.MaxSessions).
+	Procs int64
+	// PerCaller counts those refused at --max-procs-per-caller
+	// (Options.MaxSessionsPerCaller).
+	PerCaller int64
+	// Holds counts those refused at --max-holds (Options.MaxHolds).
+	Holds int64
+}
+
+// refuse counts a refusal at limit (one of the limit* names) and warns of
+// it as warn does, kind the limit.
+func (w *warnings) refuse(limit, msg string, args ...any) {
+	w.mu.Lock()
+	switch limit {
+	case limitProcs:
+		w.refused.Procs++
+	case limitPerCaller:
+		w.refused.PerCaller++
+	case limitHolds:
+		w.refused.Holds++
+	}
+	w.mu.Unlock()
+	w.warn(limit, msg, append([]any{"limit", limit}, args...)...)
+}
+
+// refusals returns the refusals counted so far.
+func (w *warnings) refusals() Refusals {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.refused
 }
 
 func newWarnings(log *slog.Logger, now func() time.Time) *warnings {

@@ -307,7 +307,7 @@ func (b *Bridge) pause(out *responder, h *hold, reqs []*rpc.Message, caps mcpwir
 	if h.id == "" {
 		if len(b.holds) >= b.o.MaxHolds {
 			b.mu.Unlock()
-			b.warn.warn("--max-holds", "bridge: a call was refused: the proxy is at its limit of held calls (--max-holds)", "limit", "--max-holds", "max", b.o.MaxHolds)
+			b.warn.refuse(limitHolds, "bridge: a call was refused: the proxy is at its limit of held calls (--max-holds)", "max", b.o.MaxHolds)
 			for _, m := range reqs {
 				_ = h.s.conn.RespondError(m.ID, mrtr.CodeInternalError, "the proxy cannot hold the call")
 			}

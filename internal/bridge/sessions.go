@@ -60,14 +60,17 @@ func legacyRequest(r *http.Request, body []byte) bool {
 // sessionsConfig configures a sessions handler.
 type sessionsConfig struct {
 	dial func(ctx context.Context) (Upstream, error)
-	// reserve takes one process slot, free gives it back; nil counts the
-	// handler's own children against max.
-	reserve func() error
-	free    func()
-	max     int
-	idle    time.Duration
-	start   time.Duration
-	log     *slog.Logger
+	// reserve takes one process slot for a session of caller (key of a
+	// principal), free gives it back; nil counts the handler's own
+	// children against max, and those of one caller against perCaller
+	// (zero: max).
+	reserve   func(caller string) error
+	free      func(caller string)
+	max       int
+	perCaller int
+	idle      time.Duration
+	start     time.Duration
+	log       *slog.Logger
 	// roots is the roots/list result the proxy answers the child with
 	// (the operator's, see rootsGate); operatorRoots says the operator
 	// gave some, so the child is told the client has roots even when the
@@ -90,7 +93,8 @@ type sessions struct {
 
 	mu     sync.Mutex
 	byID   map[string]*lsession
-	own    int // children counted here when c.reserve is nil
+	own    int            // children counted here when c.reserve is nil
+	ownBy  map[string]int // of them, each caller's
 	closed bool
 
 	dropped atomic.Int64 // notifications dropped from full queues
@@ -102,6 +106,9 @@ func newSessions(c sessionsConfig) *sessions {
 	}
 	if c.max <= 0 {
 		c.max = DefaultMaxSessions
+	}
+	if c.perCaller <= 0 || c.perCaller > c.max {
+		c.perCaller = c.max
 	}
 	if c.idle <= 0 {
 		c.idle = DefaultIdleTimeout
@@ -118,7 +125,7 @@ func newSessions(c sessionsConfig) *sessions {
 	if c.roots == nil {
 		c.roots = rootsResult(nil)
 	}
-	return &sessions{c: c, byID: map[string]*lsession{}}
+	return &sessions{c: c, byID: map[string]*lsession{}, ownBy: map[string]int{}}
 }
 
 func (ss *sessions) newQueue() *queue { return newQueue(ss.c.maxQueue, ss.c.maxQueueBytes) }
@@ -157,30 +164,44 @@ func (ss *sessions) close(ctx context.Context) error {
 	return stopEach(all, func(s *lsession) error { return s.stop(ctx, "the proxy is stopping") })
 }
 
-// take reserves a slot for one more child. At the bound the least
-// recently used idle session (lruLocked) is ended to make room: its slot is
-// this one's, and its child is stopped before take returns, so the
-// children stay within the bound. On a Bridge, c.reserve does that over
-// the bridge's sessions too (Bridge.evict).
-func (ss *sessions) take() error {
+// take reserves a slot for one more child, of caller. At caller's bound
+// (c.perCaller) the least recently used idle session of caller
+// (lruLocked) is ended to make room, at the bound of all (c.max) the
+// least recently used idle session of anyone: its slot is this one's, and
+// its child is stopped before take returns, so the children stay within
+// the bound. On a Bridge, c.reserve does that over the bridge's sessions
+// too (Bridge.slot).
+func (ss *sessions) take(caller string) error {
 	if ss.c.reserve != nil {
-		return ss.c.reserve()
+		return ss.c.reserve(caller)
 	}
 	ss.mu.Lock()
 	if ss.closed {
 		ss.mu.Unlock()
 		return errClosed
 	}
-	if ss.own < ss.c.max {
+	var of func(string) bool
+	switch {
+	case ss.c.perCaller < ss.c.max && ss.ownBy[caller] >= ss.c.perCaller:
+		of = only(caller)
+	case ss.own < ss.c.max:
 		ss.own++
+		ss.ownBy[caller]++
 		ss.mu.Unlock()
 		return nil
 	}
-	v := ss.evictLocked(nil, false, time.Time{}, func() {}) // its slot is taken over as it is
+	// The victim's slot is taken over: its caller's count moves to this
+	// one's.
+	v := ss.evictLocked(of, false, time.Time{}, func(c string) { ss.ownBy[c]--; ss.ownBy[caller]++ })
 	ss.mu.Unlock()
 	if v == nil {
-		ss.c.warn.warn("--max-procs", "bridge: a call was refused: the proxy is at its limit of upstream processes (--max-procs) and none is idle",
-			"limit", "--max-procs", "max", ss.c.max)
+		if of != nil {
+			ss.c.warn.refuse(limitPerCaller, "bridge: a call was refused: its caller is at its limit of upstream processes (--max-procs-per-caller) and none of them is idle",
+				"max", ss.c.perCaller)
+			return errTooManyOfCaller
+		}
+		ss.c.warn.refuse(limitProcs, "bridge: a call was refused: the proxy is at its limit of upstream processes (--max-procs) and none is idle",
+			"max", ss.c.max)
 		return errTooMany
 	}
 	ss.c.log.Debug("bridge: idle legacy client session stopped to make room")
@@ -188,14 +209,22 @@ func (ss *sessions) take() error {
 	return nil
 }
 
-func (ss *sessions) free() {
+func (ss *sessions) free(caller string) {
 	if ss.c.reserve != nil {
-		ss.c.free()
+		ss.c.free(caller)
 		return
 	}
 	ss.mu.Lock()
 	ss.own--
+	if ss.ownBy[caller]--; ss.ownBy[caller] <= 0 {
+		delete(ss.ownBy, caller)
+	}
 	ss.mu.Unlock()
+}
+
+// only accepts caller alone, as the filter of an eviction.
+func only(caller string) func(string) bool {
+	return func(c string) bool { return c == caller }
 }
 
 // lruLocked returns the session to stop for room among those whose
@@ -223,15 +252,15 @@ func (ss *sessions) lruLocked(of func(caller string) bool) (v *lsession, streams
 // ranks before an idle session of the bridge's last used at before (when
 // other says there is one: that one serves no stream, so it goes first
 // unless this one is older and serves none either). The session is
-// unknown from then on (404), and give hands its slot over at once; the
-// caller ends it (end). Nil when there is none to take.
-func (ss *sessions) evict(of func(caller string) bool, other bool, before time.Time, give func()) *lsession {
+// unknown from then on (404), and give hands its slot (of its caller) over
+// at once; the caller ends it (end). Nil when there is none to take.
+func (ss *sessions) evict(of func(caller string) bool, other bool, before time.Time, give func(caller string)) *lsession {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	return ss.evictLocked(of, other, before, give)
 }
 
-func (ss *sessions) evictLocked(of func(caller string) bool, other bool, before time.Time, give func()) *lsession {
+func (ss *sessions) evictLocked(of func(caller string) bool, other bool, before time.Time, give func(caller string)) *lsession {
 	v, streams, at := ss.lruLocked(of)
 	if v == nil || other && (streams || !at.Before(before)) {
 		return nil
@@ -240,7 +269,7 @@ func (ss *sessions) evictLocked(of func(caller string) bool, other bool, before 
 	// In byID, v has not reached end's freeing of its slot: the slot is
 	// handed over here, and end leaves it.
 	if v.released.CompareAndSwap(false, true) {
-		give()
+		give(v.caller)
 	}
 	return v
 }
@@ -489,7 +518,8 @@ func (ss *sessions) initialize(ctx context.Context, w *pipeWriter, r *http.Reque
 		writeMsg(w, http.StatusBadRequest, errorMessage(idOf(m), -32600, "bad request: no Mcp-Session-Id header (initialize first)", nil))
 		return
 	}
-	if err := ss.take(); err != nil { // warned of at the limit
+	caller := key(callerOf(ctx))
+	if err := ss.take(caller); err != nil { // warned of at the limit
 		writeMsg(w, http.StatusOK, errorMessage(m.ID, mrtr.CodeInternalError, err.Error(), nil))
 		return
 	}
@@ -497,12 +527,12 @@ func (ss *sessions) initialize(ctx context.Context, w *pipeWriter, r *http.Reque
 	up, err := ss.c.dial(dctx)
 	cancel()
 	if err != nil {
-		ss.free()
+		ss.free(caller)
 		ss.c.log.Error("bridge: start the upstream", "error", err)
 		writeMsg(w, http.StatusOK, errorMessage(m.ID, mrtr.CodeInternalError, "upstream unavailable: it could not be started", nil))
 		return
 	}
-	s := &lsession{ss: ss, id: newHoldID(), caller: key(callerOf(ctx)), up: up, done: make(chan struct{}), busy: 1, usedAt: ss.c.now(), backlog: ss.newQueue(), asked: map[string]struct{}{}, rootsAnswered: newRootsSignal()}
+	s := &lsession{ss: ss, id: newHoldID(), caller: caller, up: up, done: make(chan struct{}), busy: 1, usedAt: ss.c.now(), backlog: ss.newQueue(), asked: map[string]struct{}{}, rootsAnswered: newRootsSignal()}
 	// The session is known before its id leaves: a client speaks on it as
 	// soon as it reads the response's header, and must not find it
 	// missing. Until then nobody knows the id, and busy keeps it from
@@ -781,27 +811,28 @@ func (s *lsession) end(ctx context.Context) error {
 		close(s.done)
 		s.err = s.up.Close(ctx)
 		if s.released.CompareAndSwap(false, true) { // else evict handed the slot over
-			ss.free()
+			ss.free(s.caller)
 		}
 	})
 	return s.err
 }
 
 // legacySlot takes one of the bridge's MaxSessions for the child of a
-// 2025-11-25 client session, evicting the least recently used idle
-// session of either pool if need be (Bridge.room).
-func (b *Bridge) legacySlot() error {
+// 2025-11-25 client session of caller, evicting the least recently used
+// idle session of either pool if need be (Bridge.slot).
+func (b *Bridge) legacySlot(caller string) error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return errClosed
 	}
-	victim, err := b.room()
+	victim, err := b.slot(caller)
 	if err != nil {
 		b.mu.Unlock()
 		return err
 	}
 	b.legacyProcs++
+	b.legacyBy[caller]++
 	b.mu.Unlock()
 	if victim != nil {
 		_ = victim(context.Background())
@@ -810,8 +841,12 @@ func (b *Bridge) legacySlot() error {
 }
 
 // legacyFree gives back a slot of legacySlot.
-func (b *Bridge) legacyFree() {
+func (b *Bridge) legacyFree(caller string) {
 	b.mu.Lock()
 	b.legacyProcs--
+	if b.legacyBy[caller]--; b.legacyBy[caller] <= 0 {
+		delete(b.legacyBy, caller)
+	}
+	b.refillLocked()
 	b.mu.Unlock()
 }
