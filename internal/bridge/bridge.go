@@ -359,10 +359,15 @@ func (b *Bridge) Close(ctx context.Context) error {
 	}
 	b.holds = map[string]*hold{}
 	b.mu.Unlock()
-	errs := []error{b.legacy.close(ctx)}
-	for _, s := range all {
-		errs = append(errs, s.stop(ctx))
+	// Every session at once: a child takes up to its grace to end, and
+	// many children one after another would outlast a shutdown's bound.
+	errs := make([]error, len(all)+1)
+	var wg sync.WaitGroup
+	wg.Go(func() { errs[0] = b.legacy.close(ctx) })
+	for i, s := range all {
+		wg.Go(func() { errs[i+1] = s.stop(ctx) })
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

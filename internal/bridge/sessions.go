@@ -155,10 +155,12 @@ func (ss *sessions) close(ctx context.Context) error {
 		all = append(all, s)
 	}
 	ss.mu.Unlock()
-	var errs []error
-	for _, s := range all {
-		errs = append(errs, s.end(ctx))
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, s := range all { // at once, as Bridge.Close
+		wg.Go(func() { errs[i] = s.end(ctx) })
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
