@@ -17,6 +17,10 @@ const defaultDrainTimeout = 30 * time.Second
 // drainLogEvery is how often a drain says how many calls it waits for.
 const drainLogEvery = 5 * time.Second
 
+// drainedShutdown bounds the shutdown after a drain: the streams clients
+// listen on (GET, subscriptions/listen) are cut then.
+const drainedShutdown = 5 * time.Second
+
 // drainPoll is how often a drain looks at what is still held or in flight.
 const drainPoll = 20 * time.Millisecond
 

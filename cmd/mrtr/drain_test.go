@@ -211,3 +211,43 @@ func TestServeDrainIdle(t *testing.T) {
 		t.Fatalf("serve still runs 10 s after the drain signal:\n%s", logs.String())
 	}
 }
+
+// TestProxyDrainCutsStreams: a 2025-11-25 client's GET stream, passed
+// through to the upstream, is not waited for: once nothing is held or in
+// flight, the proxy cuts it and exits 0.
+func TestProxyDrainCutsStreams(t *testing.T) {
+	p := startDrainedProxy(t, "--upstream", legacyHTTPServer(t))
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	req, _ := http.NewRequest(http.MethodPost, p.url, strings.NewReader(init))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize: HTTP %d without a session", resp.StatusCode)
+	}
+	req, _ = http.NewRequest(http.MethodGet, p.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	if stream.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: HTTP %d", stream.StatusCode)
+	}
+	p.drain()
+	if code := p.exit(15 * time.Second); code != 0 {
+		t.Fatalf("exit %d with a GET stream open, want 0:\n%s", code, p.logs.String())
+	}
+	if !strings.Contains(p.logs.String(), "mrtr shutting down: the streams still open are cut") {
+		t.Fatalf("no line saying the stream was cut:\n%s", p.logs.String())
+	}
+}

@@ -199,15 +199,23 @@ func runHTTP(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.L
 		drained = true
 	}
 	log.Info("mrtr shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	bound := 10 * time.Second
+	if drained {
+		// What is left are streams a client listens on, which end only
+		// when it goes, and calls that arrived just now: the streams are
+		// cut after drainedShutdown (a second signal: at once).
+		bound = drainedShutdown
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	if drained { // what is left are streams a client listens on: a second signal cuts them at once
+	if drained {
 		defer context.AfterFunc(ctx, cancel)()
 	}
 	if err := srv.Shutdown(sctx); err != nil {
 		srv.Close()
-		if drained && ctx.Err() != nil {
-			d.forced.Store(true)
+		if drained {
+			d.forced.Store(ctx.Err() != nil)
+			log.Info("mrtr shutting down: the streams still open are cut")
 			return nil
 		}
 		return fmt.Errorf("shutdown: %w", err)
