@@ -18,8 +18,9 @@ const DefaultCheckTimeout = 2 * time.Second
 type Check struct {
 	Name string
 	Fn   func(ctx context.Context) error
-	// Quiet leaves the check out of /readyz's body while it passes (a
-	// state that only matters when it fails, like a drain).
+	// Quiet leaves the check out of /readyz's body while it passes, and
+	// its failures out of the log: a state that matters only when it
+	// fails, and that its owner logs (like a drain).
 	Quiet bool
 }
 
@@ -101,7 +102,7 @@ func (h *Health) Run(ctx context.Context) map[string]string {
 				default:
 					res = "unreachable"
 				}
-				if h.Logger != nil {
+				if h.Logger != nil && !c.Quiet {
 					h.Logger.WarnContext(ctx, "readiness check failed", "check", c.Name, "error", err)
 				}
 			}

@@ -2,10 +2,12 @@ package observe_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -337,8 +339,13 @@ func TestHealth(t *testing.T) {
 		t.Fatalf("readyz (a quiet check passing is left out): %d %s", code, body)
 	}
 	draining.Store(true)
+	var logs bytes.Buffer
+	h.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	if code, body := get(h.Readyz, "GET"); code != 503 || body != `{"status":"unready","checks":{"drain":"draining","keys":"ok"}}` {
 		t.Fatalf("readyz (a quiet check failing): %d %s", code, body)
+	}
+	if logs.Len() != 0 {
+		t.Fatalf("a quiet check's failure was logged: %s", logs.String())
 	}
 }
 
