@@ -202,9 +202,9 @@ func (l *lateEra) setStop(stop func(context.Context) error) {
 	l.mu.Unlock()
 }
 
-// close stops the probes and ends the bound path (the bridge's
-// sessions), if any.
-func (l *lateEra) close(ctx context.Context) error {
+// halt stops the probes and waits for a bind in progress: nothing is
+// bound (nor a replica advertised) after it returns.
+func (l *lateEra) halt() {
 	l.mu.Lock()
 	started, cancel := l.started, l.cancel
 	l.mu.Unlock()
@@ -212,6 +212,11 @@ func (l *lateEra) close(ctx context.Context) error {
 		cancel()
 		<-l.done
 	}
+}
+
+// close halts and ends the bound path (the bridge's sessions), if any.
+func (l *lateEra) close(ctx context.Context) error {
+	l.halt()
 	l.mu.Lock()
 	stop := l.stop
 	l.mu.Unlock()

@@ -7,9 +7,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
 // postStatus posts a 2026-07-28 tools/call of delete to url and returns
@@ -136,5 +139,51 @@ func TestProxyHTTPUpstreamLateModern(t *testing.T) {
 	}
 	if logs := p.logs.String(); !strings.Contains(logs, `"era":"modern"`) || !strings.Contains(logs, "the upstream speaks 2026-07-28") {
 		t.Fatalf("no line naming the modern era:\n%s", logs)
+	}
+}
+
+// TestProxyHTTPUpstreamLateReplicas: two replicas on one Redis, both
+// started before their 2025-11-25 HTTP upstream: once it answers, each
+// bridges it and advertises itself then, so a call paused on A is resumed
+// through B (forwarded to A) and completes.
+func TestProxyHTTPUpstreamLateReplicas(t *testing.T) {
+	rurl := testredis.Start(t)
+	ring := filepath.Join(t.TempDir(), "keys.json")
+	writeRing(t, ring, genKey(t, "k1"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	args := []string{"--upstream", "http://" + addr + "/mcp", "--keys", ring, "--replay", rurl}
+	var srv *httptest.Server
+	t.Cleanup(func() { // after the proxies' (their sessions' GET streams end then)
+		if srv != nil {
+			srv.Close()
+		}
+	})
+	a := startDrainedProxy(t, args...)
+	b := startDrainedProxy(t, args...)
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: legacyHTTPHandler()}}
+	srv.Start()
+	tok, key := pauseDelete(t, a.url, "a") // waits for A to know the era
+	// B judges the era on its own backoff (a readiness check asks for a
+	// probe at once).
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(b.logs.String(), "mrtr proxy: replicas on"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("B did not turn replicas on:\n%s", b.logs.String())
+		}
+		readyz(t, b.url)
+	}
+	if got := resumeDelete(t, b.url, "a", tok, key); !strings.Contains(got, "deleted a") {
+		t.Fatalf("resume through B of a call held by A: %s", got)
+	}
+	if !strings.Contains(a.logs.String(), "mrtr proxy: replicas on") {
+		t.Fatalf("A did not turn replicas on:\n%s", a.logs.String())
 	}
 }

@@ -169,7 +169,10 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 		}
 		defer replicas.stop()
 	} else if late != nil && replicas != nil {
-		defer replicas.stop() // started if the upstream turns out 2025-11-25
+		defer func() { // started if the upstream turns out 2025-11-25
+			late.halt()
+			replicas.stop()
+		}()
 	} else if c.advertise != "" {
 		log.Warn("mrtr proxy: --advertise is ignored: replicas forward resumes only for a bridged (2025-11-25) upstream with a Redis --replay")
 	}
