@@ -217,21 +217,8 @@ func TestServeDrainIdle(t *testing.T) {
 // flight, the proxy cuts it and exits 0.
 func TestProxyDrainCutsStreams(t *testing.T) {
 	p := startDrainedProxy(t, "--upstream", legacyHTTPServer(t))
-	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
-	req, _ := http.NewRequest(http.MethodPost, p.url, strings.NewReader(init))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	sid := resp.Header.Get("Mcp-Session-Id")
-	if sid == "" {
-		t.Fatalf("initialize: HTTP %d without a session", resp.StatusCode)
-	}
-	req, _ = http.NewRequest(http.MethodGet, p.url, nil)
+	sid := initLegacy(t, p.url)
+	req, _ := http.NewRequest(http.MethodGet, p.url, nil)
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Mcp-Session-Id", sid)
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
@@ -250,4 +237,24 @@ func TestProxyDrainCutsStreams(t *testing.T) {
 	if !strings.Contains(p.logs.String(), "mrtr shutting down: the streams still open are cut") {
 		t.Fatalf("no line saying the stream was cut:\n%s", p.logs.String())
 	}
+}
+
+// initLegacy opens a 2025-11-25 client session at url and returns its
+// Mcp-Session-Id.
+func initLegacy(t *testing.T, url string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		t.Fatalf("initialize: HTTP %d, session %q", resp.StatusCode, id)
+	}
+	return id
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -56,24 +55,12 @@ func TestProxyHTTPLegacyUpstream(t *testing.T) {
 			if !strings.Contains(logs.String(), "the upstream speaks 2025-11-25") {
 				t.Fatalf("no startup line naming the legacy era:\n%s", logs.String())
 			}
-			args := map[string]any{"item": "a"}
-			res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": args})
-			var tok string
-			json.Unmarshal(res["requestState"], &tok)
-			var irs map[string]json.RawMessage
-			json.Unmarshal(res["inputRequests"], &irs)
-			if e != nil || string(res["resultType"]) != `"input_required"` || !strings.HasPrefix(tok, "v1.") || len(irs) != 1 {
-				t.Fatalf("first call: %v %v", res, e)
-			}
-			var key string
-			for key = range irs {
+			tok, key := pauseDelete(t, url, "a")
+			if got := resumeDelete(t, url, "a", tok, key); !strings.Contains(got, "deleted a") {
+				t.Fatalf("resume: %s", got)
 			}
 			answers := map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}
-			res, e = rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": args, "requestState": tok, "inputResponses": answers})
-			if e != nil || !strings.Contains(string(res["content"]), "deleted a") {
-				t.Fatalf("resume: %v %v", res, e)
-			}
-			_, e = rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": args, "requestState": tok, "inputResponses": answers})
+			_, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "a"}, "requestState": tok, "inputResponses": answers})
 			if e == nil || !strings.Contains(string(e["data"]), "replayed") {
 				t.Fatalf("replay: %v", e)
 			}

@@ -290,13 +290,11 @@ func TestModernInitializeNotLegacy(t *testing.T) {
 	}
 }
 
-// TestCloseStopsEverySession: Close stops every child before it returns: an idle bridged
-// session's, a held call's, a 2025-11-25 client session's; later calls
-// are refused and start none.
-func TestCloseStopsEverySession(t *testing.T) {
-	kids := &children{srv: sessionServer(nil)}
-	b := bridge.New(bridge.Options{Dial: kids.dial})
-	t.Cleanup(func() { b.Close(context.Background()) })
+// openThreeSessions opens three sessions on b, in this order: an idle
+// bridged one (alice's finished call), a held call's (bob's), and a
+// 2025-11-25 client's.
+func openThreeSessions(t *testing.T, b *bridge.Bridge) {
+	t.Helper()
 	if r := straight(t, b, user("alice"), "tools/call", tool("count", nil, "", nil), nil); r.text() != "1" {
 		t.Fatalf("count: %s", r.raw)
 	}
@@ -306,6 +304,16 @@ func TestCloseStopsEverySession(t *testing.T) {
 	if resp, b := sendRaw(t, context.Background(), b, reqstate.Principal{}, nil, body); resp.Header.Get("Mcp-Session-Id") == "" {
 		t.Fatalf("initialize: %d %s", resp.StatusCode, b)
 	}
+}
+
+// TestCloseStopsEverySession: Close stops every child before it returns: an idle bridged
+// session's, a held call's, a 2025-11-25 client session's; later calls
+// are refused and start none.
+func TestCloseStopsEverySession(t *testing.T) {
+	kids := &children{srv: sessionServer(nil)}
+	b := bridge.New(bridge.Options{Dial: kids.dial})
+	t.Cleanup(func() { b.Close(context.Background()) })
+	openThreeSessions(t, b)
 	if st := b.Stats(); st.Sessions != 3 || st.Holds != 1 {
 		t.Fatalf("before Close: %+v, want 3 sessions and a hold", st)
 	}
@@ -629,15 +637,7 @@ func TestCloseStopsSessionsAtOnce(t *testing.T) {
 		return barrierUpstream{up, bar}, nil
 	}
 	b := bridge.New(bridge.Options{Dial: dial})
-	if r := straight(t, b, user("alice"), "tools/call", tool("count", nil, "", nil), nil); r.text() != "1" {
-		t.Fatalf("count: %s", r.raw)
-	}
-	onlyKey(t, straight(t, b, user("bob"), "tools/call", tool("ask", nil, "", nil), nil))
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
-		"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "old", "version": "1"}}})
-	if resp, b := sendRaw(t, context.Background(), b, reqstate.Principal{}, nil, body); resp.Header.Get("Mcp-Session-Id") == "" {
-		t.Fatalf("initialize: %d %s", resp.StatusCode, b)
-	}
+	openThreeSessions(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	if err := b.Close(ctx); err != nil {
