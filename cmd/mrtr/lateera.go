@@ -228,11 +228,11 @@ func (l *lateEra) close(ctx context.Context) error {
 
 // bindLate readies the proxy's late binding (c.late) to serve an HTTP
 // upstream once it answers: modern as is (the proxy's own handler), a
-// 2025-11-25 one through a bridge whose handler newHandler builds, its
-// replicas then started. Until then /readyz reports the upstream
-// unreachable, or its era unknown; the probes start with the listener.
-func (c *proxyConfig) bindLate(ctx context.Context, log *slog.Logger, guard *mrtr.Guard, modern *proxy.Handler,
-	newHandler func(http.RoundTripper, *proxy.Peers) (*proxy.Handler, error), replicas *replicaSet) {
+// 2025-11-25 one through a bridge (the proxy's opts with the bridge as
+// their Transport), its replicas then started. Until then /readyz reports
+// the upstream unreachable, or its era unknown; the probes start with
+// the listener.
+func (c *proxyConfig) bindLate(ctx context.Context, log *slog.Logger, guard *mrtr.Guard, modern *proxy.Handler, opts proxy.Options, replicas *replicaSet) {
 	l := c.upstreamConfig.late
 	var listened net.Addr // set before the probes start
 	l.bind = func(era string) (http.Handler, error) {
@@ -252,7 +252,8 @@ func (c *proxyConfig) bindLate(ctx context.Context, log *slog.Logger, guard *mrt
 				peersOpt = replicas.peersOf(c.codec, guard, c.tel.observer)
 			}
 		}
-		return newHandler(b, peersOpt)
+		opts.Transport, opts.Peers = b, peersOpt
+		return proxy.New(opts)
 	}
 	c.tel.addUpstreamReadiness(func(ctx context.Context) error {
 		if err := modern.CheckUpstream(ctx); err != nil {

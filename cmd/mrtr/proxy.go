@@ -176,31 +176,29 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	} else if c.advertise != "" {
 		log.Warn("mrtr proxy: --advertise is ignored: replicas forward resumes only for a bridged (2025-11-25) upstream with a Redis --replay")
 	}
-	newHandler := func(tr http.RoundTripper, peersOpt *proxy.Peers) (*proxy.Handler, error) {
-		return proxy.New(proxy.Options{
-			Upstream:             upstream,
-			Transport:            tr,
-			Guard:                guard,
-			DialTimeout:          c.dialTimeout,
-			UpstreamTransport:    proxy.TransportKind(c.upTransport),
-			UpstreamTimeout:      c.upstreamTimeout,
-			MaxBodyBytes:         c.maxBodyBytes,
-			MaxHeldBytes:         c.maxHeld,
-			MaxUpstreamState:     int(c.maxState),
-			Principal:            bearerPrincipal,
-			ForwardAuthorization: c.forwardAuth,
-			AllowedHosts:         hosts,
-			Logger:               log,
-			Peers:                peersOpt,
-		})
+	opts := proxy.Options{
+		Upstream:             upstream,
+		Transport:            tr,
+		Guard:                guard,
+		DialTimeout:          c.dialTimeout,
+		UpstreamTransport:    proxy.TransportKind(c.upTransport),
+		UpstreamTimeout:      c.upstreamTimeout,
+		MaxBodyBytes:         c.maxBodyBytes,
+		MaxHeldBytes:         c.maxHeld,
+		MaxUpstreamState:     int(c.maxState),
+		Principal:            bearerPrincipal,
+		ForwardAuthorization: c.forwardAuth,
+		AllowedHosts:         hosts,
+		Logger:               log,
+		Peers:                peersOpt,
 	}
-	h, err := newHandler(tr, peersOpt)
+	h, err := proxy.New(opts)
 	if err != nil {
 		return err
 	}
 	var endpoint http.Handler = h
 	if late != nil {
-		c.bindLate(ctx, log, guard, h, newHandler, replicas)
+		c.bindLate(ctx, log, guard, h, opts, replicas)
 		endpoint = late
 	} else if len(c.command) == 0 {
 		// Not fatal: the upstream may start after the proxy. (A command
