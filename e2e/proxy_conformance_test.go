@@ -248,30 +248,69 @@ func startProxyPID(t *testing.T, args ...string) (string, int) {
 // startProxyLog is startProxyPID that also returns the proxy's log.
 func startProxyLog(t testing.TB, args ...string) (string, int, *serverLog) {
 	t.Helper()
+	p := startProxyProc(t, args...)
+	return p.url, p.pid, p.logs
+}
+
+// proxyProc is a `mrtr proxy` process of startProxyProc.
+type proxyProc struct {
+	url    string
+	pid    int
+	logs   *serverLog
+	exited chan struct{} // closed once it is reaped; then waitErr is set
+	// waitErr is how it ended (nil: status 0); read after exited.
+	waitErr error
+}
+
+// startProxyProc runs `mrtr proxy` with args and waits for it to serve.
+// At cleanup it gets SIGTERM and must exit 0 within 10 s: on its own
+// when nothing is held or in flight; when its drain starts with calls
+// the test left held, a second SIGTERM stops it at once.
+func startProxyProc(t *testing.T, args ...string) *proxyProc {
+	t.Helper()
 	full := append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...)
-	logs := &serverLog{url: make(chan string, 1)}
+	p := &proxyProc{logs: &serverLog{url: make(chan string, 1)}, exited: make(chan struct{})}
 	cmd := exec.Command(mrtrBin, full...)
 	cmd.Env = serverEnv()
-	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	setProcAttr(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start mrtr proxy: %v", err)
 	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
+	p.pid = cmd.Process.Pid
+	go func() { p.waitErr = cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("mrtr proxy (pid %d) did not stop within 10 s of SIGTERM", cmd.Process.Pid)
+		deadline := time.After(10 * time.Second)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		seen := false // the drain's start line
+	wait:
+		for {
+			select {
+			case <-p.exited:
+				break wait
+			case <-deadline:
+				_ = cmd.Process.Kill()
+				<-p.exited
+				t.Errorf("mrtr proxy (pid %d) did not stop within 10 s of SIGTERM", cmd.Process.Pid)
+				break wait
+			case <-tick.C:
+				if seen {
+					continue
+				}
+				if d, ok := drainStart(p.logs.String()); ok {
+					seen = true
+					if d.Held+d.InFlight > 0 {
+						t.Logf("mrtr proxy (pid %d): the test left %d calls held, %d in flight: second SIGTERM", cmd.Process.Pid, d.Held, d.InFlight)
+						_ = cmd.Process.Signal(syscall.SIGTERM)
+					}
+				}
+			}
 		}
-		out := logs.String()
-		if waitErr != nil {
-			t.Errorf("mrtr proxy exited with %v. Log tail:\n%s", waitErr, tail(out, 40))
+		out := p.logs.String()
+		if p.waitErr != nil {
+			t.Errorf("mrtr proxy exited with %v. Log tail:\n%s", p.waitErr, tail(out, 40))
 		}
 		if strings.Contains(out, "WARNING: DATA RACE") {
 			t.Errorf("mrtr proxy reported a data race:\n%s", out)
@@ -281,12 +320,32 @@ func startProxyLog(t testing.TB, args ...string) (string, int, *serverLog) {
 		}
 	})
 	select {
-	case u := <-logs.url:
-		return u, cmd.Process.Pid, logs
-	case <-exited:
-		t.Fatalf("mrtr proxy exited before serving (%v):\n%s", waitErr, logs.String())
+	case p.url = <-p.logs.url:
+		return p
+	case <-p.exited:
+		t.Fatalf("mrtr proxy exited before serving (%v):\n%s", p.waitErr, p.logs.String())
 	case <-time.After(60 * time.Second):
-		t.Fatalf("mrtr proxy logged no \"mrtr serving\" line within 60 s:\n%s", logs.String())
+		t.Fatalf("mrtr proxy logged no \"mrtr serving\" line within 60 s:\n%s", p.logs.String())
 	}
-	return "", 0, nil
+	return nil
+}
+
+// drainLine is the log line of a drain's start.
+type drainLine struct {
+	Held     int `json:"held"`
+	InFlight int `json:"in_flight"`
+}
+
+// drainStart finds the line of a drain's start in a JSON log.
+func drainStart(logs string) (drainLine, bool) {
+	for _, l := range strings.Split(logs, "\n") {
+		var d struct {
+			Msg string `json:"msg"`
+			drainLine
+		}
+		if json.Unmarshal([]byte(l), &d) == nil && strings.HasPrefix(d.Msg, "mrtr draining: ") {
+			return d.drainLine, true
+		}
+	}
+	return drainLine{}, false
 }

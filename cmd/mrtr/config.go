@@ -57,6 +57,8 @@ type commonConfig struct {
 	// onListen, when set, runs once the listener of --addr is open, with
 	// its address (--addr HOST:0 gets a port only then).
 	onListen func(net.Addr) error
+
+	drainConfig // --drain-timeout and what a drain waits for (drain.go)
 }
 
 // serveConfig is commonConfig plus the flags only `mrtr serve` has.
@@ -72,6 +74,7 @@ type serveConfig struct {
 func commonFlags(f *flags, c *commonConfig) {
 	f.String(groupListen, &c.addr, "addr", "127.0.0.1:8080", "listen address (`HOST:PORT`) of the Streamable HTTP endpoint /mcp and of /healthz and /readyz")
 	f.String(groupListen, &c.allowedHosts, "allowed-hosts", "", "extra Host header values (host or host:port, comma separated) accepted on a loopback connection, which otherwise must name a loopback host (DNS rebinding protection)")
+	drainFlags(f, &c.drainConfig)
 	f.String(groupKeys, &c.keysFile, "keys", "", "key ring `FILE` (JSON, from mrtr keygen --out FILE), reloaded without a restart when it changes or on SIGHUP; $MRTR_KEYS may hold a path or the JSON itself. "+
 		"none, or no --keys: an ephemeral ring that dies with the process, with a warning")
 	// MRTR_KEYS holds a path or, starting with "{", the ring itself.
@@ -186,6 +189,7 @@ func (a *app) parseServe(args []string) (*serveConfig, error) {
 	}
 	c.commonConfig.settle()
 	c.getenv = a.getenv
+	c.drainConfig.signal = a.drain
 	return c, nil
 }
 

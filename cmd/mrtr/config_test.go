@@ -52,6 +52,7 @@ func TestServeFlagsTyped(t *testing.T) {
 		want string
 	}{
 		{[]string{"--ttl", "-5s"}, `--ttl: "-5s" is not a positive duration`},
+		{[]string{"--drain-timeout", "-1s"}, `--drain-timeout: "-1s" is negative (0 stops at once)`},
 		{[]string{"--max-conns", "0"}, "--max-conns: 0 is below the minimum of 1"},
 		{[]string{"--max-sessions", "0"}, "--max-sessions: 0 is below"},
 		{[]string{"--read-timeout", "0s"}, "--read-timeout:"},

@@ -60,19 +60,7 @@ func TestServeSlowBody(t *testing.T) {
 // well past it.
 func TestServeReadTimeoutSparesStreams(t *testing.T) {
 	mcpURL, _ := startServe(t, "--read-timeout", "500ms")
-	req, _ := http.NewRequest("POST", mcpURL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	id := resp.Header.Get("Mcp-Session-Id")
-	if resp.StatusCode != 200 || id == "" {
-		t.Fatalf("initialize: HTTP %d, session %q", resp.StatusCode, id)
-	}
+	id := initLegacy(t, mcpURL)
 	c, host := rawConn(t, mcpURL)
 	io.WriteString(c, "GET /mcp HTTP/1.1\r\nHost: "+host+"\r\nAccept: text/event-stream\r\nMcp-Session-Id: "+id+"\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n")
 	br := bufio.NewReader(c)

@@ -52,14 +52,52 @@ type app struct {
 	// probeTimeout bounds mrtr proxy's era probe of a command upstream;
 	// zero: 90 s (a test seam).
 	probeTimeout time.Duration
+	// drain is closed by the first SIGTERM or SIGINT: serve and proxy
+	// drain, every other command stops (the ctx of run ends then for
+	// them). The ctx of run ends at the second signal. Nil: never (tests
+	// stop a command by ending its ctx).
+	drain <-chan struct{}
 }
 
 func main() {
 	superviseIfAsked(os.Args) // before any flag parsing or signal handling
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	ctx, drain := signals()
+	a.drain = drain
 	os.Exit(a.run(ctx, os.Args[1:]))
+}
+
+// signals returns a channel closed by the first SIGTERM or SIGINT and a
+// context that ends at the second: the first starts a drain, the second
+// stops at once.
+func signals() (context.Context, <-chan struct{}) {
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	drain := make(chan struct{})
+	go func() {
+		<-sig
+		close(drain)
+		<-sig
+		cancel()
+	}()
+	return ctx, drain
+}
+
+// untilDrain is ctx ended by the first signal too (app.drain): what does
+// not drain stops at once.
+func (a *app) untilDrain(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	if a.drain != nil {
+		go func() {
+			select {
+			case <-a.drain:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return ctx, cancel
 }
 
 // errUsage marks an error already explained by a usage message.
@@ -71,6 +109,11 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return 2
 	}
 	var err error
+	if args[0] != "serve" && args[0] != "proxy" {
+		var cancel context.CancelFunc
+		ctx, cancel = a.untilDrain(ctx)
+		defer cancel()
+	}
 	switch args[0] {
 	case "serve":
 		err = a.serve(ctx, args[1:])

@@ -113,6 +113,7 @@ func (a *app) parseProxy(args []string) (*proxyConfig, error) {
 	}
 	c.commonConfig.settle()
 	c.getenv = a.getenv
+	c.drainConfig.signal = a.drain
 	return c, nil
 }
 
@@ -149,17 +150,22 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	if replicas != nil {
 		c.upstreamConfig.node = replicas.node
 	}
-	tr, stopUpstream, err := c.upstreamTransport(ctx, log, guard)
+	// The waits of the start (the era probe) end at the first signal.
+	pctx, cancelStart := a.untilDrain(ctx)
+	defer cancelStart()
+	tr, stopUpstream, err := c.upstreamTransport(pctx, log, guard)
 	if err != nil {
 		return err
 	}
 	if stopUpstream != nil {
 		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			sctx, cancel := c.drainConfig.upstreamStopContext(15 * time.Second)
 			defer cancel()
 			_ = stopUpstream(sctx)
 		}()
 	}
+	c.drainConfig.held = c.upstreamConfig.heldCalls
+	late := c.upstreamConfig.late // an HTTP upstream not up yet (lateera.go)
 	upstream, upstreamName := c.upstream, c.upstream
 	if len(c.command) > 0 {
 		upstream, upstreamName = stdioUpstreamURL, "command "+commandName(c.command)
@@ -179,10 +185,15 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 			return replicas.start(ctx, log, advertiseURL(c.addr, c.advertise, a), c.codec, guard.Policy().ServerID)
 		}
 		defer replicas.stop()
+	} else if late != nil && replicas != nil {
+		defer func() { // started if the upstream turns out 2025-11-25
+			late.halt()
+			replicas.stop()
+		}()
 	} else if c.advertise != "" {
 		log.Warn("mrtr proxy: --advertise is ignored: replicas forward resumes only for a bridged (2025-11-25) upstream with a Redis --replay")
 	}
-	h, err := proxy.New(proxy.Options{
+	opts := proxy.Options{
 		Upstream:             upstream,
 		Transport:            tr,
 		Guard:                guard,
@@ -197,11 +208,16 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 		AllowedHosts:         hosts,
 		Logger:               log,
 		Peers:                peersOpt,
-	})
+	}
+	h, err := proxy.New(opts)
 	if err != nil {
 		return err
 	}
-	if len(c.command) == 0 {
+	var endpoint http.Handler = h
+	if late != nil {
+		c.bindLate(ctx, log, guard, h, opts, replicas)
+		endpoint = late
+	} else if len(c.command) == 0 {
 		// Not fatal: the upstream may start after the proxy. (A command
 		// upstream has its own readiness check, added by upstreamTransport.)
 		cctx, cancel := context.WithTimeout(ctx, c.dialTimeout+2*time.Second)
@@ -214,7 +230,7 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	log.Info("mrtr proxy", "upstream", upstreamName, "upstream_timeout", c.upstreamTimeout, "max_held", c.maxHeld,
 		"max_upstream_state", c.maxState, "forward_authorization", c.forwardAuth, "max_body", c.maxBodyBytes,
 		"read_timeout", c.readTimeout, "max_conns", c.maxConns)
-	return c.serveMCP(ctx, log, h, true) // the proxy checks Host on loopback itself
+	return c.serveMCP(ctx, log, endpoint, true) // the proxy checks Host on loopback itself
 }
 
 // checkCommand refuses an upstream command that cannot be run (no such

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -63,12 +62,8 @@ func startProxyCmd(t *testing.T, args ...string) (string, *syncBuffer) {
 		}
 	})
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		sc := bufio.NewScanner(strings.NewReader(logs.String()))
-		for sc.Scan() {
-			var line struct{ Msg, URL string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "mrtr serving" {
-				return line.URL, logs
-			}
+		if u := servingURL(logs.String()); u != "" {
+			return u, logs
 		}
 	}
 	t.Fatalf("proxy did not start: %s", logs.String())

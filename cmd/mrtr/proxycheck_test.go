@@ -39,13 +39,19 @@ func postList(t *testing.T, url string) int {
 }
 
 // TestProxyUpstreamNotFound pins issue 21 item 11: an upstream that
-// answers 404 to everything (a forgotten /mcp) is reported at startup (a
-// warning: the proxy starts), each failed call is logged at debug and a
-// run of them at warn, /readyz says not_found, and once the upstream
-// answers the proxy says so and is ready.
+// answers 404 (a forgotten /mcp) is reported at startup (a warning: the
+// proxy starts), each failed call is logged at debug and a run of them at
+// warn, /readyz says not_found, and once the upstream answers the proxy
+// says so and is ready. (This upstream tells its era, 2026-07-28; one
+// that answers 404 even to that is TestProxyUpstreamUnreachable's.)
 func TestProxyUpstreamNotFound(t *testing.T) {
 	var ok atomic.Bool
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == "server/discover" {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","supportedVersions":["2026-07-28"]}}`))
+			return
+		}
 		if !ok.Load() {
 			http.NotFound(w, r)
 			return
@@ -88,10 +94,13 @@ func TestProxyUpstreamNotFound(t *testing.T) {
 	}
 }
 
-// TestProxyUpstreamUnreachable pins issue 21 item 11: an upstream that is
-// not there yet is a warning at startup, not a refusal, and /readyz says
-// unreachable.
+// TestProxyUpstreamUnreachable pins issue 21 item 11 and issue 28 item 2:
+// an upstream that is not there yet, or that answers 404 to everything, is
+// a warning at startup naming the cause, not a refusal, and /readyz says
+// unreachable or not_found (its era is told once it answers:
+// TestProxyHTTPUpstreamLate).
 func TestProxyUpstreamUnreachable(t *testing.T) {
+	const warning = "mrtr proxy: the upstream does not answer yet: /readyz answers 503 and calls wait for it (then get an error) until it does; its era is judged as soon as it answers"
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -99,11 +108,21 @@ func TestProxyUpstreamUnreachable(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
 	url, logs := startProxyCmd(t, "--upstream", "http://"+addr+"/mcp")
-	if len(logLines(logs, "mrtr proxy: the upstream does not serve MCP yet; calls fail until it does")) != 1 {
+	if w := logLines(logs, warning); len(w) != 1 || !strings.Contains(w[0]["error"].(string), "connection refused") {
 		t.Fatalf("no startup warning:\n%s", logs)
 	}
 	base := strings.TrimSuffix(url, "/mcp")
 	if code, body := probe(t, base+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","upstream":"unreachable"}}` {
 		t.Errorf("/readyz with no upstream: %d %s", code, body)
+	}
+
+	up := httptest.NewServer(http.NotFoundHandler())
+	defer up.Close()
+	url, logs = startProxyCmd(t, "--upstream", up.URL)
+	if w := logLines(logs, warning); len(w) != 1 || !strings.Contains(w[0]["error"].(string), "HTTP 404") || !strings.Contains(w[0]["error"].(string), "/mcp") {
+		t.Fatalf("no startup warning naming HTTP 404 and /mcp:\n%s", logs)
+	}
+	if code, body := probe(t, strings.TrimSuffix(url, "/mcp")+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","upstream":"not_found"}}` {
+		t.Errorf("/readyz with a 404 upstream: %d %s", code, body)
 	}
 }

@@ -56,6 +56,8 @@ func (a *app) serve(ctx context.Context, args []string) error {
 			// is whoever started it.
 			log.Warn("--auth-* flags do not apply to --stdio; every caller is anonymous")
 		}
+		ctx, cancel := a.untilDrain(ctx) // nothing to drain on stdio
+		defer cancel()
 		log.Info("mrtr serving on stdio")
 		err := server.Run(ctx, &mcp.StdioTransport{})
 		if errors.Is(err, context.Canceled) {
@@ -102,9 +104,9 @@ func (c *commonConfig) serveMCP(ctx context.Context, log *slog.Logger, h http.Ha
 	if !hostChecked {
 		endpoint = local(endpoint)
 	}
-	mux.Handle("/mcp", endpoint)
+	mux.Handle("/mcp", c.mountDrain(endpoint))
 	c.mountHealth(mux, hosts)
-	return runHTTP(ctx, c.newHTTPServer(mux, log), ln, log)
+	return runHTTP(ctx, c.newHTTPServer(mux, log), ln, log, &c.drainConfig)
 }
 
 // newGuard builds the key ring, the single-use store and the guard, and
@@ -177,21 +179,45 @@ func (c *commonConfig) newHTTPServer(h http.Handler, log *slog.Logger) *http.Ser
 	}
 }
 
-// runHTTP serves srv on ln until ctx ends, then shuts down gracefully.
-func runHTTP(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Logger) error {
+// runHTTP serves srv on ln until ctx ends, then shuts down gracefully;
+// or, from the drain signal on, until d drained (then the same), or at
+// once when the drain is cut short.
+func runHTTP(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Logger, d *drainConfig) error {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	log.Info("mrtr serving", "url", "http://"+ln.Addr().String()+"/mcp")
+	drained := false
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
+	case <-d.signal:
+		if !d.drain(ctx, log) {
+			srv.Close()
+			return nil
+		}
+		drained = true
 	}
 	log.Info("mrtr shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	bound := 10 * time.Second
+	if drained {
+		// What is left are streams a client listens on, which end only
+		// when it goes, and calls that arrived just now: the streams are
+		// cut after drainedShutdown (a second signal: at once).
+		bound = drainedShutdown
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
+	if drained {
+		defer context.AfterFunc(ctx, cancel)()
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		srv.Close()
+		if drained {
+			d.forced.Store(ctx.Err() != nil)
+			log.Info("mrtr shutting down: the streams still open are cut")
+			return nil
+		}
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil

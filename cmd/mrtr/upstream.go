@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,6 +68,25 @@ type upstreamConfig struct {
 	// probeTimeout bounds the era probe of a command upstream; zero means
 	// defaultProbeTimeout (a test seam, no flag).
 	probeTimeout time.Duration
+	// late is set by httpTransport for an HTTP upstream that did not
+	// answer its era probe at start: the proxy serves /mcp through it,
+	// and it binds the right path once the upstream answers.
+	late *lateEra
+	// bound is the bridge (or Direct) in use, once known: the drain asks
+	// it how many calls it holds; a late-bound one's readiness too.
+	bound struct {
+		ready atomic.Pointer[func(context.Context) error]
+		stats atomic.Pointer[func() bridge.Stats]
+	}
+}
+
+// heldCalls counts the calls the upstream's bridge holds for a client's
+// answers: what a drain waits for besides the requests in flight.
+func (c *upstreamConfig) heldCalls() int {
+	if s := c.bound.stats.Load(); s != nil {
+		return (*s)().Holds
+	}
+	return 0
 }
 
 // upstreamFlags registers the flags of upstreamConfig.
@@ -116,10 +136,14 @@ func (c *upstreamConfig) addCrashLoopCheck(check func(context.Context) error) {
 // cannot be started) and to /metrics: the processes running, the idle
 // ones among them and the calls held for an answer.
 func (c *upstreamConfig) instrument(ready func(context.Context) error, stats func() bridge.Stats) {
+	c.bound.stats.Store(&stats)
+	c.bound.ready.Store(&ready)
 	if c.obs == nil {
 		return
 	}
-	c.obs.health.Checks = append(c.obs.health.Checks, observe.Check{Name: "upstream", Fn: ready})
+	if c.late == nil { // a late one's check, registered at start, reads c.bound
+		c.obs.health.Checks = append(c.obs.health.Checks, observe.Check{Name: "upstream", Fn: ready})
+	}
 	if c.obs.registry == nil {
 		return
 	}
@@ -276,25 +300,56 @@ func (c *upstreamConfig) httpTransport(ctx context.Context, log *slog.Logger, gu
 	era := c.era
 	if era == eraAuto {
 		var err error
-		era, err = probeHTTP(ctx, tr, c.url)
+		era, err = c.judgeHTTP(ctx, log, tr, name)
 		if err != nil {
-			log.Warn("mrtr proxy: the upstream's era could not be told: taking it as 2026-07-28 (--upstream-era legacy bridges a 2025-11-25 one)",
-				"upstream", name, "error", err)
-			era = eraModern
+			// Not up yet (the start race of compose or Kubernetes): judged
+			// as soon as it answers; until then /readyz is 503 and calls
+			// wait for it, briefly.
+			c.late = newLateEra(log, name, func(ctx context.Context) (string, error) { return c.judgeHTTP(ctx, log, tr, name) })
+			log.Warn("mrtr proxy: the upstream does not answer yet: /readyz answers 503 and calls wait for it (then get an error) until it does; its era is judged as soon as it answers",
+				"upstream", name, "error", err, "call_wait", c.late.wait)
+			return nil, c.late.close, nil
 		}
 	}
 	if era == eraModern {
-		log.Info("mrtr proxy: the upstream speaks 2026-07-28: its pauses are sealed", "upstream", name, "era", era)
+		logModernHTTP(log, name)
 		return nil, nil, nil
 	}
+	b := c.httpBridge(guard, log, tr, name)
+	return b, b.Close, nil
+}
+
+// logModernHTTP says that an HTTP upstream is modern.
+func logModernHTTP(log *slog.Logger, name string) {
+	log.Info("mrtr proxy: the upstream speaks 2026-07-28: its pauses are sealed", "upstream", name, "era", eraModern)
+}
+
+// judgeHTTP is probeHTTP, but an upstream that answers only with a
+// request for credentials is taken as modern, with a warning: its era
+// cannot be told without them (--upstream-era legacy bridges a
+// 2025-11-25 one). An error means it did not answer (or failed).
+func (c *upstreamConfig) judgeHTTP(ctx context.Context, log *slog.Logger, tr http.RoundTripper, name string) (string, error) {
+	era, err := probeHTTP(ctx, tr, c.url)
+	if errors.Is(err, errNeedsCredentials) {
+		log.Warn("mrtr proxy: the upstream's era could not be told: taking it as 2026-07-28 (--upstream-era legacy bridges a 2025-11-25 one)",
+			"upstream", name, "error", err)
+		return eraModern, nil
+	}
+	return era, err
+}
+
+// httpBridge is the bridge in front of a legacy HTTP upstream: its
+// sessions are 2025-11-25 Streamable HTTP sessions with the upstream, and
+// it passes 2025-11-25 clients' own traffic straight through (over tr).
+func (c *upstreamConfig) httpBridge(guard *mrtr.Guard, log *slog.Logger, tr http.RoundTripper, name string) *bridge.Bridge {
 	upLog := log.With("upstream", name)
 	dial := func(context.Context) (bridge.Upstream, error) {
 		return bridge.NewHTTPSession(bridge.HTTPOptions{URL: c.url, Transport: tr, Logger: upLog}), nil
 	}
 	b := c.newBridge(guard, dial, tr, upLog)
 	log.Info("mrtr proxy: the upstream speaks 2025-11-25: 2026-07-28 calls are bridged, its mid-call elicitation, sampling and roots requests become sealed input_required rounds; one upstream session per caller and call; 2025-11-25 clients are passed through",
-		"upstream", name, "era", era, "max_procs", c.maxProcs, "max_holds", c.maxHolds, "roots", len(c.roots), "roots_from_client", c.rootsFromClient)
-	return b, b.Close, nil
+		"upstream", name, "era", eraLegacy, "max_procs", c.maxProcs, "max_holds", c.maxHolds, "roots", len(c.roots), "roots_from_client", c.rootsFromClient)
+	return b
 }
 
 // upstreamHTTPTransport is the proxy's transport to an HTTP upstream
@@ -312,6 +367,10 @@ func upstreamHTTPTransport(dialTimeout time.Duration) *http.Transport {
 
 // probeHTTPTimeout bounds the era probe of an HTTP upstream.
 const probeHTTPTimeout = 30 * time.Second
+
+// errNeedsCredentials is probeHTTP's error for an upstream that answers
+// 401 or 403.
+var errNeedsCredentials = errors.New("it needs credentials")
 
 // probeHTTP tells an HTTP upstream's era the way the spec's client era
 // detection does on HTTP: a modern request (server/discover with the
@@ -347,7 +406,7 @@ func probeHTTP(ctx context.Context, tr http.RoundTripper, target string) (string
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		// Says nothing of the era: the proxy's own request carries no
 		// client's credentials.
-		return "", fmt.Errorf("the upstream answered HTTP %d (it needs credentials)", resp.StatusCode)
+		return "", fmt.Errorf("the upstream answered HTTP %d: %w", resp.StatusCode, errNeedsCredentials)
 	case resp.StatusCode >= 500:
 		return "", fmt.Errorf("the upstream answered HTTP %d", resp.StatusCode)
 	}

@@ -18,6 +18,10 @@ const DefaultCheckTimeout = 2 * time.Second
 type Check struct {
 	Name string
 	Fn   func(ctx context.Context) error
+	// Quiet leaves the check out of /readyz's body while it passes, and
+	// its failures out of the log: a state that matters only when it
+	// fails, and that its owner logs (like a drain).
+	Quiet bool
 }
 
 // Health answers an orchestrator's probes: Healthz says the process
@@ -73,7 +77,8 @@ func (h *Health) Readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // Run runs every check at once and returns each one's result: "ok",
-// the Status of a [CheckError], "timeout" or "unreachable".
+// the Status of a [CheckError], "timeout" or "unreachable" (a Quiet
+// check only when it fails).
 func (h *Health) Run(ctx context.Context) map[string]string {
 	timeout := h.Timeout
 	if timeout <= 0 {
@@ -97,9 +102,12 @@ func (h *Health) Run(ctx context.Context) map[string]string {
 				default:
 					res = "unreachable"
 				}
-				if h.Logger != nil {
+				if h.Logger != nil && !c.Quiet {
 					h.Logger.WarnContext(ctx, "readiness check failed", "check", c.Name, "error", err)
 				}
+			}
+			if res == "ok" && c.Quiet {
+				return
 			}
 			mu.Lock()
 			results[c.Name] = res

@@ -2,13 +2,16 @@ package observe_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -325,9 +328,24 @@ func TestHealth(t *testing.T) {
 	if code, _ := get(h.Readyz, "DELETE"); code != 405 {
 		t.Fatalf("DELETE: %d", code)
 	}
-	h.Checks = h.Checks[:1]
+	var draining atomic.Bool
+	h.Checks = append(h.Checks[:1], observe.Check{Name: "drain", Quiet: true, Fn: func(context.Context) error {
+		if draining.Load() {
+			return &observe.CheckError{Status: "draining", Err: errors.New("draining")}
+		}
+		return nil
+	}})
 	if code, body := get(h.Readyz, "GET"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok"}}` {
-		t.Fatalf("readyz: %d %s", code, body)
+		t.Fatalf("readyz (a quiet check passing is left out): %d %s", code, body)
+	}
+	draining.Store(true)
+	var logs bytes.Buffer
+	h.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	if code, body := get(h.Readyz, "GET"); code != 503 || body != `{"status":"unready","checks":{"drain":"draining","keys":"ok"}}` {
+		t.Fatalf("readyz (a quiet check failing): %d %s", code, body)
+	}
+	if logs.Len() != 0 {
+		t.Fatalf("a quiet check's failure was logged: %s", logs.String())
 	}
 }
 

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// drainedProxy is `mrtr proxy` run in process, stoppable the way signals
+// stop the binary: signal (the first SIGTERM, a drain) and force (the
+// second).
+type drainedProxy struct {
+	url   string
+	logs  *syncBuffer
+	done  chan int // the exit code, once run returns
+	drain func()
+	force context.CancelFunc
+}
+
+// startDrainedProxy starts `mrtr proxy` with args and waits for it to
+// serve; at cleanup it is forced to stop if it still runs.
+func startDrainedProxy(t *testing.T, args ...string) *drainedProxy {
+	t.Helper()
+	sig := make(chan struct{})
+	p := &drainedProxy{logs: new(syncBuffer), done: make(chan int, 1), drain: sync.OnceFunc(func() { close(sig) })}
+	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: p.logs, getenv: func(string) string { return "" }, drain: sig}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.force = cancel
+	exited := make(chan struct{})
+	go func() {
+		p.done <- a.run(ctx, append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-exited
+	})
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if u := servingURL(p.logs.String()); u != "" {
+			p.url = u
+			return p
+		}
+	}
+	t.Fatalf("proxy did not start: %s", p.logs.String())
+	return nil
+}
+
+// servingURL is the URL of the "mrtr serving" line of a JSON log, if any.
+func servingURL(logs string) string {
+	sc := bufio.NewScanner(strings.NewReader(logs))
+	for sc.Scan() {
+		var line struct{ Msg, URL string }
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "mrtr serving" {
+			return line.URL
+		}
+	}
+	return ""
+}
+
+// exit waits up to d for the proxy to return and reports its code, or
+// -1 if it still runs.
+func (p *drainedProxy) exit(d time.Duration) int {
+	select {
+	case code := <-p.done:
+		p.done <- code
+		return code
+	case <-time.After(d):
+		return -1
+	}
+}
+
+// readyz returns the status of /readyz and its checks.
+func readyz(t *testing.T, mcpURL string) (int, map[string]string) {
+	t.Helper()
+	resp, err := http.Get(strings.TrimSuffix(mcpURL, "/mcp") + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct{ Checks map[string]string }
+	json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body.Checks
+}
+
+// pauseDelete makes legacyHTTPServer's delete tool pause through the
+// proxy at url and returns its sealed state and the one input key.
+func pauseDelete(t *testing.T, url, item string) (string, string) {
+	t.Helper()
+	res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": item}})
+	var tok string
+	json.Unmarshal(res["requestState"], &tok)
+	var irs map[string]json.RawMessage
+	json.Unmarshal(res["inputRequests"], &irs)
+	if e != nil || string(res["resultType"]) != `"input_required"` || !strings.HasPrefix(tok, "v1.") || len(irs) != 1 {
+		t.Fatalf("want a sealed pause, got %v %v", res, e)
+	}
+	for k := range irs {
+		return tok, k
+	}
+	return "", ""
+}
+
+// resumeDelete answers a pause of pauseDelete and returns the result's
+// content.
+func resumeDelete(t *testing.T, url, item, tok, key string) string {
+	t.Helper()
+	answers := map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}
+	res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": item}, "requestState": tok, "inputResponses": answers})
+	if e != nil {
+		t.Fatalf("resume: %v", e)
+	}
+	return string(res["content"])
+}
+
+// TestProxyDrain: the first signal turns /readyz 503 ("draining") at once;
+// the proxy goes on serving, a new call included, and stops on its own,
+// with status 0, once no call is held any more.
+func TestProxyDrain(t *testing.T) {
+	up := legacyHTTPServer(t)
+	p := startDrainedProxy(t, "--upstream", up)
+	tok, key := pauseDelete(t, p.url, "a")
+	p.drain()
+	if code, checks := readyz(t, p.url); code != http.StatusServiceUnavailable || checks["drain"] != "draining" {
+		t.Fatalf("/readyz while draining: %d %v, want 503 with drain: draining", code, checks)
+	}
+	if code := p.exit(300 * time.Millisecond); code != -1 {
+		t.Fatalf("the proxy exited (%d) while a call is held:\n%s", code, p.logs.String())
+	}
+	tok2, key2 := pauseDelete(t, p.url, "b") // a new call is served, and held too
+	if got := resumeDelete(t, p.url, "a", tok, key); !strings.Contains(got, "deleted a") {
+		t.Fatalf("resume during the drain: %s", got)
+	}
+	if code := p.exit(300 * time.Millisecond); code != -1 {
+		t.Fatalf("the proxy exited (%d) while a call is still held:\n%s", code, p.logs.String())
+	}
+	if got := resumeDelete(t, p.url, "b", tok2, key2); !strings.Contains(got, "deleted b") {
+		t.Fatalf("second resume during the drain: %s", got)
+	}
+	if code := p.exit(10 * time.Second); code != 0 {
+		t.Fatalf("after the last held call: exit %d, want 0 on its own:\n%s", code, p.logs.String())
+	}
+	logs := p.logs.String()
+	for _, want := range []string{`"msg":"mrtr draining: /readyz answers 503`, `"held":1`, `"msg":"mrtr drained: no call held or in flight"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("no %s in the log:\n%s", want, logs)
+		}
+	}
+}
+
+// TestProxyDrainCutShort: a second signal during a drain stops the proxy
+// at once; so does the end of --drain-timeout; with --drain-timeout 0 it
+// does not wait at all. Each exits 0, saying what was lost.
+func TestProxyDrainCutShort(t *testing.T) {
+	for _, tc := range []struct {
+		name, timeout, want string
+		force               bool
+	}{
+		{"second signal", "1h", "mrtr stopping at once (second signal)", true},
+		{"timeout", "1s", "mrtr drain timed out (--drain-timeout)", false},
+		{"zero", "0", "mrtr drain timed out (--drain-timeout)", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := legacyHTTPServer(t)
+			p := startDrainedProxy(t, "--upstream", up, "--drain-timeout", tc.timeout)
+			pauseDelete(t, p.url, "a")
+			p.drain()
+			if tc.force {
+				if code := p.exit(500 * time.Millisecond); code != -1 {
+					t.Fatalf("exited (%d) before the second signal", code)
+				}
+				p.force()
+			}
+			if code := p.exit(10 * time.Second); code != 0 {
+				t.Fatalf("exit %d, want 0 within 10 s:\n%s", code, p.logs.String())
+			}
+			if logs := p.logs.String(); !strings.Contains(logs, tc.want) || !strings.Contains(logs, `"held":1`) {
+				t.Fatalf("no %q naming the held call in the log:\n%s", tc.want, logs)
+			}
+		})
+	}
+}
+
+// TestServeDrainIdle: `mrtr serve` with nothing in flight stops at once
+// on the first signal.
+func TestServeDrainIdle(t *testing.T) {
+	sig := make(chan struct{})
+	logs := new(syncBuffer)
+	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs, getenv: func(string) string { return "" }, drain: sig}
+	done := make(chan int, 1)
+	go func() {
+		done <- a.run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"})
+	}()
+	for deadline := time.Now().Add(10 * time.Second); servingURL(logs.String()) == ""; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", logs.String())
+		}
+	}
+	close(sig)
+	select {
+	case code := <-done:
+		if code != 0 || !strings.Contains(logs.String(), "mrtr drained") {
+			t.Fatalf("exit %d:\n%s", code, logs.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("serve still runs 10 s after the drain signal:\n%s", logs.String())
+	}
+}
+
+// TestProxyDrainCutsStreams: a 2025-11-25 client's GET stream, passed
+// through to the upstream, is not waited for: once nothing is held or in
+// flight, the proxy cuts it and exits 0.
+func TestProxyDrainCutsStreams(t *testing.T) {
+	p := startDrainedProxy(t, "--upstream", legacyHTTPServer(t))
+	sid := initLegacy(t, p.url)
+	req, _ := http.NewRequest(http.MethodGet, p.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	if stream.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: HTTP %d", stream.StatusCode)
+	}
+	p.drain()
+	if code := p.exit(15 * time.Second); code != 0 {
+		t.Fatalf("exit %d with a GET stream open, want 0:\n%s", code, p.logs.String())
+	}
+	if !strings.Contains(p.logs.String(), "mrtr shutting down: the streams still open are cut") {
+		t.Fatalf("no line saying the stream was cut:\n%s", p.logs.String())
+	}
+}
+
+// initLegacy opens a 2025-11-25 client session at url and returns its
+// Mcp-Session-Id.
+func initLegacy(t *testing.T, url string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		t.Fatalf("initialize: HTTP %d, session %q", resp.StatusCode, id)
+	}
+	return id
+}
