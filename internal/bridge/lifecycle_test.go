@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -589,58 +588,5 @@ func TestCloseWhileOpening(t *testing.T) {
 			}
 			stoppedNow(t, started[0], "a session opened during Close, once its request was refused")
 		})
-	}
-}
-
-// barrierUpstream is an upstream whose Close returns only once every
-// upstream of its barrier is being closed (or ctx ends).
-type barrierUpstream struct {
-	bridge.Upstream
-	b *barrier
-}
-
-type barrier struct {
-	mu      sync.Mutex
-	n       int
-	entered int
-	all     chan struct{}
-}
-
-func (u barrierUpstream) Close(ctx context.Context) error {
-	u.b.mu.Lock()
-	u.b.entered++
-	if u.b.entered == u.b.n {
-		close(u.b.all)
-	}
-	u.b.mu.Unlock()
-	select {
-	case <-u.b.all:
-	case <-ctx.Done():
-		u.Upstream.Close(ctx)
-		return ctx.Err()
-	}
-	return u.Upstream.Close(ctx)
-}
-
-// TestCloseStopsSessionsAtOnce: Close stops the sessions in parallel,
-// bridged and 2025-11-25 client ones alike (a child takes up to its grace
-// to end: one after another, many would outlast a shutdown's bound). Each
-// upstream here ends only once all three are being stopped.
-func TestCloseStopsSessionsAtOnce(t *testing.T) {
-	kids := &children{srv: sessionServer(nil)}
-	bar := &barrier{n: 3, all: make(chan struct{})}
-	dial := func(ctx context.Context) (bridge.Upstream, error) {
-		up, err := kids.dial(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return barrierUpstream{up, bar}, nil
-	}
-	b := bridge.New(bridge.Options{Dial: dial})
-	openThreeSessions(t, b)
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
-	if err := b.Close(ctx); err != nil {
-		t.Fatalf("Close: %v (the sessions were stopped one after another)", err)
 	}
 }
