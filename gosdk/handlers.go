@@ -110,5 +110,9 @@ func run[R pausable, C any](ctx context.Context, a *Adapter, c *call, h func(con
 // inspect reads what adapt.Run checks in a result.
 func inspect[R pausable](res R) adapt.Result {
 	reqs, st := pauseOf(res)
-	return adapt.Result{State: st, Needs: needsOf(reqs)}
+	r := adapt.Result{State: st, Needs: needsOf(reqs)}
+	if t, ok := any(res).(*mcp.CallToolResult); ok && t != nil {
+		r.ToolError = t.IsError
+	}
+	return r
 }

@@ -43,7 +43,7 @@ func Wire(err error) *WireError {
 		return we
 	case errors.As(err, &re):
 		return &WireError{Code: mcpwire.CodeInvalidParams, Message: mcpwire.RejectMessage, Data: reasonData(re.Reason)}
-	case errors.Is(err, mrtr.ErrStoreUnavailable), errors.Is(err, reqstate.ErrNoSealingKey):
+	case errors.Is(err, mrtr.ErrStoreUnavailable), errors.Is(err, reqstate.ErrNoSealingKey), errors.Is(err, mrtr.ErrAudit):
 		// The server cannot keep its promise (no store answer, no key whose
 		// window is open): the client learns nothing of why, the log does.
 		return Internal
