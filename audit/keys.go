@@ -46,28 +46,38 @@ type macs struct {
 	*derived
 	line hash.Hash
 	args hash.Hash
+	sum  [sha256.Size]byte
+
+	// The last digest made, for the next line of the same flow.
+	lastHash   reqstate.Hash
+	lastDigest string
 }
 
 func newMacs(d *derived) *macs {
 	return &macs{derived: d, line: hmac.New(sha256.New, d.line), args: hmac.New(sha256.New, d.args)}
 }
 
-// argsDigest appends "hmac-sha256:" and the base64url MAC of the
+// argsDigest returns "hmac-sha256:" and the base64url MAC of the
 // arguments hash (SHA-256 of their RFC 8785 form) under the args key.
-func (m *macs) argsDigest(dst []byte, h reqstate.Hash) []byte {
+// The lines of one flow carry the same digest: the last one is kept.
+func (m *macs) argsDigest(h reqstate.Hash) string {
+	if m.lastDigest != "" && h == m.lastHash {
+		return m.lastDigest
+	}
 	m.args.Reset()
 	m.args.Write(h[:])
-	var sum [sha256.Size]byte
-	dst = append(dst, "hmac-sha256:"...)
-	return base64.RawURLEncoding.AppendEncode(dst, m.args.Sum(sum[:0]))
+	var buf [len("hmac-sha256:") + 43]byte
+	d := append(buf[:0], "hmac-sha256:"...)
+	d = base64.RawURLEncoding.AppendEncode(d, m.args.Sum(m.sum[:0]))
+	m.lastHash, m.lastDigest = h, string(d)
+	return m.lastDigest
 }
 
-// lineMAC returns the base64url MAC of a line's MACed bytes.
+// lineMAC appends the base64url MAC of a line's MACed bytes.
 func (m *macs) lineMAC(dst, b []byte) []byte {
 	m.line.Reset()
 	m.line.Write(b)
-	var sum [sha256.Size]byte
-	return base64.RawURLEncoding.AppendEncode(dst, m.line.Sum(sum[:0]))
+	return base64.RawURLEncoding.AppendEncode(dst, m.line.Sum(m.sum[:0]))
 }
 
 // LinkOf returns the prev of the line after b: the base64url SHA-256 of
@@ -75,6 +85,12 @@ func (m *macs) lineMAC(dst, b []byte) []byte {
 func LinkOf(b []byte) string { return linkOf(b) }
 
 func linkOf(b []byte) string {
+	l := appendLink(nil, b)
+	return string(l)
+}
+
+// appendLink appends the link to the line b.
+func appendLink(dst, b []byte) []byte {
 	sum := sha256.Sum256(b)
-	return base64.RawURLEncoding.EncodeToString(sum[:])
+	return base64.RawURLEncoding.AppendEncode(dst, sum[:])
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,7 +70,7 @@ type Writer struct {
 	out  io.Writer
 	file *os.File // when the Writer opened it (OpenFile)
 	path string
-	prev string // the link to the last line written; "" at a chain's start
+	prev []byte // the link to the last line written; empty at a chain's start
 	torn bool   // the destination ends inside a line: end it first
 	buf  []byte
 	keys *reqstate.KeyRing // the ring keyed below
@@ -77,13 +78,17 @@ type Writer struct {
 }
 
 // NewWriter returns a Writer that appends to w a chain whose last line's
-// link is prev ("" to start a chain; see Tail). A nil opts.Keys is a
-// programmer error and panics.
+// link is prev ("" to start a chain; see Tail and LinkOf). A nil
+// opts.Keys, or a prev that is not a link, is a programmer error and
+// panics.
 func NewWriter(w io.Writer, prev string, opts *Options) *Writer {
 	if opts == nil || opts.Keys == nil {
 		panic("audit: NewWriter needs Options.Keys")
 	}
-	aw := &Writer{opts: *opts, out: w, prev: prev}
+	if prev != "" && (len(prev) != 43 || strings.IndexFunc(prev, func(r rune) bool { return r > 0x7f || !isBase64URL(byte(r)) }) >= 0) {
+		panic("audit: NewWriter: prev is not a link (43 base64url characters)")
+	}
+	aw := &Writer{opts: *opts, out: w, prev: []byte(prev)}
 	aw.log = opts.Logger
 	if aw.log == nil {
 		aw.log = slog.New(slog.DiscardHandler)
@@ -183,7 +188,7 @@ func (w *Writer) Reopen() error {
 	old := w.file
 	w.out, w.file = f, f
 	if prev != "" {
-		w.prev, w.torn = prev, torn
+		w.prev, w.torn = append(w.prev[:0], prev...), torn
 	} else {
 		w.torn = false
 	}
@@ -209,7 +214,7 @@ func (w *Writer) Close() error {
 func (w *Writer) Prev() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.prev
+	return string(w.prev)
 }
 
 // errNoKey reports a ring without a key that seals now.
@@ -248,7 +253,7 @@ func (w *Writer) writeLocked(l *Line, hash *reqstate.Hash) error {
 		return err
 	}
 	if hash != nil {
-		l.ArgsDigest = string(m.argsDigest(nil, *hash))
+		l.ArgsDigest = m.argsDigest(*hash)
 	}
 	b := w.buf[:0]
 	if w.torn {
@@ -256,8 +261,9 @@ func (w *Writer) writeLocked(l *Line, hash *reqstate.Hash) error {
 	}
 	start := len(b)
 	b = appendBody(b, l)
-	b = append(b, `,"prev":`...)
-	b = appendString(b, w.prev)
+	b = append(b, `,"prev":"`...)
+	b = append(b, w.prev...) // base64url: nothing to escape
+	b = append(b, '"')
 	b = append(b, `,"kid":`...)
 	b = appendString(b, m.kid)
 	macd := len(b)
@@ -268,12 +274,12 @@ func (w *Writer) writeLocked(l *Line, hash *reqstate.Hash) error {
 	n, err := w.out.Write(b)
 	switch {
 	case err == nil && n == len(b):
-		w.prev, w.torn = linkOf(b[start:len(b)-1]), false
+		w.prev, w.torn = appendLink(w.prev[:0], b[start:len(b)-1]), false
 		return nil
 	case n > start:
 		// Part of the line is in the file: the next line ends it and
 		// links to what was written, so Verify names this one.
-		w.prev, w.torn = linkOf(b[start:n]), true
+		w.prev, w.torn = appendLink(w.prev[:0], b[start:n]), true
 	}
 	if err == nil {
 		err = io.ErrShortWrite
