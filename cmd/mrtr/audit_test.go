@@ -153,6 +153,13 @@ func TestAuditRequiredFailsClosed(t *testing.T) {
 	if e == nil || e["code"] != float64(-32603) {
 		t.Fatalf("with --audit-required: %v %v", res, e)
 	}
+	// The proxy: a pause is not sealed, and an answer is not sent.
+	purl, _ := startProxyCmd(t, "--audit", "/dev/full", "--audit-required", "--upstream-env", stdioServerEnv+"=modern", "--", os.Args[0])
+	for _, tool := range []string{"delete", "env"} {
+		if res, e := rpcPost(t, purl, "tools/call", map[string]any{"name": tool, "arguments": map[string]any{"item": "a"}}); e == nil || string(e["code"]) != "-32603" {
+			t.Fatalf("proxy %s with --audit-required: %v %v", tool, res, e)
+		}
+	}
 	url, logs := startServe(t, "--audit", "/dev/full", "--metrics-addr", "127.0.0.1:0")
 	(mcpClient{t, url}).pause()
 	if !strings.Contains(logs.String(), "audit: a line of the trail was not written") {
