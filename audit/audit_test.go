@@ -313,3 +313,60 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// flaky is a destination whose next write fails when fail is set.
+type flaky struct {
+	bytes.Buffer
+	fail bool
+}
+
+func (f *flaky) Write(p []byte) (int, error) {
+	if f.fail {
+		f.fail = false
+		return 0, errors.New("disk full")
+	}
+	return f.Buffer.Write(p)
+}
+
+// TestLostLineShows pins that a line whose write failed is not silently
+// missing: the next line written links to it, and Verify names the gap.
+func TestLostLineShows(t *testing.T) {
+	ring := testRing(t)
+	var dst flaky
+	w := audit.NewWriter(&dst, "", &audit.Options{Keys: func() *reqstate.KeyRing { return ring }})
+	for i, fail := range []bool{false, true, false} {
+		dst.fail = fail
+		if err := w.Write(&audit.Line{Event: audit.EventCompleted, Outcome: "complete"}); (err != nil) != fail {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	wantLineError(t, dst.Bytes(), ring, nil, 2, audit.ProblemBrokenLink)
+}
+
+// TestConcurrentWriters pins that lines written at once by many calls
+// form one chain, in the file's order.
+func TestConcurrentWriters(t *testing.T) {
+	ring := testRing(t)
+	codec := reqstate.New(ring, nil)
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	w, err := audit.OpenFile(path, &audit.Options{Keys: codec.KeyRing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	done := make(chan struct{})
+	for range n {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			flows(t, codec, w, 20)
+		}()
+	}
+	for range n {
+		<-done
+	}
+	w.Close()
+	b, _ := os.ReadFile(path)
+	if res, err := audit.Verify(bytes.NewReader(b), ring, nil); err != nil || res.Lines != n*20*4 {
+		t.Fatalf("Verify: %+v %v, want %d lines", res, err, n*20*4)
+	}
+}

@@ -51,13 +51,13 @@
 //
 // # Cost
 //
-// A line is encoded, MACed and written with one write(2) under the
-// Writer's lock, on the goroutine of the call it describes; nothing is
-// buffered in the process and nothing is fsynced. A call waits for its
-// own line and for the lines of calls ahead of it on the lock, never for
-// a disk flush. A process that dies loses nothing the Writer returned
-// from; a machine that dies may lose what the kernel had not written
-// back, which Verify reports.
+// A line is encoded, linked and MACed under the Writer's lock, on the
+// goroutine of the call it describes, and the call waits until it is
+// written: lines queued while a write is in flight go out together in the
+// next one (group commit), so a call waits for at most the write in
+// flight and its own, never for a flush; nothing is fsynced. A process
+// that dies loses nothing a call was told is written; a machine that dies
+// may lose what the kernel had not written back, which Verify reports.
 //
 // OpenTelemetry log records are not emitted: the trail's value is its
 // chain, which a log pipeline does not keep, and the OTel spans the

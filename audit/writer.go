@@ -51,30 +51,47 @@ type Options struct {
 
 // Writer writes a trail: one line per event, each linked to the one
 // before it and MACed. It implements mrtr.Auditor: set it as
-// mrtr.Options.Auditor. A Writer is safe for concurrent use: lines are
-// written one at a time, each with one write to the destination, in the
-// order of the chain.
+// mrtr.Options.Auditor. A Writer is safe for concurrent use.
 //
-// Buffering: none. Each line is one write(2) (one Write call on the
-// io.Writer) made under the Writer's lock, and the call it describes
-// waits for it, so a line the call's answer depends on is in the kernel
-// before the client is answered; there is no fsync, so a crash of the
-// machine (not of the process) may lose the lines the kernel had not
-// flushed, which Verify reports as a truncated tail or a broken link.
+// Buffering: group commit, nothing held in the process. A line is
+// encoded and linked under the Writer's lock, in the order of the chain,
+// and the call it describes waits until the line is written: by one
+// write(2) (one Write on the io.Writer) that carries every line queued
+// while the write before it was in flight. So a call waits for at most
+// two writes, the one in flight when its line was queued and its own,
+// however many calls write at once, and a line the call's answer depends
+// on is in the kernel before the client is answered. There is no fsync:
+// a crash of the machine (not of the process) may lose the lines the
+// kernel had not written back, which Verify reports as a truncated tail.
+//
+// A write that fails loses its lines, and the next line written links to
+// the last one lost, so Verify names the gap (a broken link), or a torn
+// line when the write was cut short.
 type Writer struct {
 	opts Options
 	log  *slog.Logger
 	now  func() time.Time
 
-	mu   sync.Mutex
-	out  io.Writer
-	file *os.File // when the Writer opened it (OpenFile)
-	path string
-	prev []byte // the link to the last line written; empty at a chain's start
-	torn bool   // the destination ends inside a line: end it first
-	buf  []byte
-	keys *reqstate.KeyRing // the ring keyed below
-	mac  map[string]*macs  // by kid, for keys
+	mu      sync.Mutex
+	out     io.Writer
+	file    *os.File // when the Writer opened it (OpenFile)
+	path    string
+	prev    []byte // the link to the last line queued; empty at a chain's start
+	torn    bool   // the destination ends inside a line: end it first
+	pending []byte // lines queued for the next write
+	spare   []byte // the buffer of the last write, for reuse
+	cur     *batch // the batch pending goes out in; nil when none is queued
+	writing bool   // a write is in flight
+	closeMe io.Closer
+	keys    *reqstate.KeyRing // the ring keyed below
+	mac     map[string]*macs  // by kid, for keys
+}
+
+// batch is the lines of one write, and its outcome.
+type batch struct {
+	ready chan struct{} // closed when the write before it ended: its turn
+	done  chan struct{} // closed when it was written (or not: err)
+	err   error
 }
 
 // NewWriter returns a Writer that appends to w a chain whose last line's
@@ -192,9 +209,16 @@ func (w *Writer) Reopen() error {
 	} else {
 		w.torn = false
 	}
+	if w.writing { // the write in flight closes it
+		w.closeMe = old
+		old = nil
+	}
 	w.mu.Unlock()
 	if torn {
 		w.log.Warn("audit: the trail ends in a torn line; it is ended, and verify will name it", "path", path)
+	}
+	if old == nil {
+		return nil
 	}
 	return old.Close()
 }
@@ -205,6 +229,10 @@ func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.file == nil {
+		return nil
+	}
+	if w.writing {
+		w.closeMe = w.file
 		return nil
 	}
 	return w.file.Close()
@@ -228,16 +256,36 @@ func (w *Writer) Write(l *Line) error {
 	return w.write(l, nil)
 }
 
-// write encodes l and writes it; hash, when not nil, is the arguments
-// hash to digest under the line's key.
+// write encodes l, queues it and waits until it is written; hash, when
+// not nil, is the arguments hash to digest under the line's key.
 func (w *Writer) write(l *Line, hash *reqstate.Hash) error {
 	l.Schema = Schema
 	if l.Time.IsZero() {
 		l.Time = w.now()
 	}
 	w.mu.Lock()
-	err := w.writeLocked(l, hash)
-	w.mu.Unlock()
+	b, err := w.queue(l, hash)
+	if err == nil {
+		if !w.writing {
+			w.lead(b) // unlocks
+		} else {
+			w.mu.Unlock()
+			select {
+			case <-b.done:
+			case <-b.ready:
+				w.mu.Lock()
+				if w.cur == b && !w.writing {
+					w.lead(b)
+				} else {
+					w.mu.Unlock()
+				}
+			}
+		}
+		<-b.done
+		err = b.err
+	} else {
+		w.mu.Unlock()
+	}
 	if err != nil {
 		w.log.Error("audit: a line of the trail was not written", "event", l.Event, "error", err)
 		if w.opts.OnError != nil {
@@ -247,44 +295,71 @@ func (w *Writer) write(l *Line, hash *reqstate.Hash) error {
 	return err
 }
 
-func (w *Writer) writeLocked(l *Line, hash *reqstate.Hash) error {
+// queue encodes l onto the pending lines and returns the batch it goes
+// out in. Called with w.mu held.
+func (w *Writer) queue(l *Line, hash *reqstate.Hash) (*batch, error) {
 	m, err := w.macsAt(l.Time)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if hash != nil {
 		l.ArgsDigest = m.argsDigest(*hash)
 	}
-	b := w.buf[:0]
-	if w.torn {
-		b = append(b, '\n')
-	}
+	b := w.pending
 	start := len(b)
 	b = appendBody(b, l)
 	b = append(b, `,"prev":"`...)
 	b = append(b, w.prev...) // base64url: nothing to escape
-	b = append(b, '"')
-	b = append(b, `,"kid":`...)
+	b = append(b, `","kid":`...)
 	b = appendString(b, m.kid)
 	macd := len(b)
 	b = append(b, `,"mac":"`...)
 	b = m.lineMAC(b, b[start:macd])
 	b = append(b, '"', '}', '\n')
-	w.buf = b
-	n, err := w.out.Write(b)
-	switch {
-	case err == nil && n == len(b):
-		w.prev, w.torn = appendLink(w.prev[:0], b[start:len(b)-1]), false
-		return nil
-	case n > start:
-		// Part of the line is in the file: the next line ends it and
-		// links to what was written, so Verify names this one.
-		w.prev, w.torn = appendLink(w.prev[:0], b[start:n]), true
+	w.pending = b
+	w.prev = appendLink(w.prev[:0], b[start:len(b)-1])
+	if w.cur == nil {
+		w.cur = &batch{ready: make(chan struct{}), done: make(chan struct{})}
 	}
-	if err == nil {
+	return w.cur, nil
+}
+
+// lead writes batch b, the pending lines, with one write, and hands the
+// turn to the batch queued meanwhile. Called with w.mu held and
+// w.cur == b; returns with it unlocked.
+func (w *Writer) lead(b *batch) {
+	w.writing, w.cur = true, nil
+	buf := w.pending
+	w.pending = w.spare[:0]
+	if w.torn { // end the torn line before the first of these
+		buf = append([]byte{'\n'}, buf...)
+	}
+	out := w.out
+	w.mu.Unlock()
+	n, err := out.Write(buf)
+	if err == nil && n < len(buf) {
 		err = io.ErrShortWrite
 	}
-	return err
+	w.mu.Lock()
+	if err != nil {
+		// The lines are lost; what was written of them stays, and a line
+		// cut short is ended by the next write.
+		w.torn = n > 0 && buf[n-1] != '\n'
+	} else {
+		w.torn = false
+	}
+	w.spare = buf[:0]
+	w.writing = false
+	if w.closeMe != nil {
+		w.closeMe.Close()
+		w.closeMe = nil
+	}
+	if w.cur != nil {
+		close(w.cur.ready)
+	}
+	w.mu.Unlock()
+	b.err = err
+	close(b.done)
 }
 
 // macsAt returns the keys of the ring's sealing key at t. Called with
