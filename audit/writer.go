@@ -80,7 +80,7 @@ type Writer struct {
 	torn    bool   // the destination ends inside a line: end it first
 	pending []byte // lines queued for the next write
 	spare   []byte // the buffer of the last write, for reuse
-	cur     *batch // the batch pending goes out in; nil when none is queued
+	cur     *batch // the callers waiting for pending to be written; nil when none
 	writing bool   // a write is in flight
 	closeMe io.Closer
 	keys    *reqstate.KeyRing // the ring keyed below
@@ -264,27 +264,35 @@ func (w *Writer) write(l *Line, hash *reqstate.Hash) error {
 		l.Time = w.now()
 	}
 	w.mu.Lock()
-	b, err := w.queue(l, hash)
-	if err == nil {
-		if !w.writing {
-			w.lead(b) // unlocks
-		} else {
-			w.mu.Unlock()
-			select {
-			case <-b.done:
-			case <-b.ready:
-				w.mu.Lock()
-				if w.cur == b && !w.writing {
-					w.lead(b)
-				} else {
-					w.mu.Unlock()
-				}
+	err := w.queue(l, hash)
+	switch {
+	case err != nil:
+		w.mu.Unlock()
+	case !w.writing:
+		// No write in flight: this call writes what is queued, its own
+		// line and those of callers whose turn it is (w.cur).
+		err = w.lead(w.cur)
+	default:
+		// A write is in flight: wait for the turn of the batch this line
+		// is in, then write it, unless another of its callers does.
+		b := w.cur
+		if b == nil {
+			b = &batch{ready: make(chan struct{}), done: make(chan struct{})}
+			w.cur = b
+		}
+		w.mu.Unlock()
+		select {
+		case <-b.done:
+		case <-b.ready:
+			w.mu.Lock()
+			if w.cur == b && !w.writing {
+				w.lead(b)
+			} else {
+				w.mu.Unlock()
 			}
 		}
 		<-b.done
 		err = b.err
-	} else {
-		w.mu.Unlock()
 	}
 	if err != nil {
 		w.log.Error("audit: a line of the trail was not written", "event", l.Event, "error", err)
@@ -295,12 +303,11 @@ func (w *Writer) write(l *Line, hash *reqstate.Hash) error {
 	return err
 }
 
-// queue encodes l onto the pending lines and returns the batch it goes
-// out in. Called with w.mu held.
-func (w *Writer) queue(l *Line, hash *reqstate.Hash) (*batch, error) {
+// queue encodes l onto the pending lines. Called with w.mu held.
+func (w *Writer) queue(l *Line, hash *reqstate.Hash) error {
 	m, err := w.macsAt(l.Time)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if hash != nil {
 		l.ArgsDigest = m.argsDigest(*hash)
@@ -318,16 +325,14 @@ func (w *Writer) queue(l *Line, hash *reqstate.Hash) (*batch, error) {
 	b = append(b, '"', '}', '\n')
 	w.pending = b
 	w.prev = appendLink(w.prev[:0], b[start:len(b)-1])
-	if w.cur == nil {
-		w.cur = &batch{ready: make(chan struct{}), done: make(chan struct{})}
-	}
-	return w.cur, nil
+	return nil
 }
 
-// lead writes batch b, the pending lines, with one write, and hands the
-// turn to the batch queued meanwhile. Called with w.mu held and
-// w.cur == b; returns with it unlocked.
-func (w *Writer) lead(b *batch) {
+// lead writes the pending lines with one write, tells the callers of b
+// (w.cur, nil when no caller waits) how it went, and hands the turn to
+// the batch queued meanwhile. Called with w.mu held; returns with it
+// unlocked, and the error of the write.
+func (w *Writer) lead(b *batch) error {
 	w.writing, w.cur = true, nil
 	buf := w.pending
 	w.pending = w.spare[:0]
@@ -358,8 +363,11 @@ func (w *Writer) lead(b *batch) {
 		close(w.cur.ready)
 	}
 	w.mu.Unlock()
-	b.err = err
-	close(b.done)
+	if b != nil {
+		b.err = err
+		close(b.done)
+	}
+	return err
 }
 
 // macsAt returns the keys of the ring's sealing key at t. Called with
