@@ -7,7 +7,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -368,5 +371,65 @@ func TestConcurrentWriters(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	if res, err := audit.Verify(bytes.NewReader(b), ring, nil); err != nil || res.Lines != n*20*4 {
 		t.Fatalf("Verify: %+v %v, want %d lines", res, err, n*20*4)
+	}
+}
+
+// gated is a destination whose first write blocks until gate is closed:
+// a slow disk.
+type gated struct {
+	gate   chan struct{}
+	mu     sync.Mutex
+	writes int
+	buf    bytes.Buffer
+}
+
+func (g *gated) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	g.writes++
+	first := g.writes == 1
+	g.mu.Unlock()
+	if first {
+		<-g.gate
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.buf.Write(p)
+}
+
+// TestGroupCommit pins the bound on a slow disk: the lines of calls that
+// queue while a write is in flight go out together in one next write,
+// so none waits for more than the write in flight and its own.
+func TestGroupCommit(t *testing.T) {
+	ring := testRing(t)
+	var queued atomic.Int32 // lines encoded: Keys is read once per line, under the lock
+	dst := &gated{gate: make(chan struct{})}
+	w := audit.NewWriter(dst, "", &audit.Options{Keys: func() *reqstate.KeyRing { queued.Add(1); return ring }})
+	const n = 6
+	errs := make(chan error, n)
+	write := func() { errs <- w.Write(&audit.Line{Event: audit.EventCompleted, Outcome: "complete"}) }
+	go write()
+	for queued.Load() < 1 {
+		runtime.Gosched()
+	}
+	for range n - 1 {
+		go write()
+	}
+	for deadline := time.Now().Add(10 * time.Second); queued.Load() < n; runtime.Gosched() { // every line queued behind the blocked write
+		if time.Now().After(deadline) { // a bound against a hang, not a timing
+			close(dst.gate)
+			t.Fatalf("%d of %d lines queued while a write was in flight: the writers wait for it instead", queued.Load(), n)
+		}
+	}
+	close(dst.gate)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dst.writes != 2 {
+		t.Fatalf("%d writes for %d lines queued behind one: want 2 (group commit)", dst.writes, n-1)
+	}
+	if res, err := audit.Verify(bytes.NewReader(dst.buf.Bytes()), ring, nil); err != nil || res.Lines != n {
+		t.Fatalf("Verify: %+v %v", res, err)
 	}
 }
