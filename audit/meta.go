@@ -6,14 +6,10 @@ import (
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
 )
 
-// metaClientInfo is where a request's _meta carries the client's
-// clientInfo (protocol 2026-07-28).
-const metaClientInfo = "io.modelcontextprotocol/clientInfo"
-
 // clientOf reads the clientInfo of a request's _meta, as an adapter
 // decoded it (a map) or passed it (raw JSON); nil when absent.
 func clientOf(meta map[string]any) *Client {
-	v, ok := meta[metaClientInfo]
+	v, ok := meta[mcpwire.MetaClientInfo]
 	if !ok {
 		return nil
 	}

@@ -97,6 +97,9 @@ func run[R pausable, C any](ctx context.Context, a *Adapter, c *call, h func(con
 	}
 	c.BadState = badState(ctx)
 	legacy := legacySession(c.req)
+	if legacy {
+		c.Meta = withClientInfo(c.Meta, c.req)
+	}
 	res, err := adapt.Run(ctx, a.guard, &c.Call, recordFrom(ctx), a.logger,
 		func(ctx context.Context, core *adapt.Flow[C]) (R, error) {
 			return h(ctx, &Flow[C]{core: core, call: c, legacy: legacy})

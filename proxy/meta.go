@@ -1,6 +1,10 @@
 package proxy
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
+)
 
 // traceMeta returns what the guard's Observer and Auditor read of a
 // request's _meta, or nil: the W3C trace context (traceparent,
@@ -26,7 +30,7 @@ func traceMeta(meta json.RawMessage) map[string]any {
 		m["tracestate"] = tc.Tracestate
 	}
 	if tc.ClientInfo != nil {
-		m["io.modelcontextprotocol/clientInfo"] = tc.ClientInfo
+		m[mcpwire.MetaClientInfo] = tc.ClientInfo
 	}
 	return m
 }
