@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -350,27 +351,32 @@ func TestLostLineShows(t *testing.T) {
 // form one chain, in the file's order.
 func TestConcurrentWriters(t *testing.T) {
 	ring := testRing(t)
-	codec := reqstate.New(ring, nil)
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	w, err := audit.OpenFile(path, &audit.Options{Keys: codec.KeyRing})
+	w, err := audit.OpenFile(path, &audit.Options{Keys: func() *reqstate.KeyRing { return ring }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 8
-	done := make(chan struct{})
-	for range n {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			flows(t, codec, w, 20)
-		}()
+	const n, each = 8, 50
+	errs := make(chan error, n*each)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			for j := range each {
+				errs <- w.Write(&audit.Line{Event: audit.EventCompleted, Round: i, RequestID: strconv.Itoa(j), Outcome: "complete"})
+			}
+		})
 	}
-	for range n {
-		<-done
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	w.Close()
 	b, _ := os.ReadFile(path)
-	if res, err := audit.Verify(bytes.NewReader(b), ring, nil); err != nil || res.Lines != n*20*4 {
-		t.Fatalf("Verify: %+v %v, want %d lines", res, err, n*20*4)
+	if res, err := audit.Verify(bytes.NewReader(b), ring, nil); err != nil || res.Lines != n*each {
+		t.Fatalf("Verify: %+v %v, want %d lines", res, err, n*each)
 	}
 }
 
