@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -172,3 +173,18 @@ func (a *app) audit(args []string) error {
 	}
 	return nil
 }
+
+// auditRefusalsOnly is the Auditor of the replicas' first check of a
+// resume (replicas.go): it records a token refused there, which goes no
+// further, and nothing else; the guard that serves the call records its
+// accepted resume, its pauses and its answer.
+type auditRefusalsOnly struct{ next mrtr.Auditor }
+
+func (a auditRefusalsOnly) Resumed(ctx context.Context, e mrtr.ResumeEvent) error {
+	if e.Outcome == mrtr.OutcomeOK {
+		return nil
+	}
+	return a.next.Resumed(ctx, e)
+}
+func (auditRefusalsOnly) Paused(context.Context, mrtr.PauseEvent) error { return nil }
+func (auditRefusalsOnly) Ended(context.Context, mrtr.EndEvent) error    { return nil }

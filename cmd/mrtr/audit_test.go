@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mrtr-go/mrtr/audit"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
 // readTrail reads the lines of an audit trail.
@@ -183,5 +184,36 @@ func TestAuditVerifyUsage(t *testing.T) {
 	}
 	if code := a.run(t.Context(), []string{"serve", "--audit-required"}); code == 0 {
 		t.Fatal("--audit-required without --audit accepted")
+	}
+}
+
+// TestProxyReplicasAudit: with replicas on (a bridged upstream and a
+// Redis store), every resume is first checked by the replicas' own guard
+// to find the replica holding its call; that check writes no line of
+// its own (only the guard that serves the call does), so the trail holds
+// one line per fact.
+func TestProxyReplicasAudit(t *testing.T) {
+	rurl := testredis.Start(t)
+	trail := filepath.Join(t.TempDir(), "audit.jsonl")
+	url, _ := startProxyCmd(t, "--audit", trail, "--replay", rurl, "--upstream-env", stdioServerEnv+"=legacy", "--", os.Args[0])
+	args := map[string]any{"item": "a"}
+	res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": args})
+	var tok string
+	json.Unmarshal(res["requestState"], &tok)
+	var irs map[string]json.RawMessage
+	json.Unmarshal(res["inputRequests"], &irs)
+	if e != nil || tok == "" || len(irs) != 1 {
+		t.Fatalf("first call: %v %v", res, e)
+	}
+	answers := map[string]any{}
+	for k := range irs {
+		answers[k] = map[string]any{"action": "accept", "content": map[string]any{"ok": true}}
+	}
+	if _, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": args, "requestState": tok, "inputResponses": answers}); e != nil {
+		t.Fatalf("resume: %v", e)
+	}
+	rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": args, "requestState": tok + "x", "inputResponses": answers})
+	if got := events(readTrail(t, trail)); got != "paused,resumed,completed,rejected:invalid" {
+		t.Fatalf("events %s", got)
 	}
 }
