@@ -84,22 +84,11 @@ func TestProxyAudit(t *testing.T) {
 				args = map[string]any{"service": secretArg, "env": "staging"}
 			}
 			meta := map[string]any{"io.modelcontextprotocol/clientInfo": map[string]any{"name": "audit-test", "version": "9"}}
-			res, e := rpcPostMeta(t, url, "tools/call", map[string]any{"name": tc.tool, "arguments": args}, meta)
-			var tok string
-			json.Unmarshal(res["requestState"], &tok)
-			if e != nil || tok == "" {
-				t.Fatalf("first call: %v %v", res, e)
-			}
-			var irs map[string]json.RawMessage
-			json.Unmarshal(res["inputRequests"], &irs)
-			answers := map[string]any{}
-			for k := range irs {
-				answers[k] = map[string]any{"action": "accept", "content": map[string]any{"ok": true, "approve": true, "note": secretAnswer}}
-			}
-			if _, e = rpcPostMeta(t, url, "tools/call", map[string]any{"name": tc.tool, "arguments": args, "requestState": tok, "inputResponses": answers}, meta); e != nil {
+			tok, answers := pauseCall(t, url, tc.tool, args, meta, map[string]any{"ok": true, "approve": true, "note": secretAnswer})
+			if _, e := rpcPostMeta(t, url, "tools/call", map[string]any{"name": tc.tool, "arguments": args, "requestState": tok, "inputResponses": answers}, meta); e != nil {
 				t.Fatalf("resume: %v", e)
 			}
-			if _, e = rpcPostMeta(t, url, "tools/call", map[string]any{"name": tc.tool, "arguments": args, "requestState": tok, "inputResponses": answers}, meta); e == nil {
+			if _, e := rpcPostMeta(t, url, "tools/call", map[string]any{"name": tc.tool, "arguments": args, "requestState": tok, "inputResponses": answers}, meta); e == nil {
 				t.Fatal("replay accepted")
 			}
 			ls := readTrail(t, trail)
@@ -134,10 +123,32 @@ func TestProxyAudit(t *testing.T) {
 	}
 }
 
+// pauseCall makes a first call of tool that must pause, and returns its
+// requestState and an accepted answer with content to each of its input
+// requests.
+func pauseCall(t *testing.T, url, tool string, args, meta, content map[string]any) (string, map[string]any) {
+	t.Helper()
+	res, e := rpcPostMeta(t, url, "tools/call", map[string]any{"name": tool, "arguments": args}, meta)
+	var tok string
+	json.Unmarshal(res["requestState"], &tok)
+	var irs map[string]json.RawMessage
+	json.Unmarshal(res["inputRequests"], &irs)
+	if e != nil || tok == "" || len(irs) != 1 {
+		t.Fatalf("first call: %v %v", res, e)
+	}
+	answers := map[string]any{}
+	for k := range irs {
+		answers[k] = map[string]any{"action": "accept", "content": content}
+	}
+	return tok, answers
+}
+
 // rpcPostMeta is rpcPost with more _meta.
 func rpcPostMeta(t *testing.T, url, method string, params, meta map[string]any) (map[string]json.RawMessage, map[string]json.RawMessage) {
 	t.Helper()
-	params["_meta"] = meta
+	if meta != nil {
+		params["_meta"] = meta
+	}
 	return rpcPost(t, url, method, params)
 }
 
@@ -197,18 +208,7 @@ func TestProxyReplicasAudit(t *testing.T) {
 	trail := filepath.Join(t.TempDir(), "audit.jsonl")
 	url, _ := startProxyCmd(t, "--audit", trail, "--replay", rurl, "--upstream-env", stdioServerEnv+"=legacy", "--", os.Args[0])
 	args := map[string]any{"item": "a"}
-	res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": args})
-	var tok string
-	json.Unmarshal(res["requestState"], &tok)
-	var irs map[string]json.RawMessage
-	json.Unmarshal(res["inputRequests"], &irs)
-	if e != nil || tok == "" || len(irs) != 1 {
-		t.Fatalf("first call: %v %v", res, e)
-	}
-	answers := map[string]any{}
-	for k := range irs {
-		answers[k] = map[string]any{"action": "accept", "content": map[string]any{"ok": true}}
-	}
+	tok, answers := pauseCall(t, url, "delete", args, nil, map[string]any{"ok": true})
 	if _, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": args, "requestState": tok, "inputResponses": answers}); e != nil {
 		t.Fatalf("resume: %v", e)
 	}
