@@ -446,7 +446,9 @@ func (f *Flow) call() Call {
 // OutcomeError (0 otherwise). With an Options.Auditor the call is
 // recorded now rather than at End, and Finish returns an error wrapping
 // ErrAudit when it was not: the adapter then answers CodeInternalError
-// instead. Without an Auditor or an Observer it does nothing.
+// instead, and still ends the flow with the handler's own error (nil for
+// a handler that answered), so that the token of a handler that ran is
+// spent. Without an Auditor or an Observer it does nothing.
 //
 // Finish is optional and only the first call counts; End without it
 // reports OutcomeComplete, or OutcomeError with CodeInternalError when

@@ -228,13 +228,19 @@ func Run[R, C any](ctx context.Context, g *mrtr.Guard, c *Call, rec *Record, log
 		ri = inspect(res)
 		err = checkResult(c, f, ri)
 	}
-	if ferr := finish(ctx, f, err, ri.ToolError); ferr != nil && err == nil {
-		err = ferr // the audit trail did not record the answer: refused
+	ferr := finish(ctx, f, err, ri.ToolError)
+	// Settled by the handler's own outcome: a handler that ran and
+	// answered spends its token even when the audit trail refuses the
+	// answer, so its side effects do not run again on a retry.
+	eerr := f.End(ctx, err) // any error but ErrAudit is logged by End; see above
+	if err == nil {
+		switch {
+		case ferr != nil:
+			err = ferr // the audit trail did not record the answer: refused
+		case errors.Is(eerr, mrtr.ErrAudit):
+			err = eerr
+		}
 	}
-	if eerr := f.End(ctx, err); errors.Is(eerr, mrtr.ErrAudit) && err == nil {
-		err = eerr
-	}
-	// Any other error of End is logged by End; see above.
 	if err != nil {
 		return zero, err
 	}

@@ -113,4 +113,7 @@ func auditTrail(t *testing.T, run Start, fe Front) {
 	if e.probe.Runs.Load() != runs+1 {
 		t.Fatal("the handler did not run on the released token")
 	}
+	// The handler ran: its token is spent, though its answer was refused.
+	rec.failOn("")
+	wantReject(t, "the token of a refused answer", c.Call(t, "tools/call", resume(tok, prodArgs, accept(map[string]any{"approve": true}))), mrtr.ReasonReplayed)
 }
