@@ -10,7 +10,6 @@ import (
 	sjson "github.com/segmentio/encoding/json"
 
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
-
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
