@@ -189,6 +189,10 @@ type Handler struct {
 	// (httptrace), so a pausable call's body can go as a *bytes.Reader
 	// (see forward).
 	stdTransport bool
+	// watched: the guard has an Observer or an Auditor, which hear the
+	// trace context, clientInfo and request id of each call, and how it
+	// was answered (reported only then: reading it costs a scan).
+	watched bool
 }
 
 // New returns a proxy to opts.Upstream. It returns an error for an
@@ -202,7 +206,9 @@ func New(opts Options) (*Handler, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("proxy: upstream %q is not an http(s) URL", opts.Upstream)
 	}
+	pol := opts.Guard.Policy()
 	h := &Handler{
+		watched:   pol.Observer != nil || pol.Auditor != nil,
 		up:        u,
 		guard:     opts.Guard,
 		timeout:   opts.UpstreamTimeout,
@@ -267,7 +273,7 @@ func New(opts Options) (*Handler, error) {
 	}
 	tr = &watchedTransport{next: tr, log: h.log, url: u.Redacted()} // upstream.go
 	h.tr = tr
-	if st := opts.Guard.Policy().Store; st != nil {
+	if st := pol.Store; st != nil {
 		_, fast := st.(replay.NonBlocking)
 		lc, ok := st.(replay.LocalCommit)
 		h.slowStore = !fast && !(ok && lc.LocalCommit())
@@ -494,7 +500,7 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	if req.method != mcpwire.MethodReadResource {
 		mreq.Arguments = p["arguments"]
 	}
-	if pol := h.guard.Policy(); pol.Observer != nil || pol.Auditor != nil { // only they read the trace context and clientInfo
+	if h.watched { // only the Observer and the Auditor read the trace context and clientInfo
 		mreq.Meta = traceMeta(p["_meta"])
 		mreq.RequestID = string(req.id)
 	}
@@ -687,13 +693,15 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		// unknown session, ...): its answer goes to the client as is.
 		h.log.WarnContext(ctx, "proxy: upstream answered an HTTP error", "method", c.req.method, "target", mcpwire.Shown(c.target), "status", resp.StatusCode)
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, h.maxHeld))
-		code := mrtr.CodeInternalError // an HTTP error without a JSON-RPC one
-		if o, c := answerOutcome(b); o == mrtr.OutcomeError {
-			code = c
-		}
-		if err := c.flow.Finish(ctx, mrtr.OutcomeError, code); err != nil {
-			writeGuardError(w, c.req.id, err)
-			return nil // it may have run the call before failing
+		if h.watched {
+			code := mrtr.CodeInternalError // an HTTP error without a JSON-RPC one
+			if o, c := answerOutcome(b); o == mrtr.OutcomeError {
+				code = c
+			}
+			if err := c.flow.Finish(ctx, mrtr.OutcomeError, code); err != nil {
+				writeGuardError(w, c.req.id, err)
+				return nil // it may have run the call before failing
+			}
 		}
 		copyHeader(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
@@ -808,6 +816,9 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte, msg object) (ou
 // report tells the guard how the call was answered with out, unless it
 // paused (its pause was recorded when it was sealed).
 func (h *Handler) report(ctx context.Context, c *call, out []byte) error {
+	if !h.watched {
+		return nil
+	}
 	if _, paused := c.flow.Paused(); paused {
 		return nil
 	}
