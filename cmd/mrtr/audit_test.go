@@ -196,6 +196,11 @@ func TestAuditVerifyUsage(t *testing.T) {
 	if code := a.run(t.Context(), []string{"serve", "--audit-required"}); code == 0 {
 		t.Fatal("--audit-required without --audit accepted")
 	}
+	var stderr syncBuffer
+	a = &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr, getenv: func(string) string { return "" }}
+	if code := a.run(t.Context(), []string{"serve", "--stdio", "--audit", "-"}); code == 0 || !strings.Contains(stderr.String(), "MCP channel") {
+		t.Fatalf("serve --stdio --audit -: exit %d: %s", code, stderr.String())
+	}
 }
 
 // TestProxyReplicasAudit: with replicas on (a bridged upstream and a
