@@ -24,9 +24,18 @@ func TestAuditSIGHUPReopens(t *testing.T) {
 	trail := filepath.Join(dir, "audit.jsonl")
 	p := startChild(t, nil, "serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--keys", keys, "--audit", trail)
 	c := mcpClient{t, p.url}
-	c.complete(func() string { s, _ := c.pause(); return s }())
+	tok, _ := c.pause()
+	c.complete(tok)
 	if got := events(readTrail(t, trail)); got != "paused,resumed,completed" {
 		t.Fatalf("events %s", got)
+	}
+	// serve's own flow: neither the argument value (env "staging"), nor
+	// the answer's content (approve), nor the token is in the trail.
+	b, _ := os.ReadFile(trail)
+	for _, secret := range []string{"staging", "approve", tok, tok[len(tok)-16:]} {
+		if bytes.Contains(b, []byte(secret)) {
+			t.Fatalf("the trail holds %q", secret)
+		}
 	}
 	rotated := trail + ".1"
 	if err := os.Rename(trail, rotated); err != nil {
