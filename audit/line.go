@@ -28,8 +28,8 @@ const (
 const MaxLineBytes = 1 << 20
 
 // Line is one line of a trail, decoded (ParseLine). Its members are
-// written in this order; empty ones are left out, except round, prev, kid
-// and mac.
+// written in this order; those marked omitempty are left out when
+// empty, the others are always written.
 type Line struct {
 	Schema     string    `json:"schema"`
 	Time       time.Time `json:"time"`  // UTC

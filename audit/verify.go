@@ -60,7 +60,8 @@ type Result struct {
 // Verify reads a trail and checks every line: its form (ParseLine), its
 // MAC under the key its kid names in ring, and its link to the line
 // before it. It returns a *LineError for the first bad line, an error of
-// r, or nil when every line holds. An empty trail holds.
+// r, or nil when every line holds. An empty trail holds. A nil ring is a
+// programmer error and panics.
 func Verify(r io.Reader, ring *reqstate.KeyRing, opts *VerifyOptions) (Result, error) {
 	var o VerifyOptions
 	if opts != nil {
