@@ -50,9 +50,16 @@ type Flow struct {
 // flowObs is what the Observer's events need of a Flow beyond the rest of
 // it, kept apart so a guard without an Observer does not allocate it.
 type flowObs struct {
-	ctx   context.Context // Begin's, for Observer.Paused
-	start time.Time
-	meta  map[string]any
+	ctx       context.Context // Begin's, for Observer.Paused
+	start     time.Time
+	meta      map[string]any
+	requestID string
+
+	// What Finish reported, guarded by the Flow's mu.
+	finished bool
+	outcome  CallOutcome
+	code     int
+	recorded bool // the Auditor recorded the end (Finish)
 }
 
 // Resumed reports whether this call carried a verified requestState.
@@ -146,8 +153,25 @@ func (f *Flow) Unverified(key string) (any, bool) {
 // ReasonRoundsExceeded instead.
 //
 // Adapters call Pause for the handler; most handlers never call it
-// directly. A Flow pauses at most once.
+// directly. A Flow pauses at most once. With an Options.Auditor that
+// cannot record the pause, Pause returns an error wrapping ErrAudit and
+// the flow has not paused.
 func (f *Flow) Pause(continuation any, asked ...string) (string, error) {
+	return f.pause(continuation, asked, nil)
+}
+
+// PauseInputs is Pause with each input request's method beside its key,
+// for the Observer and the Auditor (PauseEvent.Inputs); only the keys are
+// sealed. Adapters that know the methods pause through it.
+func (f *Flow) PauseInputs(continuation any, inputs ...Input) (string, error) {
+	asked := make([]string, len(inputs))
+	for i, in := range inputs {
+		asked[i] = in.Key
+	}
+	return f.pause(continuation, asked, inputs)
+}
+
+func (f *Flow) pause(continuation any, asked []string, inputs []Input) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.paused {
@@ -203,10 +227,16 @@ func (f *Flow) Pause(continuation any, asked ...string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("mrtr: seal pause: %w", err)
 	}
-	f.token, f.paused = tok, true
-	if g.opts.Observer != nil {
-		f.observePause(tok)
+	if g.watched {
+		// The event describes the flow as paused: the round sealed, the
+		// flow id assigned.
+		f.token, f.paused = tok, true
+		if err := f.observePause(tok, asked, inputs); err != nil {
+			f.token, f.paused = "", false
+			return "", err
+		}
 	}
+	f.token, f.paused = tok, true
 	return tok, nil
 }
 
@@ -242,7 +272,7 @@ func (f *Flow) Paused() (requestState string, ok bool) {
 // again, and a failed release only costs the user the token. Adapters
 // therefore answer with the handler's result even when End fails.
 func (f *Flow) End(ctx context.Context, handlerErr error) error {
-	if f.g.opts.Observer != nil {
+	if f.g.watched {
 		return f.observeEnd(ctx, handlerErr)
 	}
 	return f.end(ctx, handlerErr)

@@ -90,6 +90,10 @@ type Options struct {
 	// Nil means none, at no cost: no event is built and the clock is not
 	// read.
 	Observer Observer
+	// Auditor, when set, records every resume decided, pause sealed and
+	// call answered, and refuses a call it could not record (see
+	// Auditor). Nil means none.
+	Auditor Auditor
 }
 
 // Guard derives nothing from the transport: an adapter (package gosdk for
@@ -100,6 +104,8 @@ type Guard struct {
 	codec reqstate.Codec
 	opts  Options
 	store replay.Store // Options.Store as given, before observeStore wraps it
+	// watched: an Observer or an Auditor is set, so events are built.
+	watched bool
 }
 
 // New returns a guard over codec. A nil codec, or a negative TTL,
@@ -135,6 +141,7 @@ func New(codec reqstate.Codec, opts *Options) *Guard {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	g.store = o.Store
+	g.watched = o.Observer != nil || o.Auditor != nil
 	if o.Store != nil && o.Observer != nil {
 		o.Store = observeStore(o.Store, o.Observer)
 	}
@@ -190,8 +197,13 @@ type Request struct {
 	BadResponses bool
 	// Meta is the request's _meta, or nil. The guard does not read it; it
 	// passes it to Options.Observer, which may continue the W3C trace
-	// context it carries (traceparent, tracestate).
+	// context it carries (traceparent, tracestate), and Options.Auditor,
+	// which may read the client's self-reported clientInfo in it.
 	Meta map[string]any
+	// RequestID is the request's JSON-RPC id as its JSON text (1, "a"),
+	// for the Observer and the Auditor; "" when unknown. The guard does
+	// not read it.
+	RequestID string
 }
 
 func (r *Request) binding(serverID string) reqstate.Binding {
@@ -220,7 +232,7 @@ func (r *Request) binding(serverID string) reqstate.Binding {
 // Every Flow that Begin returns must be ended with Flow.End, once the
 // handler has run.
 func (g *Guard) Begin(ctx context.Context, r *Request) (*Flow, error) {
-	if g.opts.Observer != nil {
+	if g.watched {
 		return g.observeBegin(ctx, r)
 	}
 	return g.begin(ctx, r, new(Flow))
@@ -246,6 +258,9 @@ func (g *Guard) begin(ctx context.Context, r *Request, f *Flow) (*Flow, error) {
 	if err != nil {
 		return nil, g.rejected(ctx, r, ReasonInvalid, "")
 	}
+	// Authentic from here: a refusal below still names the flow and round
+	// (to the Observer and the Auditor).
+	f.flowID, f.round = st.FlowID, st.Round
 	switch err := st.Check(g.opts.Now(), g.opts.Leeway); {
 	case errors.Is(err, reqstate.ErrNotYetValid):
 		return nil, g.rejected(ctx, r, ReasonExpired, "issued in the future")

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 
@@ -16,6 +18,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/audit"
 	"github.com/mrtr-go/mrtr/gosdk"
 	"github.com/mrtr-go/mrtr/internal/app/observe"
 	"github.com/mrtr-go/mrtr/replay"
@@ -34,6 +37,10 @@ import (
 //     Observer feeds the Prometheus metrics (on a registry of its own) and
 //     an OpenTelemetry tracer provider that samples every span and batches
 //     it to an exporter that counts and drops it;
+//   - sealed-audited: sealed with the audit trail on, as `mrtr serve
+//     --audit PATH` runs: the guard's Auditor (audit.Writer) appends
+//     three lines a flow (paused, resumed, completed) to a file in a
+//     temporary directory, one write(2) each;
 //   - plain: go-sdk alone (mcp.AddTool), the state a plaintext string
 //     "service=api;env=production" parsed back on the retry, as go-sdk's
 //     own examples do.
@@ -52,6 +59,7 @@ var FlowEndpoints = []FlowEndpoint{
 	{Name: "sealed", Path: "/sealed"},
 	{Name: "sealed-nostore", Path: "/sealed-nostore"},
 	{Name: "sealed-observed", Path: "/sealed-observed"},
+	{Name: "sealed-audited", Path: "/sealed-audited"},
 	{Name: "plain", Path: "/plain"},
 }
 
@@ -88,6 +96,12 @@ type FlowServer struct {
 	Tracing  *sdktrace.TracerProvider
 	Spans    *SpanCounter
 
+	// Of the sealed-audited endpoint: the trail file and its ring.
+	AuditPath string
+	AuditRing *reqstate.KeyRing
+	audit     *audit.Writer
+	auditDir  string
+
 	srv      *httptest.Server
 	clients  []*http.Transport // of Connect, closed by Close
 	conns    atomic.Int64      // TCP connections accepted
@@ -120,11 +134,29 @@ var cancelled = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.T
 // mrtr, guarded by a default guard over store (nil: no single-use store)
 // reporting to obs (nil: none).
 func (fs *FlowServer) newSealedServer(store replay.Store, obs mrtr.Observer) *mcp.Server {
+	return fs.newSealedServerAudited(store, obs, false)
+}
+
+// newSealedServerAudited is newSealedServer, with the audit trail of
+// the sealed-audited endpoint when audited.
+func (fs *FlowServer) newSealedServerAudited(store replay.Store, obs mrtr.Observer, audited bool) *mcp.Server {
 	ring, err := reqstate.GenerateKeyRing("bench", nil)
 	if err != nil {
 		panic(err)
 	}
-	g := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: store, Observer: obs})
+	codec := reqstate.New(ring, nil)
+	opts := &mrtr.Options{Store: store, Observer: obs}
+	if audited {
+		if fs.auditDir, err = os.MkdirTemp("", "mrtr-bench-audit-"); err != nil {
+			panic(err)
+		}
+		fs.AuditPath, fs.AuditRing = filepath.Join(fs.auditDir, "audit.jsonl"), ring
+		if fs.audit, err = audit.OpenFile(fs.AuditPath, &audit.Options{Keys: codec.KeyRing, Node: "bench"}); err != nil {
+			panic(err)
+		}
+		opts.Auditor = fs.audit
+	}
+	g := mrtr.New(codec, opts)
 	s := mcp.NewServer(&mcp.Implementation{Name: "bench-sealed", Version: "1"}, nil)
 	a := gosdk.Install(s, g, nil)
 	gosdk.AddTool(a, &mcp.Tool{Name: "deploy", Description: "deploy a service"},
@@ -206,6 +238,7 @@ func NewFlowServer() *FlowServer {
 	mux.Handle("/sealed", gosdk.NewHTTPHandler(fs.newSealedServer(fs.Store, nil), nil))
 	mux.Handle("/sealed-nostore", gosdk.NewHTTPHandler(fs.newSealedServer(nil, nil), nil))
 	mux.Handle("/sealed-observed", gosdk.NewHTTPHandler(fs.newSealedServer(replay.NewMemory(nil), fs.newObserver()), nil))
+	mux.Handle("/sealed-audited", gosdk.NewHTTPHandler(fs.newSealedServerAudited(replay.NewMemory(nil), nil, true), nil))
 	plain := fs.newPlainServer()
 	mux.Handle("/plain", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plain },
 		&mcp.StreamableHTTPOptions{Stateless: true}))
@@ -231,6 +264,8 @@ func (fs *FlowServer) Close() {
 		t.CloseIdleConnections()
 	}
 	fs.Tracing.Shutdown(context.Background())
+	fs.audit.Close()
+	os.RemoveAll(fs.auditDir)
 }
 
 // newObserver sets up the sealed-observed endpoint's metrics and tracing.

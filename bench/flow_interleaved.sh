@@ -14,9 +14,9 @@ set -eu
 rounds=${1:-10}
 out=${2:-flow.txt}
 bench=${FLOW_BENCH:-BenchmarkFlow}
-subs="sealed sealed-nostore sealed-observed plain"
-nsubs=4
-pairs="sealed:plain:3 sealed-nostore:plain:3 sealed-observed:plain:3 sealed-observed:sealed:3 sealed:plain:5 sealed-observed:plain:5 sealed-observed:sealed:5"
+subs="sealed sealed-nostore sealed-observed sealed-audited plain"
+nsubs=5
+pairs="sealed:plain:3 sealed-nostore:plain:3 sealed-observed:plain:3 sealed-observed:sealed:3 sealed-audited:sealed:3 sealed:plain:5 sealed-observed:plain:5 sealed-observed:sealed:5 sealed-audited:sealed:5"
 if [ "$bench" != BenchmarkFlow ]; then
 	subs="sealed sealed-nostore plain-sized plain"
 	nsubs=4
@@ -57,7 +57,8 @@ for unit in sec/op cpu-sec/op; do
 done
 echo
 # paired ratios: each sub-benchmark against plain, and sealed-observed
-# against sealed (what metrics and tracing add)
+# and sealed-audited against sealed (what metrics and tracing, or the
+# audit trail, add)
 # (column 3 is ns/op, column 5 cpu-ns/op)
 for pair in $pairs; do
 	s=${pair%%:*}

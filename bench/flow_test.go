@@ -2,12 +2,15 @@ package bench
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mrtr-go/mrtr/audit"
 )
 
 // TestFlow proves every endpoint of BenchmarkFlow measures a working
@@ -55,6 +58,19 @@ func TestFlow(t *testing.T) {
 				}
 				if got := gathered(t, fs.Registry, "mrtr_resumes_total", "outcome", "ok"); got != n+1 {
 					t.Errorf("mrtr_resumes_total{outcome=\"ok\"} = %v, want %d", got, n+1)
+				}
+			}
+			if ep.Name == "sealed-audited" {
+				// Three lines a flow (the warm-up too): paused, resumed,
+				// completed, one chain that verifies.
+				f, err := os.Open(fs.AuditPath)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := audit.Verify(f, fs.AuditRing, nil)
+				f.Close()
+				if err != nil || res.Lines != 3*(n+1) {
+					t.Errorf("trail: %d lines, %v; want %d", res.Lines, err, 3*(n+1))
 				}
 			}
 			// go-sdk's client now and then dials anew (about one call in
@@ -109,7 +125,7 @@ func TestFlowState(t *testing.T) {
 			}
 			for i := range 2 {
 				res, err := retry(state)
-				if i == 1 && (ep.Name == "sealed" || ep.Name == "sealed-observed") {
+				if i == 1 && (ep.Name == "sealed" || ep.Name == "sealed-observed" || ep.Name == "sealed-audited") {
 					if !isInvalidState(err) {
 						t.Errorf("second use of a token: %v, want invalid requestState (single use)", err)
 					}

@@ -69,6 +69,8 @@ var consumerCases = []consumerCase{
 		banned: rootBanned},
 	{name: "proxy", imports: []string{"github.com/mrtr-go/mrtr/proxy"},
 		mods: append([]string{"github.com/mrtr-go/mrtr"}, segmentio...), banned: rootBanned},
+	{name: "audit", imports: []string{"github.com/mrtr-go/mrtr/audit"},
+		mods: append([]string{"github.com/mrtr-go/mrtr"}, segmentio...), banned: rootBanned},
 	{name: "mcpgo", imports: []string{"github.com/mrtr-go/mrtr/mcpgo"},
 		mods: append([]string{"github.com/google/jsonschema-go", "github.com/google/uuid", "github.com/mark3labs/mcp-go", "github.com/mrtr-go/mrtr",
 			"github.com/mrtr-go/mrtr/mcpgo", "github.com/santhosh-tekuri/jsonschema/v6", "github.com/spf13/cast", "github.com/yosida95/uritemplate/v3",

@@ -97,6 +97,9 @@ func run[R pausable, C any](ctx context.Context, a *Adapter, c *call, h func(con
 	}
 	c.BadState = badState(ctx)
 	legacy := legacySession(c.req)
+	if legacy {
+		c.Meta = withClientInfo(c.Meta, c.req)
+	}
 	res, err := adapt.Run(ctx, a.guard, &c.Call, recordFrom(ctx), a.logger,
 		func(ctx context.Context, core *adapt.Flow[C]) (R, error) {
 			return h(ctx, &Flow[C]{core: core, call: c, legacy: legacy})
@@ -110,5 +113,9 @@ func run[R pausable, C any](ctx context.Context, a *Adapter, c *call, h func(con
 // inspect reads what adapt.Run checks in a result.
 func inspect[R pausable](res R) adapt.Result {
 	reqs, st := pauseOf(res)
-	return adapt.Result{State: st, Needs: needsOf(reqs)}
+	r := adapt.Result{State: st, Needs: needsOf(reqs)}
+	if t, ok := any(res).(*mcp.CallToolResult); ok && t != nil {
+		r.ToolError = t.IsError
+	}
+	return r
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mrtr-go/mrtr/internal/adapt"
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
 )
 
 // legacySession reports whether req comes from a client older than
@@ -23,6 +24,28 @@ func legacySession(req mcp.Request) bool {
 	}
 	ip := ss.InitializeParams()
 	return ip != nil && ip.ProtocolVersion < adapt.ModernVersion
+}
+
+// withClientInfo returns meta with the clientInfo a 2025-11-25 client
+// sent at initialize, for the guard's Auditor (a 2026-07-28 client sends
+// it in every request's _meta): a copy, so the handler's request is not
+// changed. meta itself when there is none or meta has its own.
+func withClientInfo(meta mcp.Meta, req mcp.Request) mcp.Meta {
+	ss, ok := req.GetSession().(*mcp.ServerSession)
+	if !ok || ss == nil {
+		return meta
+	}
+	ip := ss.InitializeParams()
+	if ip == nil || ip.ClientInfo == nil {
+		return meta
+	}
+	if _, has := meta[mcpwire.MetaClientInfo]; has {
+		return meta
+	}
+	m := make(mcp.Meta, len(meta)+1)
+	maps.Copy(m, meta)
+	m[mcpwire.MetaClientInfo] = map[string]any{"name": ip.ClientInfo.Name, "version": ip.ClientInfo.Version}
+	return m
 }
 
 // legacyRounds completes a flow for a legacy client. go-sdk's bridge

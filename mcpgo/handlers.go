@@ -49,7 +49,7 @@ func AddTool[In, C any](a *Adapter, t mcp.Tool, h ToolHandler[In, C]) {
 			if r == nil {
 				return adapt.Result{}
 			}
-			return adapt.Result{State: r.RequestState, Needs: needsOf(r.InputRequests)}
+			return adapt.Result{State: r.RequestState, Needs: needsOf(r.InputRequests), ToolError: r.IsError}
 		})
 	})
 }

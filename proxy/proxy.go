@@ -189,6 +189,10 @@ type Handler struct {
 	// (httptrace), so a pausable call's body can go as a *bytes.Reader
 	// (see forward).
 	stdTransport bool
+	// watched: the guard has an Observer or an Auditor, which hear the
+	// trace context, clientInfo and request id of each call, and how it
+	// was answered (reported only then: reading it costs a scan).
+	watched bool
 }
 
 // New returns a proxy to opts.Upstream. It returns an error for an
@@ -202,7 +206,9 @@ func New(opts Options) (*Handler, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("proxy: upstream %q is not an http(s) URL", opts.Upstream)
 	}
+	pol := opts.Guard.Policy()
 	h := &Handler{
+		watched:   pol.Observer != nil || pol.Auditor != nil,
 		up:        u,
 		guard:     opts.Guard,
 		timeout:   opts.UpstreamTimeout,
@@ -267,7 +273,7 @@ func New(opts Options) (*Handler, error) {
 	}
 	tr = &watchedTransport{next: tr, log: h.log, url: u.Redacted()} // upstream.go
 	h.tr = tr
-	if st := opts.Guard.Policy().Store; st != nil {
+	if st := pol.Store; st != nil {
 		_, fast := st.(replay.NonBlocking)
 		lc, ok := st.(replay.LocalCommit)
 		h.slowStore = !fast && !(ok && lc.LocalCommit())
@@ -494,8 +500,9 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	if req.method != mcpwire.MethodReadResource {
 		mreq.Arguments = p["arguments"]
 	}
-	if h.guard.Policy().Observer != nil { // only an Observer reads the trace context
+	if h.watched { // only the Observer and the Auditor read the trace context and clientInfo
 		mreq.Meta = traceMeta(p["_meta"])
+		mreq.RequestID = string(req.id)
 	}
 	// The proxy only translates what the body holds; the guard decides.
 	if p.Has("requestState") {
@@ -686,6 +693,16 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		// unknown session, ...): its answer goes to the client as is.
 		h.log.WarnContext(ctx, "proxy: upstream answered an HTTP error", "method", c.req.method, "target", mcpwire.Shown(c.target), "status", resp.StatusCode)
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, h.maxHeld))
+		if h.watched {
+			code := mrtr.CodeInternalError // an HTTP error without a JSON-RPC one
+			if o, c := answerOutcome(b); o == mrtr.OutcomeError {
+				code = c
+			}
+			if err := c.flow.Finish(ctx, mrtr.OutcomeError, code); err != nil {
+				writeGuardError(w, c.req.id, err)
+				return nil // it may have run the call before failing
+			}
+		}
 		copyHeader(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(b)
@@ -764,6 +781,7 @@ func rpcError(b []byte) bool {
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, c *call, what string, err error, sent bool) error {
 	h.log.ErrorContext(r.Context(), "proxy: upstream failed", "method", c.req.method, "target", mcpwire.Shown(c.target),
 		"upstream", h.up.Redacted(), "step", what, "sent", sent, "error", err)
+	_ = c.flow.Finish(r.Context(), mrtr.OutcomeError, mrtr.CodeInternalError) // the answer is an error already
 	if sent {
 		writeError(w, http.StatusOK, c.req.id, mrtr.CodeInternalError, msgFailedAfterSend, nil)
 		return nil
@@ -784,7 +802,52 @@ const (
 	msgFailedAfterSend = "upstream failed after the call was sent"
 )
 
-// finish turns the upstream's final message for c into the client's. It
+// finish is finishMessage, with the answer reported to the guard's
+// Auditor and Observer before it is sent (mrtr.Flow.Finish): an answer
+// the audit trail could not record is replaced by a -32603 error.
+func (h *Handler) finish(ctx context.Context, c *call, b []byte, msg object) (out []byte, status int, release error) {
+	out, status, release = h.finishMessage(ctx, c, b, msg)
+	if err := h.report(ctx, c, out); err != nil {
+		return guardErrorBody(c.req.id, err), http.StatusOK, release
+	}
+	return out, status, release
+}
+
+// report tells the guard how the call was answered with out, unless it
+// paused (its pause was recorded when it was sealed).
+func (h *Handler) report(ctx context.Context, c *call, out []byte) error {
+	if !h.watched {
+		return nil
+	}
+	if _, paused := c.flow.Paused(); paused {
+		return nil
+	}
+	outcome, code := answerOutcome(out)
+	return c.flow.Finish(ctx, outcome, code)
+}
+
+// answerOutcome reads how a JSON-RPC response answered: its error's
+// code, or a result with isError (tool_error), or a result.
+func answerOutcome(out []byte) (mrtr.CallOutcome, int) {
+	t := mcpwire.TrimSpace(out)
+	if e, ok := mcpwire.Member(t, "error"); ok {
+		code := mrtr.CodeInternalError
+		if c, ok := mcpwire.Member(mcpwire.TrimSpace(e), "code"); ok {
+			if n, err := strconv.Atoi(string(mcpwire.TrimSpace(c))); err == nil {
+				code = n
+			}
+		}
+		return mrtr.OutcomeError, code
+	}
+	if r, ok := mcpwire.Member(t, "result"); ok {
+		if e, ok := mcpwire.Member(mcpwire.TrimSpace(r), "isError"); ok && string(mcpwire.TrimSpace(e)) == "true" {
+			return mrtr.OutcomeToolError, 0
+		}
+	}
+	return mrtr.OutcomeComplete, 0
+}
+
+// finishMessage turns the upstream's final message for c into the client's. It
 // returns the message, an HTTP status to use instead of the upstream's (0
 // keeps it) and what settles the reservation (see forward): errUpstreamRPC
 // for a JSON-RPC error, which releases it; nil for everything else, since
@@ -792,7 +855,7 @@ const (
 // refused.
 //
 // msg is b already parsed, or nil: every message is parsed once.
-func (h *Handler) finish(ctx context.Context, c *call, b []byte, msg object) (out []byte, status int, release error) {
+func (h *Handler) finishMessage(ctx context.Context, c *call, b []byte, msg object) (out []byte, status int, release error) {
 	id := c.req.id
 	resp, err := parseResponse(b, msg)
 	if err != nil {
@@ -838,7 +901,13 @@ func (h *Handler) finish(ctx context.Context, c *call, b []byte, msg object) (ou
 		cont = append(append(append(cont, `{"s":`...), s...), '}')
 	}
 	asked := slices.Sorted(maps.Keys(reqs))
-	tok, err := c.flow.Pause(cont, asked...)
+	inputs := make([]mrtr.Input, len(asked))
+	for i, k := range asked {
+		m, _ := mcpwire.Member(mcpwire.TrimSpace(reqs[k]), "method") // vetted above: a known method
+		inputs[i].Key = k
+		inputs[i].Method, _ = mcpwire.StringValue(m)
+	}
+	tok, err := c.flow.PauseInputs(cont, inputs...)
 	if err != nil {
 		var re *mrtr.RejectError
 		if errors.As(err, &re) || errors.Is(err, mrtr.ErrInvalidArguments) {

@@ -47,6 +47,7 @@ type commonConfig struct {
 	maxConns     int           // open client connections at once
 	metricsAddr  string        // Prometheus /metrics listener; empty: off
 	allowedHosts string        // extra Host values on a loopback connection
+	audit        auditConfig   // --audit, --audit-required (audit.go)
 
 	getenv func(string) string // for the OTEL_* variables; nil: os.Getenv
 	tel    *telemetry          // built by newGuard
@@ -126,6 +127,7 @@ func commonFlags(f *flags, c *commonConfig) {
 	f.Choice(groupTelemetry, &c.logFormat, "log-format", "text", []string{"text", "json"}, "log format (logs never contain a token)")
 	f.String(groupTelemetry, &c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.check("log-level", func() error { _, err := parseLevel(c.logLevel); return err })
+	auditFlags(f, &c.audit)
 	f.String(groupTelemetry, &c.metricsAddr, "metrics-addr", "", "listen address (`HOST:PORT`) of the Prometheus endpoint /metrics, on its own listener (like 127.0.0.1:9464); empty: no metrics. Traces: set OTEL_EXPORTER_OTLP_ENDPOINT")
 }
 
@@ -190,6 +192,7 @@ func (a *app) parseServe(args []string) (*serveConfig, error) {
 	c.commonConfig.settle()
 	c.getenv = a.getenv
 	c.drainConfig.signal = a.drain
+	c.audit.stdio = c.stdio // --audit - would write into the MCP channel
 	return c, nil
 }
 

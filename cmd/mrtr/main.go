@@ -28,6 +28,7 @@ Usage:
   mrtr call URL --prompt NAME | --resource URI   get a prompt or read a resource the same way
   mrtr probe URL [flags]                 check a server's requestState handling from the outside (calls its tools)
   mrtr keygen [--id ID] [--out FILE]     print (or write) a new key ring
+  mrtr audit verify --keys RING PATH...  check an --audit trail: every line's MAC and link
   mrtr keys check FILE                   validate a key ring and list its key ids
   mrtr keys status FILE [--max-age 90d]  each key's role, window and age; warns when the primary is old
   mrtr keys rotate FILE [--id ID]        put a new primary key first, keep the rest (--not-before/--not-after: its window)
@@ -127,6 +128,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.keygen(args[1:])
 	case "keys":
 		err = a.keys(args[1:])
+	case "audit":
+		err = a.audit(args[1:])
 	case "version", "--version", "-version":
 		a.printVersion()
 		return 0

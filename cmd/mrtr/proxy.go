@@ -130,6 +130,7 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 		return err
 	}
 	log := c.logger(a.stderr, slog.LevelDebug)
+	c.audit.upstream = auditUpstream(c) // audit lines name the upstream (audit.go)
 	guard, closeGuard, err := c.newGuard(ctx, log)
 	if err != nil {
 		return err

@@ -116,6 +116,9 @@ func (rs *replicaSet) peersOf(codec reqstate.Codec, guard *mrtr.Guard, obs mrtr.
 	if obs != nil {
 		p.Observer = refusalsOnly{obs}
 	}
+	if p.Auditor != nil {
+		p.Auditor = auditRefusalsOnly{p.Auditor} // audit.go
+	}
 	return &proxy.Peers{Guard: mrtr.New(codec, &p), Locate: rs.locate}
 }
 

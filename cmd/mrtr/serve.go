@@ -133,6 +133,13 @@ func (c *commonConfig) newGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 		tel.close(log)
 		return nil, nil, err
 	}
+	aud, closeAudit, err := c.openAudit(log, codec, tel) // audit.go
+	if err != nil {
+		closeStore()
+		stopKeys()
+		tel.close(log)
+		return nil, nil, err
+	}
 	tel.addReadiness(codec.KeyRing, store, c.replay, c.replayTO)
 	c.tel = tel
 	c.codec = codec
@@ -141,6 +148,7 @@ func (c *commonConfig) newGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 	guard := mrtr.New(codec, &mrtr.Options{
 		TTL: c.ttl, AnonymousTTL: min(c.anonTTL, c.ttl), MaxRounds: c.maxRounds, ServerID: c.serverID, Store: store, Logger: log,
 		Observer: tel.observer,
+		Auditor:  aud,
 		// The Redis store bounds each call by --replay-timeout itself; the
 		// guard's own bound must not cut it shorter.
 		StoreTimeout: max(mrtr.DefaultStoreTimeout, c.replayTO+time.Second),
@@ -150,7 +158,7 @@ func (c *commonConfig) newGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 	log.Info("mrtr policy", "keys", ring.IDs(), "primary", sealing, "server_id", p.ServerID, "ttl", p.TTL, "anonymous_ttl", p.AnonymousTTL,
 		"max_rounds", p.MaxRounds, "replay", c.replayName(), "replay_replicas", c.replicas, "auth", c.auth.enabled(),
 		"metrics", c.metricsAddr != "", "tracing", tel.tracing != nil)
-	return guard, func() { closeStore(); stopKeys(); tel.close(log) }, nil
+	return guard, func() { closeStore(); stopKeys(); closeAudit(); tel.close(log) }, nil
 }
 
 // listen opens the listener of --addr, holding at most --max-conns

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -96,8 +97,12 @@ func (e *jsonrpcError) Error() string { return e.Message }
 // headers, and returns its result or error.
 func rpcPost(t *testing.T, url, method string, params map[string]any) (result map[string]json.RawMessage, rpcErr map[string]json.RawMessage) {
 	t.Helper()
-	params["_meta"] = map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
 		"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}}}
+	if extra, ok := params["_meta"].(map[string]any); ok { // a caller's own _meta members (audit_test.go)
+		maps.Copy(meta, extra)
+	}
+	params["_meta"] = meta
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")

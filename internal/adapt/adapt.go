@@ -3,6 +3,7 @@ package adapt
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -54,6 +55,19 @@ func (needs Needs) Keys() []string {
 		keys[i] = n.Key
 	}
 	return keys
+}
+
+// Inputs returns the keys and methods of needs, in their order, for
+// mrtr.Flow.PauseInputs; nil for none.
+func (needs Needs) Inputs() []mrtr.Input {
+	if len(needs) == 0 {
+		return nil
+	}
+	in := make([]mrtr.Input, len(needs))
+	for i, n := range needs {
+		in[i] = mrtr.Input{Key: n.Key, Method: n.Method}
+	}
+	return in
 }
 
 // Logger returns l, or a logger that discards when l is nil.
@@ -178,6 +192,8 @@ func Begin(ctx context.Context, g *mrtr.Guard, c *Call) (*mrtr.Flow, error) {
 type Result struct {
 	State string
 	Needs Needs
+	// ToolError marks a tools/call result with isError set.
+	ToolError bool
 }
 
 // Run is the common path of every handler: the guard's checks, the typed
@@ -207,14 +223,40 @@ func Run[R, C any](ctx context.Context, g *mrtr.Guard, c *Call, rec *Record, log
 		return zero, err
 	}
 	res, err := h(ctx, fl)
+	var ri Result
 	if err == nil {
-		err = checkResult(c, f, inspect(res))
+		ri = inspect(res)
+		err = checkResult(c, f, ri)
 	}
-	_ = f.End(ctx, err) // logged by End; see above
+	ferr := finish(ctx, f, err, ri.ToolError)
+	// Settled by the handler's own outcome: a handler that ran and
+	// answered spends its token even when the audit trail refuses the
+	// answer, so its side effects do not run again on a retry.
+	eerr := f.End(ctx, err) // any error but ErrAudit is logged by End; see above
+	if err == nil {
+		switch {
+		case ferr != nil:
+			err = ferr // the audit trail did not record the answer: refused
+		case errors.Is(eerr, mrtr.ErrAudit):
+			err = eerr
+		}
+	}
 	if err != nil {
 		return zero, err
 	}
 	return res, nil
+}
+
+// finish reports the outcome of a call that did not pause to the guard's
+// Auditor and Observer (mrtr.Flow.Finish).
+func finish(ctx context.Context, f *mrtr.Flow, err error, toolError bool) error {
+	switch {
+	case err != nil:
+		return f.Finish(ctx, mrtr.OutcomeError, WireOrInternal(err).Code)
+	case toolError:
+		return f.Finish(ctx, mrtr.OutcomeToolError, 0)
+	}
+	return f.Finish(ctx, mrtr.OutcomeComplete, 0)
 }
 
 // checkResult refuses a result with a requestState the flow did not seal,

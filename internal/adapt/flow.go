@@ -102,7 +102,7 @@ func Pause[C any](f *Flow[C], state C, needs Needs) (string, error) {
 	if isZero(state) {
 		cont = nil
 	}
-	tok, err := f.f.Pause(cont, needs.Keys()...)
+	tok, err := f.f.PauseInputs(cont, needs.Inputs()...)
 	if err != nil {
 		return "", err
 	}

@@ -47,9 +47,9 @@ func Wire(err error) *WireError {
 		// The server cannot keep its single-use promise now: the client
 		// learns that it may try again, nothing of why; the log says why.
 		return storeUnavailable
-	case errors.Is(err, reqstate.ErrNoSealingKey):
-		// No key whose window is open: the client learns nothing of why,
-		// the log does.
+	case errors.Is(err, reqstate.ErrNoSealingKey), errors.Is(err, mrtr.ErrAudit):
+		// No key whose window is open, or the audit trail required and
+		// not written: the client learns nothing of why, the log does.
 		return Internal
 	case errors.Is(err, mrtr.ErrInvalidArguments):
 		return &WireError{Code: mcpwire.CodeInvalidParams, Message: argumentsMessage(err)}

@@ -12,6 +12,11 @@ import (
 // declares its client's capabilities.
 const MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 
+// MetaClientInfo is the _meta key under which a 2026-07-28 request
+// carries the client's clientInfo ({name, version}), which a 2025-11-25
+// client sends only at initialize.
+const MetaClientInfo = "io.modelcontextprotocol/clientInfo"
+
 // MetaProtocolVersion is the _meta key of a 2026-07-28 request's protocol
 // version.
 const MetaProtocolVersion = "io.modelcontextprotocol/protocolVersion"

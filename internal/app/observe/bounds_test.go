@@ -166,8 +166,8 @@ func TestMetricsLabelsBounded(t *testing.T) {
 		m.StoreCalled(t.Context(), mrtr.StoreEvent{Op: mrtr.StoreOp(odd), Outcome: mrtr.StoreOutcome(odd)})
 		m.StoreCalled(t.Context(), mrtr.StoreEvent{Op: mrtr.StoreCommit, Outcome: mrtr.StoreOutcome(odd)})
 	}
-	if n := testutil.CollectAndCount(reg, "mrtr_resumes_total"); n != 9 {
-		t.Errorf("%d resume series, want the 8 outcomes and other", n)
+	if n := testutil.CollectAndCount(reg, "mrtr_resumes_total"); n != 10 {
+		t.Errorf("%d resume series, want the 9 outcomes and other", n)
 	}
 	if n := testutil.CollectAndCount(reg, "mrtr_store_calls_total"); n != 14 {
 		t.Errorf("%d store call series, want 12, other/other and commit/other", n)

@@ -18,7 +18,7 @@ import (
 //	pauses_total{key_id}                   pauses sealed, by the key that sealed them
 //	resumes_total{outcome}                 resumes decided: ok, invalid, expired, replayed,
 //	                                       rounds_exceeded, arguments_changed, invalid_arguments,
-//	                                       store_unavailable
+//	                                       store_unavailable, audit_unavailable
 //	store_calls_total{op,outcome}          single-use store calls: reserve, commit, release;
 //	                                       ok, replayed, timeout, error
 //	store_call_duration_seconds{op}        their latency (histogram)
@@ -65,6 +65,7 @@ var resumeOutcomes = []mrtr.Outcome{
 	mrtr.Outcome(mrtr.ReasonArgumentsChanged),
 	mrtr.OutcomeInvalidArguments,
 	mrtr.OutcomeStoreUnavailable,
+	mrtr.OutcomeAuditUnavailable,
 }
 
 var (
@@ -82,7 +83,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"key_id"}),
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mrtr_resumes_total",
-			Help: "Calls that carried a requestState, by outcome: ok, a rejection reason (invalid, expired, replayed, rounds_exceeded, arguments_changed), invalid_arguments (not I-JSON) or store_unavailable.",
+			Help: "Calls that carried a requestState, by outcome: ok, a rejection reason (invalid, expired, replayed, rounds_exceeded, arguments_changed), invalid_arguments (not I-JSON), store_unavailable or audit_unavailable (--audit-required).",
 		}, []string{"outcome"}),
 		storeCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mrtr_store_calls_total",

@@ -280,9 +280,10 @@ func TestMetricsObserver(t *testing.T) {
 	m.Resumed(ctx, mrtr.ResumeEvent{Outcome: mrtr.Outcome(mrtr.ReasonExpired)})
 	m.StoreCalled(ctx, mrtr.StoreEvent{Op: mrtr.StoreReserve, Outcome: mrtr.StoreTimeout, Duration: 3 * time.Millisecond})
 	want := `
-# HELP mrtr_resumes_total Calls that carried a requestState, by outcome: ok, a rejection reason (invalid, expired, replayed, rounds_exceeded, arguments_changed), invalid_arguments (not I-JSON) or store_unavailable.
+# HELP mrtr_resumes_total Calls that carried a requestState, by outcome: ok, a rejection reason (invalid, expired, replayed, rounds_exceeded, arguments_changed), invalid_arguments (not I-JSON), store_unavailable or audit_unavailable (--audit-required).
 # TYPE mrtr_resumes_total counter
 mrtr_resumes_total{outcome="arguments_changed"} 0
+mrtr_resumes_total{outcome="audit_unavailable"} 0
 mrtr_resumes_total{outcome="expired"} 1
 mrtr_resumes_total{outcome="invalid"} 0
 mrtr_resumes_total{outcome="invalid_arguments"} 0

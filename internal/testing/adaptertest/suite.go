@@ -269,6 +269,7 @@ func RunFront(t *testing.T, run Start, fe Front) {
 		{"StoreOutage", storeOutage},
 		{"PromptAndResource", promptAndResource},
 		{"NoTokenInLogs", noTokenInLogs},
+		{"AuditTrail", auditTrail},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.f(t, run, fe) })

@@ -1,0 +1,485 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
+	"github.com/mrtr-go/mrtr/reqstate"
+)
+
+// Options configures a Writer. Keys is required; every other zero value
+// is a useful default.
+type Options struct {
+	// Keys returns the current key ring (reqstate.AESGCM.KeyRing, which
+	// follows a reload). Each line is MACed under a key derived from the
+	// ring's sealing key at the line's time (its primary, without
+	// windows), named by the line's kid; the arguments digest uses another
+	// key derived from the same one.
+	Keys func() *reqstate.KeyRing
+	// Node names this process in every line (node); "" leaves it out.
+	Node string
+	// Upstream names what a proxy fronts (upstream); "" leaves it out.
+	// Pass a redacted form: no credential in a URL.
+	Upstream string
+	// TraceIDs records the trace id of the W3C traceparent a request
+	// carried in its _meta (trace_id), for a process whose tracing
+	// continues it. False leaves trace ids out.
+	TraceIDs bool
+	// Required makes a line that could not be written refuse the call it
+	// describes (the Auditor methods return the error, and the guard
+	// answers -32603). False only reports it to OnError.
+	Required bool
+	// OnError is told of every line that could not be written, after the
+	// Writer logged it (to count it). Nil means none.
+	OnError func(error)
+	// Logger receives one line per failed write and per torn tail found
+	// on open, never a line's content. Nil means none.
+	Logger *slog.Logger
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Writer writes a trail: one line per event, each linked to the one
+// before it and MACed. It implements mrtr.Auditor: set it as
+// mrtr.Options.Auditor. A Writer is safe for concurrent use.
+//
+// Buffering: group commit, nothing held in the process. A line is
+// encoded and linked under the Writer's lock, in the order of the chain,
+// and the call it describes waits until the line is written: by one
+// write(2) (one Write on the io.Writer) that carries every line queued
+// while the write before it was in flight. So a call waits for at most
+// two writes, the one in flight when its line was queued and its own,
+// however many calls write at once, and a line the call's answer depends
+// on is in the kernel before the client is answered. There is no fsync:
+// a crash of the machine (not of the process) may lose the lines the
+// kernel had not written back, which Verify reports as a truncated tail.
+//
+// A write that fails loses its lines, and the next line written links to
+// the last one lost, so Verify names the gap (a broken link), or a torn
+// line when the write was cut short.
+type Writer struct {
+	opts Options
+	log  *slog.Logger
+	now  func() time.Time
+
+	mu      sync.Mutex
+	out     io.Writer
+	file    *os.File // when the Writer opened it (OpenFile)
+	path    string
+	prev    []byte // the link to the last line queued; empty at a chain's start
+	torn    bool   // the destination ends inside a line: end it first
+	pending []byte // lines queued for the next write
+	spare   []byte // the buffer of the last write, for reuse
+	cur     *batch // the callers waiting for pending to be written; nil when none
+	writing bool   // a write is in flight
+	closeMe io.Closer
+	keys    *reqstate.KeyRing // the ring keyed below
+	mac     map[string]*macs  // by kid, for keys
+}
+
+// batch is the lines of one write, and its outcome.
+type batch struct {
+	ready chan struct{} // closed when the write before it ended: its turn
+	done  chan struct{} // closed when it was written (or not: err)
+	err   error
+}
+
+// NewWriter returns a Writer that appends to w a chain whose last line's
+// link is prev ("" to start a chain; see Tail and LinkOf). A nil
+// opts.Keys, or a prev that is not a link, is a programmer error and
+// panics.
+func NewWriter(w io.Writer, prev string, opts *Options) *Writer {
+	if opts == nil || opts.Keys == nil {
+		panic("audit: NewWriter needs Options.Keys")
+	}
+	if prev != "" && (len(prev) != 43 || strings.IndexFunc(prev, func(r rune) bool { return r > 0x7f || !isBase64URL(byte(r)) }) >= 0) {
+		panic("audit: NewWriter: prev is not a link (43 base64url characters)")
+	}
+	aw := &Writer{opts: *opts, out: w, prev: []byte(prev)}
+	aw.log = opts.Logger
+	if aw.log == nil {
+		aw.log = slog.New(slog.DiscardHandler)
+	}
+	aw.now = opts.Now
+	if aw.now == nil {
+		aw.now = time.Now
+	}
+	return aw
+}
+
+// OpenFile opens path for appending (created with mode 0600) and returns
+// a Writer that goes on with the chain of its last line (Tail). A file
+// whose last line is torn (no newline: a crash mid-write) is not glued
+// onto: the first line written ends it with a newline and links to its
+// bytes, so that Verify names the torn line and checks the lines after
+// it.
+func OpenFile(path string, opts *Options) (*Writer, error) {
+	f, prev, torn, err := openAppend(path)
+	if err != nil {
+		return nil, err
+	}
+	w := NewWriter(f, prev, opts)
+	w.file, w.path, w.torn = f, path, torn
+	if torn {
+		w.log.Warn("audit: the trail ends in a torn line; it is ended, and verify will name it", "path", path)
+	}
+	return w, nil
+}
+
+func openAppend(path string) (f *os.File, prev string, torn bool, err error) {
+	f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, "", false, fmt.Errorf("open audit trail: %w", err)
+	}
+	r, err := os.Open(path)
+	if err != nil {
+		f.Close()
+		return nil, "", false, fmt.Errorf("read audit trail: %w", err)
+	}
+	defer r.Close()
+	prev, torn, err = Tail(r)
+	if err != nil {
+		f.Close()
+		return nil, "", false, fmt.Errorf("read audit trail %s: %w", path, err)
+	}
+	return f, prev, torn, nil
+}
+
+// Tail reads the end of a trail and returns the link its next line must
+// carry: the base64url SHA-256 of its last line ("" for an empty trail),
+// and whether that last line is torn (no newline after it). It reads at
+// most MaxLineBytes from the end.
+func Tail(r io.ReadSeeker) (prev string, torn bool, err error) {
+	size, err := r.Seek(0, io.SeekEnd)
+	if err != nil || size == 0 {
+		return "", false, err
+	}
+	n := min(size, MaxLineBytes+1)
+	buf := make([]byte, n)
+	if _, err := r.Seek(size-n, io.SeekStart); err != nil {
+		return "", false, err
+	}
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return "", false, err
+	}
+	torn = buf[len(buf)-1] != '\n'
+	last := buf
+	if !torn {
+		last = last[:len(last)-1]
+	}
+	i := bytes.LastIndexByte(last, '\n')
+	if i < 0 && n < size {
+		return "", false, errors.New("last line longer than audit.MaxLineBytes")
+	}
+	return linkOf(last[i+1:]), torn, nil
+}
+
+// Reopen opens the Writer's file again, by name, and closes the one it
+// had: after logrotate moved it, lines go to a new file at the same path.
+// The chain goes on: the first line of a new, empty file links to the
+// last line of the old one; a file that is not empty (not rotated) goes
+// on from its own last line. A Writer that did not open a file
+// (NewWriter) has nothing to reopen and returns nil.
+func (w *Writer) Reopen() error {
+	w.mu.Lock()
+	path := w.path
+	w.mu.Unlock()
+	if path == "" {
+		return nil
+	}
+	f, prev, torn, err := openAppend(path)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	old := w.file
+	w.out, w.file = f, f
+	if prev != "" {
+		w.prev, w.torn = append(w.prev[:0], prev...), torn
+	} else {
+		w.torn = false
+	}
+	if w.writing { // the write in flight closes it
+		w.closeMe = old
+		old = nil
+	}
+	w.mu.Unlock()
+	if torn {
+		w.log.Warn("audit: the trail ends in a torn line; it is ended, and verify will name it", "path", path)
+	}
+	if old == nil {
+		return nil
+	}
+	return old.Close()
+}
+
+// Close closes the file the Writer opened, if any. Lines written after it
+// fail.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.file == nil {
+		return nil
+	}
+	if w.writing {
+		w.closeMe = w.file
+		return nil
+	}
+	return w.file.Close()
+}
+
+// Prev returns the link the next line will carry.
+func (w *Writer) Prev() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.prev)
+}
+
+// errNoKey reports a ring without a key that seals now.
+var errNoKey = errors.New("audit: no key of the ring seals now")
+
+// Write appends l to the trail: its schema, time (when zero), prev, kid
+// and mac are set here; its ArgsDigest is taken as given (see
+// Digest). It returns the error of the destination, if any, after
+// logging it and telling OnError, whatever Options.Required says.
+func (w *Writer) Write(l *Line) error {
+	return w.write(l, nil)
+}
+
+// write encodes l, queues it and waits until it is written; hash, when
+// not nil, is the arguments hash to digest under the line's key.
+func (w *Writer) write(l *Line, hash *reqstate.Hash) error {
+	l.Schema = Schema
+	if l.Time.IsZero() {
+		l.Time = w.now()
+	}
+	w.mu.Lock()
+	err := w.queue(l, hash)
+	switch {
+	case err != nil:
+		w.mu.Unlock()
+	case !w.writing:
+		// No write in flight: this call writes what is queued, its own
+		// line and those of callers whose turn it is (w.cur).
+		err = w.lead(w.cur)
+	default:
+		// A write is in flight: wait for the turn of the batch this line
+		// is in, then write it, unless another of its callers does.
+		b := w.cur
+		if b == nil {
+			b = &batch{ready: make(chan struct{}), done: make(chan struct{})}
+			w.cur = b
+		}
+		w.mu.Unlock()
+		select {
+		case <-b.done:
+		case <-b.ready:
+			w.mu.Lock()
+			if w.cur == b && !w.writing {
+				w.lead(b)
+			} else {
+				w.mu.Unlock()
+			}
+		}
+		<-b.done
+		err = b.err
+	}
+	if err != nil {
+		w.log.Error("audit: a line of the trail was not written", "event", l.Event, "error", err)
+		if w.opts.OnError != nil {
+			w.opts.OnError(err)
+		}
+	}
+	return err
+}
+
+// queue encodes l onto the pending lines. Called with w.mu held.
+func (w *Writer) queue(l *Line, hash *reqstate.Hash) error {
+	m, err := w.macsAt(l.Time)
+	if err != nil {
+		return err
+	}
+	if hash != nil {
+		l.ArgsDigest = m.argsDigest(*hash)
+	}
+	b := w.pending
+	start := len(b)
+	b = appendBody(b, l)
+	b = append(b, `,"prev":"`...)
+	b = append(b, w.prev...) // base64url: nothing to escape
+	b = append(b, `","kid":`...)
+	b = appendString(b, m.kid)
+	macd := len(b)
+	b = append(b, `,"mac":"`...)
+	b = m.lineMAC(b, b[start:macd])
+	b = append(b, '"', '}', '\n')
+	w.pending = b
+	w.prev = appendLink(w.prev[:0], b[start:len(b)-1])
+	return nil
+}
+
+// lead writes the pending lines with one write, tells the callers of b
+// (w.cur, nil when no caller waits) how it went, and hands the turn to
+// the batch queued meanwhile. Called with w.mu held; returns with it
+// unlocked, and the error of the write.
+func (w *Writer) lead(b *batch) error {
+	w.writing, w.cur = true, nil
+	buf := w.pending
+	w.pending = w.spare[:0]
+	if w.torn { // end the torn line before the first of these
+		buf = append([]byte{'\n'}, buf...)
+	}
+	out := w.out
+	w.mu.Unlock()
+	n, err := out.Write(buf)
+	if err == nil && n < len(buf) {
+		err = io.ErrShortWrite
+	}
+	w.mu.Lock()
+	if err != nil {
+		// The lines are lost; what was written of them stays, and a line
+		// cut short is ended by the next write.
+		w.torn = n > 0 && buf[n-1] != '\n'
+	} else {
+		w.torn = false
+	}
+	w.spare = buf[:0]
+	w.writing = false
+	if w.closeMe != nil {
+		w.closeMe.Close()
+		w.closeMe = nil
+	}
+	if w.cur != nil {
+		close(w.cur.ready)
+	}
+	w.mu.Unlock()
+	if b != nil {
+		b.err = err
+		close(b.done)
+	}
+	return err
+}
+
+// macsAt returns the keys of the ring's sealing key at t. Called with
+// w.mu held.
+func (w *Writer) macsAt(t time.Time) (*macs, error) {
+	ring := w.opts.Keys()
+	if ring == nil {
+		return nil, errNoKey
+	}
+	if ring != w.keys {
+		w.keys, w.mac = ring, make(map[string]*macs, 1)
+	}
+	kid, ok := ring.SealingKey(t)
+	if !ok {
+		return nil, errNoKey
+	}
+	if m := w.mac[kid]; m != nil {
+		return m, nil
+	}
+	for _, k := range ring.Keys() {
+		if k.ID == kid {
+			m := newMacs(derive(k))
+			w.mac[kid] = m
+			return m, nil
+		}
+	}
+	return nil, errNoKey
+}
+
+// result is what an Auditor method returns for a write's error.
+func (w *Writer) result(err error) error {
+	if w.opts.Required {
+		return err
+	}
+	return nil
+}
+
+// Resumed implements mrtr.Auditor: a resumed line for an accepted
+// resume, a rejected line with the guard's reason for a refused one.
+func (w *Writer) Resumed(ctx context.Context, e mrtr.ResumeEvent) error {
+	l := w.lineOf(e.Call, EventResumed)
+	l.Round = e.OpenedRound
+	if e.Outcome != mrtr.OutcomeOK {
+		l.Event, l.Reason = EventRejected, string(e.Outcome)
+	}
+	for _, a := range e.Answers() {
+		l.Answers = append(l.Answers, Answer{Key: mcpwire.Shown(a.Key), Action: a.Action})
+	}
+	return w.writeCall(l, e.Call)
+}
+
+// Paused implements mrtr.Auditor: a paused line, with the round sealed
+// and the input requests' keys and methods.
+func (w *Writer) Paused(ctx context.Context, e mrtr.PauseEvent) error {
+	l := w.lineOf(e.Call, EventPaused)
+	l.Round = e.Round
+	if e.Inputs != nil {
+		l.Inputs = make([]Input, len(e.Inputs))
+		for i, in := range e.Inputs {
+			l.Inputs[i] = Input{Key: mcpwire.Shown(in.Key), Method: mcpwire.Shown(in.Method)}
+		}
+	} else {
+		l.Inputs = make([]Input, len(e.Asked))
+		for i, k := range e.Asked {
+			l.Inputs[i].Key = mcpwire.Shown(k)
+		}
+	}
+	return w.writeCall(l, e.Call)
+}
+
+// Ended implements mrtr.Auditor: a completed line for a call that did
+// not pause (a call that paused has its paused line).
+func (w *Writer) Ended(ctx context.Context, e mrtr.EndEvent) error {
+	if e.Paused {
+		return nil
+	}
+	l := w.lineOf(e.Call, EventCompleted)
+	l.Round = e.Round
+	l.Outcome = string(e.Outcome)
+	if e.Outcome == mrtr.OutcomeError {
+		l.ErrorCode = e.ErrorCode
+	}
+	return w.writeCall(l, e.Call)
+}
+
+func (w *Writer) writeCall(l *Line, c mrtr.Call) error {
+	h, err := c.ArgsHash()
+	if err != nil { // arguments the guard refuses: no digest
+		return w.result(w.write(l, nil))
+	}
+	return w.result(w.write(l, &h))
+}
+
+// lineOf fills in what every line of a call says.
+func (w *Writer) lineOf(c mrtr.Call, event string) *Line {
+	l := &Line{
+		Event:     event,
+		Flow:      c.FlowID(),
+		Method:    mcpwire.Shown(c.Method),
+		Target:    mcpwire.Shown(c.Target),
+		Client:    clientOf(c.Meta),
+		Upstream:  w.opts.Upstream,
+		Node:      w.opts.Node,
+		RequestID: mcpwire.Shown(c.RequestID),
+	}
+	if c.Principal.Anonymous() {
+		l.Principal.Anonymous = true
+	} else {
+		l.Principal.Issuer, l.Principal.Subject = mcpwire.Shown(c.Principal.Issuer), mcpwire.Shown(c.Principal.Subject)
+	}
+	if w.opts.TraceIDs {
+		l.TraceID = traceIDOf(c.Meta)
+	}
+	return l
+}
