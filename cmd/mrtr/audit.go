@@ -130,6 +130,10 @@ truncated (the file ends inside a line, or a torn write), unknown key.
 
 // audit runs `mrtr audit verify`.
 func (a *app) audit(args []string) error {
+	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+		fmt.Fprint(a.stdout, auditUsage) // help asked for: on stdout
+		return nil
+	}
 	if len(args) == 0 || args[0] != "verify" {
 		fmt.Fprint(a.stderr, auditUsage)
 		return errUsage
@@ -137,7 +141,7 @@ func (a *app) audit(args []string) error {
 	fs := a.newFlagSet("audit verify", "mrtr audit verify --keys RING [--continued] PATH...")
 	keys := fs.String("keys", "", "key ring `FILE` the trail was written under (a ring holding its keys)")
 	continued := fs.Bool("continued", false, "accept any link on the first line (a rotated file checked alone)")
-	paths, err := parse(fs, args[1:])
+	paths, err := a.parse(fs, args[1:])
 	if err != nil {
 		return err
 	}
