@@ -368,8 +368,9 @@ func TestHelmChart(t *testing.T) {
 
 // TestHelmChartVariants: a command upstream follows "--" after the flags;
 // mode serve has serve's flags only; values that would deploy something
-// broken (replicas without Redis, no key ring, a password in values) are
-// refused by helm template with a message saying what to do.
+// broken (replicas without Redis, no key ring, a password in values, a
+// misspelt value the schema does not know) are refused by helm template
+// with a message saying what to do.
 func TestHelmChartVariants(t *testing.T) {
 	base := []string{"--set", "keys.existingSecret=mrtr-keys"}
 	t.Run("command upstream", func(t *testing.T) {
@@ -412,7 +413,8 @@ func TestHelmChartVariants(t *testing.T) {
 		{"no key ring", []string{"--set", "upstream.url=http://up/mcp"}, "keys.existingSecret is required"},
 		{"no upstream", base, "upstream.url"},
 		{"password in values", append(base, "--set", "upstream.url=http://up/mcp", "--set", "redis.url=redis://:hunter2@redis:6379/0"), "redis.existingSecret instead"},
-		{"bad mode", append(base, "--set", "mode=gateway"), "is not proxy or serve"},
+		{"bad mode", append(base, "--set", "mode=gateway"), "mode"},
+		{"misspelt value", append(base, "--set", "upstream.url=http://up/mcp", "--set", "replicaCont=3"), "'replicaCont' not allowed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := helm(t, append([]string{"template", "r", chartDir}, c.args...)...)
