@@ -11,11 +11,11 @@ import (
 )
 
 // TestSetupChecksInstallNothing: what the tests run to learn whether the
-// harness, the everything-server and the Inspector are there (setupCheck,
-// each setup script's --check) installs nothing, with
-// MRTR_REQUIRE_CONFORMANCE / MRTR_REQUIRE_INSPECTOR set or not: npm,
-// apt-get, sudo and `go install` on PATH record any call and none may
-// happen. A missing or stale install skips, or fails under the
+// harness, the everything-server, the Inspector and the shipping tools are
+// there (setupCheck, each setup script's --check) installs nothing, with
+// MRTR_REQUIRE_CONFORMANCE / MRTR_REQUIRE_INSPECTOR / MRTR_REQUIRE_SHIP
+// set or not: npm, apt-get, sudo and `go install` on PATH record any call
+// and none may happen. A missing or stale install skips, or fails under the
 // requirement, saying to run `make deps`; an installed and current one
 // passes.
 func TestSetupChecksInstallNothing(t *testing.T) {
