@@ -6,11 +6,14 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // shipRequireEnv makes the shipping tools (podman, systemd-analyze, helm,
@@ -142,5 +145,72 @@ func TestImage(t *testing.T) {
 	ca, _ := os.ReadFile(filepath.Join(dir, "ca-certificates.crt"))
 	if bytes.Count(ca, []byte("BEGIN CERTIFICATE")) < 50 {
 		t.Errorf("the CA bundle holds %d certificates", bytes.Count(ca, []byte("BEGIN CERTIFICATE")))
+	}
+
+	t.Run("run", func(t *testing.T) { runImage(t, image, version) })
+}
+
+// podmanRun is podman run with what this sandbox needs and any host
+// allows: runc (crun refuses cgroups mounted in hybrid mode) and resource
+// limits lowered below the current ones (raising one, as podman's defaults
+// do, needs CAP_SYS_RESOURCE, which the sandbox lacks).
+func podmanRun(args ...string) []string {
+	return append([]string{"--runtime", "runc", "run", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1000:1000"}, args...)
+}
+
+// runImage runs the image as a user would, read-only: mrtr version, then
+// mrtr serve on a loopback port of the host's network (the sandbox has no
+// container networking), which must answer /healthz and /readyz, run as
+// the user 65532, and exit 0 on podman stop's SIGTERM.
+func runImage(t *testing.T, image, version string) {
+	out, err := exec.Command("podman", podmanRun("--rm", "--network", "none", "--read-only", image, "version")...).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "mrtr "+version+"\n") {
+		t.Fatalf("podman run %s version: %v\n%s", image, err, out)
+	}
+
+	addr := freeAddr(t)
+	name := "mrtr-test-" + strings.TrimPrefix(version, "0.0.0-test.")
+	run := exec.Command("podman", podmanRun("--detach", "--name", name, "--network", "host", "--read-only",
+		"--env", "MRTR_ADDR="+addr, image)...) // the image's default command: serve
+	if out, err := run.CombinedOutput(); err != nil {
+		t.Fatalf("podman run --detach: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("podman", "rm", "--force", name).Run() })
+	logs := func() string {
+		out, _ := exec.Command("podman", "logs", name).CombinedOutput()
+		return string(out)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		var resp *http.Response
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if resp, err = http.Get("http://" + addr + path); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("GET %s: %v; container log:\n%s", path, err, logs())
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s; container log:\n%s", path, resp.Status, logs())
+		}
+	}
+	pid, err := exec.Command("podman", "inspect", "--format", "{{.State.Pid}}", name).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^Uid:\s+65532\s+65532\s+65532\s+65532$`).Match(status) {
+		t.Errorf("mrtr in the container does not run as 65532:\n%s", status)
+	}
+	if out, err := exec.Command("podman", "stop", "--time", "10", name).CombinedOutput(); err != nil {
+		t.Fatalf("podman stop: %v\n%s", err, out)
+	}
+	code, err := exec.Command("podman", "inspect", "--format", "{{.State.ExitCode}}", name).Output()
+	if err != nil || strings.TrimSpace(string(code)) != "0" {
+		t.Errorf("exit code after SIGTERM %q (%v); container log:\n%s", code, err, logs())
 	}
 }

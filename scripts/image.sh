@@ -73,8 +73,9 @@ chmod 0755 "$ctx/mrtr"
 build=("$ENGINE" build --file deploy/image/Containerfile --tag "$IMAGE" --platform "linux/$ARCH"
   --build-arg "VERSION=$VERSION" --build-arg "REVISION=$REVISION" --build-arg "CREATED=$CREATED")
 if [[ "$ENGINE" == podman ]]; then
-  # No step runs in the image, so no network; file times from the commit.
-  build+=(--network none --timestamp "$EPOCH")
+  # No step runs in the image, so no network; file times from the commit; no
+  # intermediate images left behind.
+  build+=(--network none --timestamp "$EPOCH" --layers=false)
 fi
 "${build[@]}" "$ctx" >&2
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Install what the shipping tests need (the image, the Helm chart, the goreleaser
-# config, the systemd unit; e2e/ship_*_test.go and `make release-check`):
-#   - Debian's podman, ca-certificates and systemd (for systemd-analyze), by apt-get,
-#     only when podman, the CA bundle or systemd-analyze is missing (needs root; no
-#     packaged service is started);
+# config, the systemd unit: e2e/ship_*_test.go):
+#   - Debian's podman, runc, ca-certificates and systemd (for systemd-analyze), by
+#     apt-get, only when one of their commands or the CA bundle is missing (needs root;
+#     no packaged service is started). runc because podman's default runtime, crun,
+#     refuses a host whose cgroups are mounted in hybrid mode (this sandbox's);
+#     e2e/ship_image_test.go runs the image with --runtime runc;
 #   - helm and goreleaser at the versions pinned below, built once by `go install`
 #     into $MRTR_TOOLS (default ${XDG_CACHE_HOME:-$HOME/.cache}/mrtr-tools), each
 #     under its version's name (helm-v3.22.0), so that later runs reuse them.
@@ -39,7 +41,7 @@ case "${1:-}" in
   "") ;;
   --check) CHECK=1 ;;
   --path) [[ -n "${2:-}" ]] || die "--path needs a tool name"; tool_path "$2"; exit 0 ;;
-  -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) die "unknown argument: $1 (usage: $0 [--check | --path TOOL])" ;;
 esac
 
@@ -60,6 +62,7 @@ stale_bin() {
 # missing_pkgs prints the Debian packages whose commands are missing.
 missing_pkgs() {
   have podman || echo podman
+  have runc || echo runc
   [[ -s "$CA" ]] || echo ca-certificates
   have systemd-analyze || echo systemd
 }
