@@ -1,11 +1,12 @@
 # `make test` is the README's test command and what CI runs: it installs
 # what the tests need (Debian's redis-server, redis-sentinel and chromium, the pinned
 # conformance harness and MCP Inspector with Node 22 from npm, go-sdk's everything-server
-# at go.mod's version), then runs
-# everything, strictly: tests that need Redis, the harness, a pseudo-terminal
-# or the Inspector fail instead of skipping.
+# at go.mod's version, Debian's podman and systemd, helm and goreleaser built once into
+# a cache: scripts/ship-setup.sh), then runs
+# everything, strictly: tests that need Redis, the harness, a pseudo-terminal,
+# the Inspector or the shipping tools fail instead of skipping.
 # For a quick local run without them: go test ./... in a module (those tests skip).
-.PHONY: test deps check unit fuzz bench-check serve
+.PHONY: test deps check unit fuzz bench-check serve image
 
 GO ?= go
 # An execution count, not a duration: on Go 1.26 a duration budget can end in a
@@ -16,6 +17,7 @@ export MRTR_REQUIRE_REDIS := 1
 export MRTR_REQUIRE_CONFORMANCE := 1
 export MRTR_REQUIRE_PTY := 1
 export MRTR_REQUIRE_INSPECTOR := 1
+export MRTR_REQUIRE_SHIP := 1
 
 test: check deps unit fuzz bench-check
 
@@ -35,6 +37,7 @@ deps:
 	scripts/conformance-setup.sh
 	scripts/everything-setup.sh
 	scripts/inspector-setup.sh
+	scripts/ship-setup.sh
 
 # Unit, contract, end-to-end, conformance and interop tests under the race detector, in
 # every module but bench: the library, the command (cmd/mrtr), its app code (internal/app),
@@ -54,6 +57,11 @@ fuzz:
 # asserted), all under the race detector.
 bench-check:
 	cd bench && $(GO) test -race -count=1 -bench . -benchtime 1x ./... -flow.warmup 0
+
+# The OCI image of mrtr (deploy/image/Containerfile), FROM scratch, with podman:
+# IMAGE=NAME:TAG and VERSION=X.Y.Z override the defaults (scripts/image.sh --help).
+image:
+	scripts/image.sh
 
 # The main job: the reference server on embedded defaults.
 serve:

@@ -18,4 +18,8 @@
 // (MRTR_REQUIRE_INSPECTOR=1 for the browser test) makes it a failure. The
 // Redis tests start redis-server through internal/testing/testredis and likewise fail
 // instead of skipping when MRTR_REQUIRE_REDIS=1 (make test sets all three).
+// The shipping tests (ship_*_test.go: the image built with podman, the Helm
+// chart rendered by helm and decoded into the k8s.io/api types, the
+// goreleaser config, the systemd unit) need scripts/ship-setup.sh's tools and
+// likewise fail instead of skipping when MRTR_REQUIRE_SHIP=1.
 package e2e

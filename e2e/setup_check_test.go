@@ -11,11 +11,11 @@ import (
 )
 
 // TestSetupChecksInstallNothing: what the tests run to learn whether the
-// harness, the everything-server and the Inspector are there (setupCheck,
-// each setup script's --check) installs nothing, with
-// MRTR_REQUIRE_CONFORMANCE / MRTR_REQUIRE_INSPECTOR set or not: npm,
-// apt-get, sudo and `go install` on PATH record any call and none may
-// happen. A missing or stale install skips, or fails under the
+// harness, the everything-server, the Inspector and the shipping tools are
+// there (setupCheck, each setup script's --check) installs nothing, with
+// MRTR_REQUIRE_CONFORMANCE / MRTR_REQUIRE_INSPECTOR / MRTR_REQUIRE_SHIP
+// set or not: npm, apt-get, sudo and `go install` on PATH record any call
+// and none may happen. A missing or stale install skips, or fails under the
 // requirement, saying to run `make deps`; an installed and current one
 // passes.
 func TestSetupChecksInstallNothing(t *testing.T) {
@@ -25,7 +25,7 @@ func TestSetupChecksInstallNothing(t *testing.T) {
 	}
 	// A copy of the repository's scripts and pins in a tree of its own.
 	root := t.TempDir()
-	for _, f := range []string{"scripts/conformance-setup.sh", "scripts/everything-setup.sh", "scripts/inspector-setup.sh",
+	for _, f := range []string{"scripts/conformance-setup.sh", "scripts/everything-setup.sh", "scripts/inspector-setup.sh", "scripts/ship-setup.sh",
 		"conformance/package.json", "conformance/package-lock.json", "inspector/package.json", "inspector/package-lock.json", "go.mod"} {
 		data, err := os.ReadFile(filepath.Join(repoRoot, f))
 		if err != nil {
@@ -91,6 +91,13 @@ func TestSetupChecksInstallNothing(t *testing.T) {
 		// Some other binary in its place.
 		putFile(t, filepath.Join(root, "conformance", "bin", "everything-server"), "#!/bin/sh\n", 0o755)
 		missing(t, "everything-setup.sh", requireEnv, "is not a Go binary")
+	})
+	t.Run("shipping tools", func(t *testing.T) {
+		t.Setenv("MRTR_TOOLS", t.TempDir()) // no helm, no goreleaser built yet
+		missing(t, "ship-setup.sh", shipRequireEnv, "helm-v3.22.0 is missing")
+		// Some other binary in helm's place.
+		putFile(t, filepath.Join(os.Getenv("MRTR_TOOLS"), "helm-v3.22.0"), "#!/bin/sh\n", 0o755)
+		missing(t, "ship-setup.sh", shipRequireEnv, "helm-v3.22.0 is not a Go binary")
 	})
 	t.Run("inspector", func(t *testing.T) {
 		why := "node_modules is missing"

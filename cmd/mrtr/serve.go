@@ -23,8 +23,11 @@ import (
 	"github.com/mrtr-go/mrtr/replay/redisstore"
 )
 
-// version is the server version reported to clients.
-const version = "0.1.0"
+// version is the server version reported to clients and printed by mrtr
+// version. A variable, not a constant, so that a release build can stamp
+// it: go build -ldflags "-X main.version=1.2.3" (.goreleaser.yaml and
+// scripts/image.sh do).
+var version = "0.1.0"
 
 func (a *app) serve(ctx context.Context, args []string) error {
 	c, err := a.parseServe(args)
