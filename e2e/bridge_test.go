@@ -29,13 +29,21 @@ func serverEverything(t testing.TB) (node, script string) {
 // reference server @modelcontextprotocol/NAME that `make deps` installs.
 func referenceServer(t testing.TB, name string) (node, script string) {
 	t.Helper()
+	return pinnedNode(t, filepath.Join("@modelcontextprotocol", name, "dist", "index.js"))
+}
+
+// pinnedNode is the pinned Node and the path of script (relative to
+// conformance/node_modules) of an npm package conformance/package.json
+// pins, after checking that `make deps` installed both.
+func pinnedNode(t *testing.T, script string) (node, path string) {
+	t.Helper()
 	needHarness(t)
 	dir := filepath.Join(repoRoot, "conformance", "node_modules")
-	script = filepath.Join(dir, "@modelcontextprotocol", name, "dist", "index.js")
-	if _, err := os.Stat(script); err != nil {
-		t.Fatalf("%s is not installed (run make deps): %v", name, err)
+	path = filepath.Join(dir, script)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s is not installed (run make deps): %v", script, err)
 	}
-	return filepath.Join(dir, ".bin", "node"), script
+	return filepath.Join(dir, ".bin", "node"), path
 }
 
 // sealedOnly is an HTTP transport that fails the test when a response

@@ -19,21 +19,39 @@ import (
 // proxyFlowRound posts one round of the everything-server's 3-round
 // test_input_required_result_multi_round tool and returns the result.
 func proxyFlowRound(c *http.Client, url string, id int, state string, responses map[string]any) (map[string]any, error) {
-	params := map[string]any{"name": "test_input_required_result_multi_round", "arguments": map[string]any{}, "_meta": map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}},
-	}}
+	return postTool(c, url, id, "test_input_required_result_multi_round", state, responses)
+}
+
+// postTool posts one round of a call of tool (a first round when state is
+// empty, else a retry with state and responses) as a 2026-07-28 client
+// that can elicit, and returns the result.
+func postTool(c *http.Client, url string, id int, tool, state string, responses map[string]any) (map[string]any, error) {
+	params := map[string]any{"name": tool, "arguments": map[string]any{}}
 	if state != "" {
 		params["requestState"] = state
 		params["inputResponses"] = responses
 	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+	return postMCP(c, url, id, "tools/call", tool, params)
+}
+
+// postMCP posts one 2026-07-28 request (no session, the envelope in
+// _meta, the Mcp-Method and Mcp-Name headers; name may be empty) and
+// returns its result, from a JSON body or the response of an event
+// stream.
+func postMCP(c *http.Client, url string, id int, method, name string, params map[string]any) (map[string]any, error) {
+	params["_meta"] = map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}},
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", "test_input_required_result_multi_round")
+	req.Header.Set("Mcp-Method", method)
+	if name != "" {
+		req.Header.Set("Mcp-Name", name)
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err
