@@ -35,7 +35,7 @@ func referenceServer(t testing.TB, name string) (node, script string) {
 // pinnedNode is the pinned Node and the path of script (relative to
 // conformance/node_modules) of an npm package conformance/package.json
 // pins, after checking that `make deps` installed both.
-func pinnedNode(t *testing.T, script string) (node, path string) {
+func pinnedNode(t testing.TB, script string) (node, path string) {
 	t.Helper()
 	needHarness(t)
 	dir := filepath.Join(repoRoot, "conformance", "node_modules")

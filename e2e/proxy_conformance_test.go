@@ -266,7 +266,7 @@ type proxyProc struct {
 // At cleanup it gets SIGTERM and must exit 0 within 10 s: on its own
 // when nothing is held or in flight; when its drain starts with calls
 // the test left held, a second SIGTERM stops it at once.
-func startProxyProc(t *testing.T, args ...string) *proxyProc {
+func startProxyProc(t testing.TB, args ...string) *proxyProc {
 	t.Helper()
 	full := append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...)
 	p := &proxyProc{logs: &serverLog{url: make(chan string, 1)}, exited: make(chan struct{})}
