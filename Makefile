@@ -32,12 +32,12 @@ check:
 
 # Everything the tests need installed; the tests themselves only check (each script's
 # --check) and skip, or fail under MRTR_REQUIRE_*=1, when something is missing or stale.
+# helm and goreleaser (minutes of compiling on a fresh machine) build meanwhile.
 deps:
-	scripts/redis.sh ensure
-	scripts/conformance-setup.sh
-	scripts/everything-setup.sh
-	scripts/inspector-setup.sh
-	scripts/ship-setup.sh
+	@scripts/ship-setup.sh --tools & tools=$$!; \
+	rc=0; for s in "scripts/redis.sh ensure" scripts/conformance-setup.sh scripts/everything-setup.sh \
+		scripts/inspector-setup.sh; do echo "$$s"; $$s || { rc=1; break; }; done; \
+	wait $$tools || rc=1; [ $$rc = 0 ] || exit 1; echo scripts/ship-setup.sh; scripts/ship-setup.sh
 
 # Unit, contract, end-to-end, conformance and interop tests under the race detector, in
 # every module but bench: the library, the command (cmd/mrtr), its app code (internal/app),

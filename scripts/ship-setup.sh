@@ -13,7 +13,9 @@
 # --check installs nothing: it exits 0 when everything is there and current, else 1
 # saying what is missing or stale (the tests run this; installs belong to `make deps`).
 # --path TOOL prints where TOOL (helm or goreleaser) is, or would be, installed.
-# Usage: scripts/ship-setup.sh [--check | --path TOOL]
+# --tools builds only the Go tools (no apt-get), so that `make deps` can build them
+# while the other installs wait on the network.
+# Usage: scripts/ship-setup.sh [--check | --tools | --path TOOL]
 set -euo pipefail
 
 PROG=ship-setup
@@ -37,12 +39,14 @@ tool_path() {
 }
 
 CHECK=0
+TOOLS_ONLY=0
 case "${1:-}" in
   "") ;;
   --check) CHECK=1 ;;
+  --tools) TOOLS_ONLY=1 ;;
   --path) [[ -n "${2:-}" ]] || die "--path needs a tool name"; tool_path "$2"; exit 0 ;;
   -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  *) die "unknown argument: $1 (usage: $0 [--check | --path TOOL])" ;;
+  *) die "unknown argument: $1 (usage: $0 [--check | --tools | --path TOOL])" ;;
 esac
 
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -85,7 +89,8 @@ if [[ $CHECK -eq 1 ]]; then
 fi
 
 # ---------------------------------------------------------------- Debian packages
-mapfile -t pkgs < <(missing_pkgs)
+pkgs=()
+[[ $TOOLS_ONLY -eq 1 ]] || mapfile -t pkgs < <(missing_pkgs)
 if ((${#pkgs[@]})); then
   [[ "$(id -u)" == 0 ]] || die "${pkgs[*]} not installed and installing needs root (apt-get install ${pkgs[*]})"
   have apt-get || die "${pkgs[*]} not installed and apt-get is not available"
@@ -128,6 +133,7 @@ install_tool() {
 }
 install_tool helm "$HELM_PKG" "$HELM_MOD" "$HELM_VERSION"
 install_tool goreleaser "$GORELEASER_PKG" "$GORELEASER_MOD" "$GORELEASER_VERSION"
+[[ $TOOLS_ONLY -eq 0 ]] || exit 0
 
 why="$(stale)"
 [[ -z "$why" ]] || die "after installing: $why"
