@@ -37,7 +37,7 @@ while [ "$r" -lt "$rounds" ]; do
 		i=$((i + 1))
 	done
 	for s in "$@"; do
-		"$tmp/flow.test" -test.run '^$' -test.bench "^$bench/$s\$" -test.count 1 |
+		"$tmp/flow.test" -test.run '^$' -test.bench "^$bench\$/^$s\$" -test.count 1 |
 			grep -E '^(goos|goarch|pkg|cpu|Benchmark)' >>"$out"
 	done
 	r=$((r + 1))

@@ -27,7 +27,7 @@ while [ "$r" -lt "$rounds" ]; do
 		i=$((i + 1))
 	done
 	for s in "$@"; do
-		"$tmp/proxy.test" -test.run '^$' -test.bench "^BenchmarkProxy/$s\$" -test.benchtime "$benchtime" -test.count 1 |
+		"$tmp/proxy.test" -test.run '^$' -test.bench "^BenchmarkProxy\$/^$s\$" -test.benchtime "$benchtime" -test.count 1 |
 			grep -E '^Benchmark' | sed "s/^/round$r /" >>"$out"
 	done
 	r=$((r + 1))
