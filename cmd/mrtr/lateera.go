@@ -238,12 +238,18 @@ func (c *proxyConfig) bindLate(ctx context.Context, log *slog.Logger, guard *mrt
 	l.bind = func(era string) (http.Handler, error) {
 		if era == eraModern {
 			logModernHTTP(log, l.name)
+			if c.advertise != "" {
+				log.Warn(advertiseIgnored)
+			}
 			return modern, nil
 		}
 		b := c.httpBridge(guard, log, upstreamHTTPTransport(c.dialTimeout), l.name)
 		l.setStop(b.Close)
 		var peersOpt *proxy.Peers
 		if replicas != nil {
+			if w := loopbackAdvertise(c.addr, c.advertise); w != "" {
+				log.Warn(w, "addr", c.addr)
+			}
 			if err := checkAdvertise(c.addr, c.advertise); err != nil {
 				log.Error("mrtr proxy: replicas off: the other replicas cannot forward to this one the resumes of the calls it holds", "error", err)
 			} else if err := replicas.start(ctx, log, advertiseURL(c.addr, c.advertise, listened), c.codec, guard.Policy().ServerID); err != nil {

@@ -113,7 +113,12 @@ func TestProxyHTTPUpstreamLateModern(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	p := startDrainedProxy(t, "--upstream", "http://"+addr+"/mcp")
+	// With replicas on (a Redis store), --advertise waits for the era: a
+	// modern upstream makes it useless, and the log says so then.
+	p := startDrainedProxy(t, "--upstream", "http://"+addr+"/mcp", "--replay", testredis.Start(t), "--advertise", "http://127.0.0.1:1/mcp")
+	if logs := p.logs.String(); strings.Contains(logs, "--advertise is ignored") {
+		t.Fatalf("--advertise called ignored before the era is known:\n%s", logs)
+	}
 	ln, err = net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +144,9 @@ func TestProxyHTTPUpstreamLateModern(t *testing.T) {
 	}
 	if logs := p.logs.String(); !strings.Contains(logs, `"era":"modern"`) || !strings.Contains(logs, "the upstream speaks 2026-07-28") {
 		t.Fatalf("no line naming the modern era:\n%s", logs)
+	}
+	if logs := p.logs.String(); !strings.Contains(logs, "--advertise is ignored") {
+		t.Fatalf("a modern upstream, known late, and no word that --advertise does nothing:\n%s", logs)
 	}
 }
 

@@ -192,7 +192,7 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 			replicas.stop()
 		}()
 	} else if c.advertise != "" {
-		log.Warn("mrtr proxy: --advertise is ignored: replicas forward resumes only for a bridged (2025-11-25) upstream with a Redis --replay")
+		log.Warn(advertiseIgnored)
 	}
 	opts := proxy.Options{
 		Upstream:             upstream,

@@ -72,6 +72,10 @@ func checkAdvertise(addr, advertise string) error {
 	return nil
 }
 
+// advertiseIgnored is the warning for an --advertise that does nothing:
+// the upstream is not bridged, or the store is not Redis.
+const advertiseIgnored = "mrtr proxy: --advertise is ignored: replicas forward resumes only for a bridged (2025-11-25) upstream with a Redis --replay"
+
 // loopbackAdvertise is the warning for a default advertised URL on a
 // loopback --addr, or "": the other replicas reach it only when they all
 // run on this host.
