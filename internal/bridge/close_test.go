@@ -1,6 +1,7 @@
 package bridge_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -128,13 +129,19 @@ func TestCloseStopsChildrenAtOnce(t *testing.T) {
 	}
 }
 
-// TestDirectCloseStopsChildrenAtOnce: a Direct's Close stops its
-// 2025-11-25 client sessions' children at once too.
+// TestDirectCloseStopsChildrenAtOnce: a Direct's Close stops its shared
+// child and its 2025-11-25 client sessions' children at once too.
 func TestDirectCloseStopsChildrenAtOnce(t *testing.T) {
 	const n = 3
 	kids := &children{srv: oldServer(make(chan struct{}, 1))}
-	sb := newStopBarrier(n)
+	sb := newStopBarrier(n + 1)
 	d := bridge.NewDirectWith(bridge.DirectOptions{Dial: sb.dial(kids.dial)})
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": map[string]any{"_meta": map[string]any{
+		"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{}}}})
+	h := http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}}
+	if resp, b := sendRaw(t, context.Background(), d, reqstate.Principal{}, h, body); !bytes.Contains(b, []byte(`"count"`)) {
+		t.Fatalf("tools/list through the shared child: %d %s", resp.StatusCode, b)
+	}
 	for range n {
 		oldClientSession(t, d)
 	}

@@ -165,20 +165,21 @@ func (d *Direct) Stats() Stats {
 // Close stops the upstream, if it runs, and the children of 2025-11-25
 // client sessions.
 func (d *Direct) Close(ctx context.Context) error {
-	err := d.legacy.close(ctx)
 	d.mu.Lock()
 	c, first := d.cur, d.first
 	d.cur, d.first = nil, nil
 	d.closed = true
 	d.crash.stopRetry()
 	d.mu.Unlock()
+	// Every child at once, as Bridge.Close: each may take its grace.
+	stops := []func(context.Context) error{d.legacy.close}
 	if first != nil {
-		err = errors.Join(err, first.Close(ctx))
+		stops = append(stops, first.Close)
 	}
-	if c == nil {
-		return err
+	if c != nil {
+		stops = append(stops, c.up.Close)
 	}
-	return errors.Join(err, c.up.Close(ctx))
+	return stopEach(stops, func(stop func(context.Context) error) error { return stop(ctx) })
 }
 
 // conn returns the live connection, starting the upstream if needed.
