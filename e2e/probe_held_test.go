@@ -13,7 +13,10 @@ import (
 func TestProbeLeavesNothingHeld(t *testing.T) {
 	t.Parallel()
 	node, script := serverEverything(t)
-	px, _, logs := startProxyLog(t, "--max-procs", "6", "--max-procs-per-caller", "2", "--", node, script, "stdio")
+	// --max-procs 6 gives one caller 1 process (--max-procs-per-caller's
+	// default): the probe, one anonymous caller, never holds two paused
+	// calls at once.
+	px, _, logs := startProxyLog(t, "--max-procs", "6", "--", node, script, "stdio")
 	var first *probeReport
 	firstCode := 0
 	for run := 1; run <= 2; run++ {
@@ -44,7 +47,7 @@ func TestProbeLeavesNothingHeld(t *testing.T) {
 			}
 		}
 	}
-	if out := logs.String(); strings.Contains(out, "at its limit") {
+	if out := logs.String(); strings.Contains(out, "at its limit") || strings.Contains(out, "was refused") {
 		t.Errorf("the proxy met a limit:\n%s", tail(out, 40))
 	}
 }

@@ -81,13 +81,17 @@ func (p *prober) try(ctx context.Context, name string, schema json.RawMessage, a
 // first pause and that retry in tl and reports true. Otherwise it says
 // why tl is not pausable. One pause is not enough: a server may ask
 // something once, outside the tool's own flow (a roots/list a fresh
-// process sends once), and every check pauses the tool again.
+// process sends once), and every check pauses the tool again. The first
+// flow is ended before the second call, so the probe never holds two
+// paused calls at once: a server may hold something per paused call and
+// bound them per caller (mrtr proxy's --max-procs-per-caller, 1 with
+// --max-procs below 8), and every probe request is one caller's.
 func (p *prober) pausable(ctx context.Context, tl *tool) (string, bool) {
 	first := p.pause(ctx, tl, Primary)
 	if first.Kind != KindPause || !first.HasState {
 		return "did not pause with a requestState: " + first.String(), false
 	}
-	defer p.end(ctx, Primary, tl, tl.args, first)
+	p.end(ctx, Primary, tl, tl.args, first)
 	again := p.pause(ctx, tl, Primary)
 	if again.Kind != KindPause || !again.HasState || !slices.Equal(again.Keys(), first.Keys()) {
 		p.end(ctx, Primary, tl, tl.args, again)
