@@ -41,8 +41,9 @@ func (p *prober) discover(ctx context.Context, listed []listedTool) error {
 		if p.sent >= budget {
 			break
 		}
-		tl, _ := p.try(ctx, l.Name, l.InputSchema, p.o.Args)
+		tl, why := p.try(ctx, l.Name, l.InputSchema, p.o.Args)
 		if tl == nil {
+			p.notPausable = l.Name + " " + why
 			continue
 		}
 		found = append(found, tl)

@@ -232,6 +232,9 @@ type prober struct {
 	ending  bool
 	last    time.Time
 	tools   []*tool // pausable, the checked one first
+	// notPausable is why the last tool tried was not pausable, when
+	// discovery found none: the report's Unchecked says it.
+	notPausable string
 	refs    []refusal
 	report  *Report
 	// lastMessage is the JSON-RPC response of the last request, if any.
@@ -315,7 +318,11 @@ func (p *prober) run(ctx context.Context) error {
 		return err
 	}
 	if len(p.tools) == 0 {
-		p.skipAll("no tool paused twice the same way with a requestState (input_required without a state has nothing to check); name one with --tool")
+		why := "no tool paused twice the same way with a requestState (input_required without a state has nothing to check); name one with --tool"
+		if p.notPausable != "" {
+			why += " (the last tried: " + p.notPausable + ")"
+		}
+		p.skipAll(why)
 		return nil
 	}
 	p.report.Tool = p.tools[0].name

@@ -52,6 +52,11 @@ func TestRunStrayPause(t *testing.T) {
 	if !strings.Contains(rep.Unchecked, "no tool paused twice the same way") || rep.Tool != "" {
 		t.Errorf("unchecked %q, tool %q", rep.Unchecked, rep.Tool)
 	}
+	// It says why the last tool tried was not taken (a second pause
+	// refused at a server's limit reads here, not as silence).
+	if !strings.Contains(rep.Unchecked, "the last tried: long-running paused once") {
+		t.Errorf("unchecked %q does not say why long-running was not taken", rep.Unchecked)
+	}
 	for _, c := range rep.Checks {
 		if c.Verdict != Skip || strings.Contains(c.Detail, "no tool paused") {
 			t.Errorf("%s: %s (%s), want a skip pointing to unchecked", c.Name, c.Verdict, c.Detail)
