@@ -235,8 +235,8 @@ type prober struct {
 	// notPausable is why the last tool tried was not pausable, when
 	// discovery found none: the report's Unchecked says it.
 	notPausable string
-	refs    []refusal
-	report  *Report
+	refs        []refusal
+	report      *Report
 	// lastMessage is the JSON-RPC response of the last request, if any.
 	lastMessage json.RawMessage
 	// byFlag holds the checks skipped only because a flag was not given.
