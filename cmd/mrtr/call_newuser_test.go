@@ -15,9 +15,9 @@ import (
 	"github.com/mrtr-go/mrtr/internal/attack"
 )
 
-// freeLoopbackURL is an http:// URL on 127.0.0.1 at which nothing listens
-// (a port just given back by the kernel).
-func freeLoopbackURL(t *testing.T) string {
+// freeAddr is a 127.0.0.1 address at which nothing listens (a port just
+// given back by the kernel).
+func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -25,7 +25,13 @@ func freeLoopbackURL(t *testing.T) string {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	return "http://" + addr + "/mcp"
+	return addr
+}
+
+// freeLoopbackURL is the /mcp URL of freeAddr.
+func freeLoopbackURL(t *testing.T) string {
+	t.Helper()
+	return "http://" + freeAddr(t) + "/mcp"
 }
 
 // TestCallURLWithoutScheme pins issue 30 item 5: a loopback URL without

@@ -50,12 +50,7 @@ func postStatus(t *testing.T, url string) (int, map[string]json.RawMessage) {
 // waiting meanwhile, and the next, pause with a sealed token, the resume
 // completes, /readyz turns 200 and the log says the era.
 func TestProxyHTTPUpstreamLate(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there until the upstream starts
+	addr := freeAddr(t) // nothing listens there until the upstream starts
 	p := startDrainedProxy(t, "--upstream", "http://"+addr+"/mcp")
 
 	if code, checks := readyz(t, p.url); code != http.StatusServiceUnavailable || checks["upstream"] != "unreachable" {
@@ -107,19 +102,14 @@ func TestProxyHTTPUpstreamLate(t *testing.T) {
 // TestProxyHTTPUpstreamLateModern: a 2026-07-28 upstream that comes up
 // after the proxy is judged modern and its calls pass through.
 func TestProxyHTTPUpstreamLateModern(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	// With replicas on (a Redis store), --advertise waits for the era: a
 	// modern upstream makes it useless, and the log says so then.
 	p := startDrainedProxy(t, "--upstream", "http://"+addr+"/mcp", "--replay", testredis.Start(t), "--advertise", "http://127.0.0.1:1/mcp")
 	if logs := p.logs.String(); strings.Contains(logs, "--advertise is ignored") {
 		t.Fatalf("--advertise called ignored before the era is known:\n%s", logs)
 	}
-	ln, err = net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,12 +148,7 @@ func TestProxyHTTPUpstreamLateReplicas(t *testing.T) {
 	rurl := testredis.Start(t)
 	ring := filepath.Join(t.TempDir(), "keys.json")
 	writeRing(t, ring, genKey(t, "k1"))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	args := []string{"--upstream", "http://" + addr + "/mcp", "--keys", ring, "--replay", rurl}
 	var srv *httptest.Server
 	t.Cleanup(func() { // after the proxies' (their sessions' GET streams end then)
@@ -173,7 +158,7 @@ func TestProxyHTTPUpstreamLateReplicas(t *testing.T) {
 	})
 	a := startDrainedProxy(t, args...)
 	b := startDrainedProxy(t, args...)
-	ln, err = net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -101,12 +100,7 @@ func TestProxyUpstreamNotFound(t *testing.T) {
 // TestProxyHTTPUpstreamLate).
 func TestProxyUpstreamUnreachable(t *testing.T) {
 	const warning = "mrtr proxy: the upstream does not answer yet: /readyz answers 503 and calls wait for it (then get an error) until it does; its era is judged as soon as it answers"
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
+	addr := freeAddr(t) // nothing listens there now
 	url, logs := startProxyCmd(t, "--upstream", "http://"+addr+"/mcp")
 	if w := logLines(logs, warning); len(w) != 1 || !strings.Contains(w[0]["error"].(string), "connection refused") {
 		t.Fatalf("no startup warning:\n%s", logs)

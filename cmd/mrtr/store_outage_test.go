@@ -83,7 +83,7 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 func TestStoreWatchSentinelName(t *testing.T) {
 	logs := new(syncBuffer)
 	w := newStoreWatch(slog.New(slog.NewJSONHandler(logs, nil)))
-	addr := strings.TrimSuffix(strings.TrimPrefix(freeLoopbackURL(t), "http://"), "/mcp")
+	addr := freeAddr(t)
 	var d net.Dialer
 	dial := w.DialHook(func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return d.DialContext(ctx, network, addr) // nothing listens there
