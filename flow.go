@@ -227,16 +227,15 @@ func (f *Flow) pause(continuation any, asked []string, inputs []Input) (string, 
 	if err != nil {
 		return "", fmt.Errorf("mrtr: seal pause: %w", err)
 	}
+	// Paused before the event, which describes the flow as paused (the
+	// round sealed, the flow id assigned); undone if it cannot be recorded.
+	f.token, f.paused = tok, true
 	if g.watched {
-		// The event describes the flow as paused: the round sealed, the
-		// flow id assigned.
-		f.token, f.paused = tok, true
 		if err := f.observePause(tok, asked, inputs); err != nil {
 			f.token, f.paused = "", false
 			return "", err
 		}
 	}
-	f.token, f.paused = tok, true
 	return tok, nil
 }
 
