@@ -65,8 +65,11 @@ type Options struct {
 // kernel had not written back, which Verify reports as a truncated tail.
 //
 // A write that fails loses its lines, and the next line written links to
-// the last one lost, so Verify names the gap (a broken link), or a torn
-// line when the write was cut short.
+// the last one lost, so Verify names the gap (a broken link). A write cut
+// short inside its last line leaves that line torn: the next line ends it
+// and links to the bytes written of it, as after a restart on a torn
+// file (OpenFile), so Verify names the torn line and checks the lines
+// after it.
 type Writer struct {
 	opts Options
 	log  *slog.Logger
@@ -76,12 +79,14 @@ type Writer struct {
 	out     io.Writer
 	file    *os.File // when the Writer opened it (OpenFile)
 	path    string
-	prev    []byte // the link to the last line queued; empty at a chain's start
-	torn    bool   // the destination ends inside a line: end it first
-	pending []byte // lines queued for the next write
-	spare   []byte // the buffer of the last write, for reuse
-	cur     *batch // the callers waiting for pending to be written; nil when none
-	writing bool   // a write is in flight
+	prev    []byte    // the link to the last line queued; empty at a chain's start
+	torn    bool      // the destination ends inside a line: end it first
+	pending []byte    // lines queued for the next write
+	spare   []byte    // the buffer of the last write, for reuse
+	cur     *batch    // the callers waiting for pending to be written; nil when none
+	lines   []*Line   // the lines encoded in pending, in order, to link them again (relink)
+	writing bool      // a write is in flight
+	idle    sync.Cond // signalled when a write ends (writing turns false); L is &mu
 	closeMe io.Closer
 	keys    *reqstate.KeyRing // the ring keyed below
 	mac     map[string]*macs  // by kid, for keys
@@ -106,6 +111,7 @@ func NewWriter(w io.Writer, prev string, opts *Options) *Writer {
 		panic("audit: NewWriter: prev is not a link (43 base64url characters)")
 	}
 	aw := &Writer{opts: *opts, out: w, prev: []byte(prev)}
+	aw.idle.L = &aw.mu
 	aw.log = opts.Logger
 	if aw.log == nil {
 		aw.log = slog.New(slog.DiscardHandler)
@@ -158,13 +164,14 @@ func openAppend(path string) (f *os.File, prev string, torn bool, err error) {
 // Tail reads the end of a trail and returns the link its next line must
 // carry: the base64url SHA-256 of its last line ("" for an empty trail),
 // and whether that last line is torn (no newline after it). It reads at
-// most MaxLineBytes from the end.
+// most MaxLineBytes+2 bytes from the end: the longest line, its newline
+// and the newline of the line before it.
 func Tail(r io.ReadSeeker) (prev string, torn bool, err error) {
 	size, err := r.Seek(0, io.SeekEnd)
 	if err != nil || size == 0 {
 		return "", false, err
 	}
-	n := min(size, MaxLineBytes+1)
+	n := min(size, MaxLineBytes+2)
 	buf := make([]byte, n)
 	if _, err := r.Seek(size-n, io.SeekStart); err != nil {
 		return "", false, err
@@ -186,41 +193,95 @@ func Tail(r io.ReadSeeker) (prev string, torn bool, err error) {
 
 // Reopen opens the Writer's file again, by name, and closes the one it
 // had: after logrotate moved it, lines go to a new file at the same path.
-// The chain goes on: the first line of a new, empty file links to the
-// last line of the old one; a file that is not empty (not rotated) goes
-// on from its own last line. A Writer that did not open a file
-// (NewWriter) has nothing to reopen and returns nil.
+// It waits for the write in flight, if any, and does the rest under the
+// Writer's lock, so no line is written meanwhile:
+//   - the same file (same device and inode: nothing moved it) keeps the
+//     file it has and the chain held in memory, so lines cut from it
+//     show as a broken link on the next line, never a clean chain;
+//   - a new, empty file goes on with the chain held in memory: its first
+//     line links to the last line of the old one;
+//   - another file that is not empty (moved there by someone else) goes
+//     on from its own last line (Tail), with a warning in the log.
+//
+// A Writer that did not open a file (NewWriter) has nothing to reopen and
+// returns nil. On an error the Writer keeps the file it had.
 func (w *Writer) Reopen() error {
 	w.mu.Lock()
-	path := w.path
-	w.mu.Unlock()
-	if path == "" {
+	defer w.mu.Unlock()
+	if w.path == "" {
 		return nil
 	}
-	f, prev, torn, err := openAppend(path)
-	if err != nil {
-		return err
+	for w.writing {
+		w.idle.Wait()
 	}
-	w.mu.Lock()
+	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open audit trail: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("stat audit trail: %w", err)
+	}
+	if w.file != nil {
+		if had, err := w.file.Stat(); err == nil && os.SameFile(had, fi) {
+			return f.Close() // the same file: the chain held in memory goes on
+		}
+	}
+	if fi.Size() == 0 {
+		w.torn = false // a new file: the torn line, if any, stays in the old one
+	} else {
+		prev, torn, err := tailOf(w.path, fi)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		w.log.Warn("audit: the trail's path holds another file that is not empty; the chain goes on from its last line", "path", w.path)
+		if torn {
+			w.log.Warn("audit: the trail ends in a torn line; it is ended, and verify will name it", "path", w.path)
+		}
+		w.torn = torn
+		w.relink([]byte(prev))
+	}
 	old := w.file
 	w.out, w.file = f, f
-	if prev != "" {
-		w.prev, w.torn = append(w.prev[:0], prev...), torn
-	} else {
-		w.torn = false
-	}
-	if w.writing { // the write in flight closes it
-		w.closeMe = old
-		old = nil
-	}
-	w.mu.Unlock()
-	if torn {
-		w.log.Warn("audit: the trail ends in a torn line; it is ended, and verify will name it", "path", path)
-	}
 	if old == nil {
 		return nil
 	}
 	return old.Close()
+}
+
+// tailOf reads the Tail of the file at path, which must be the file fi
+// describes (the one just opened for appending).
+func tailOf(path string, fi os.FileInfo) (prev string, torn bool, err error) {
+	r, err := os.Open(path)
+	if err != nil {
+		return "", false, fmt.Errorf("read audit trail: %w", err)
+	}
+	defer r.Close()
+	if rfi, err := r.Stat(); err != nil || !os.SameFile(rfi, fi) {
+		return "", false, fmt.Errorf("read audit trail %s: the file changed while it was opened", path)
+	}
+	prev, torn, err = Tail(r)
+	if err != nil {
+		return "", false, fmt.Errorf("read audit trail %s: %w", path, err)
+	}
+	return prev, torn, nil
+}
+
+// relink encodes the pending lines again, the first linked to prev: the
+// chain goes on from another line than the one they were linked to. When
+// a line can no longer be encoded (no key seals now), they keep their
+// links. Called with w.mu held and no write in flight.
+func (w *Writer) relink(prev []byte) {
+	lines, pending, had := w.lines, w.pending, w.prev
+	w.lines, w.pending, w.prev = nil, nil, append([]byte(nil), prev...)
+	for _, l := range lines {
+		if err := w.queue(l, nil); err != nil {
+			w.lines, w.pending, w.prev = lines, pending, had
+			return
+		}
+	}
 }
 
 // Close closes the file the Writer opened, if any. Lines written after it
@@ -324,6 +385,7 @@ func (w *Writer) queue(l *Line, hash *reqstate.Hash) error {
 	b = m.lineMAC(b, b[start:macd])
 	b = append(b, '"', '}', '\n')
 	w.pending = b
+	w.lines = append(w.lines, l)
 	w.prev = appendLink(w.prev[:0], b[start:len(b)-1])
 	return nil
 }
@@ -336,6 +398,8 @@ func (w *Writer) lead(b *batch) error {
 	w.writing, w.cur = true, nil
 	buf := w.pending
 	w.pending = w.spare[:0]
+	clear(w.lines)
+	w.lines = w.lines[:0]
 	if w.torn { // end the torn line before the first of these
 		buf = append([]byte{'\n'}, buf...)
 	}
@@ -348,13 +412,22 @@ func (w *Writer) lead(b *batch) error {
 	w.mu.Lock()
 	if err != nil {
 		// The lines are lost; what was written of them stays, and a line
-		// cut short is ended by the next write.
-		w.torn = n > 0 && buf[n-1] != '\n'
+		// cut short is ended by the next write. When it is the last line
+		// of the write, the next line links to what was written of it (as
+		// Tail does after a restart), so that Verify checks the lines
+		// after it; when whole lines after it were lost, the next line
+		// links to the last of them, and Verify names the gap.
+		w.torn = n > 0 && n < len(buf) && buf[n-1] != '\n'
+		if w.torn && bytes.IndexByte(buf[n:], '\n') == len(buf)-n-1 {
+			start := bytes.LastIndexByte(buf[:n], '\n') + 1
+			w.relink(appendLink(nil, buf[start:n]))
+		}
 	} else {
 		w.torn = false
 	}
 	w.spare = buf[:0]
 	w.writing = false
+	w.idle.Broadcast()
 	if w.closeMe != nil {
 		w.closeMe.Close()
 		w.closeMe = nil
