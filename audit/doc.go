@@ -37,17 +37,18 @@
 // the one that seals tokens when the line is written. Altering a line
 // breaks its MAC; deleting or inserting one breaks the next line's link;
 // cutting the tail leaves a line without its newline. Verify finds the
-// first of these. Whoever holds the ring can write a trail that verifies;
+// first of these, and checks every line after a torn one. Whoever holds the ring can write a trail that verifies;
 // whoever does not, cannot change one without Verify noticing, except by
 // cutting whole lines off its end (compare Result.Lines, or the last
 // line's time, with what you expect).
 //
 // A Writer opened on a file (OpenFile) goes on with the chain of the
 // file's last line, so a restart continues the chain; Reopen, for
-// logrotate, goes on with the chain in a new file. A file that ends in
-// a torn line (a crash mid-write) is never glued onto: the next line
-// ends it with a newline and links to its bytes, and Verify names the
-// torn line.
+// logrotate, goes on with the chain it holds, in a new file or in the
+// same one (so lines cut from it before a SIGHUP show as a broken link).
+// A file that ends in a torn line (a crash mid-write) is never glued
+// onto: the next line ends it with a newline and links to its bytes, and
+// Verify names the torn line and checks the lines after it.
 //
 // # Cost
 //
