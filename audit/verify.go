@@ -74,6 +74,9 @@ type Result struct {
 	// by the next line, which links to its bytes, so the lines after it
 	// are checked too; and the last line when the trail ends inside it.
 	Torn []int
+	// Cut reports that the trail ends inside its last line (no newline):
+	// the last of Torn.
+	Cut bool
 	// LastTime and LastEvent are the time and event of the last good
 	// line: what to compare with when the tail matters (cutting whole
 	// lines off the end of a trail cannot be seen from the trail).
@@ -118,7 +121,7 @@ func Verify(r io.Reader, ring *reqstate.KeyRing, opts *VerifyOptions) (Result, e
 		case errors.Is(err, errLong):
 			return bad(ProblemAltered)
 		case err == io.EOF: // no newline: the tail was cut
-			res.Torn = append(res.Torn, n)
+			res.Torn, res.Cut = append(res.Torn, n), true
 			return res, &LineError{Line: res.Torn[0], Problem: ProblemTruncated}
 		case err != nil:
 			return res, err

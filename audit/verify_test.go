@@ -55,6 +55,12 @@ func TestVerifyPastTornLine(t *testing.T) {
 	if res.LastEvent != audit.EventCompleted || res.LastTime.IsZero() {
 		t.Fatalf("last line: %q at %v", res.LastEvent, res.LastTime)
 	}
+	if res.Cut {
+		t.Fatal("Cut for a trail that ends in a newline")
+	}
+	if res, _ := audit.Verify(bytes.NewReader(b[:len(b)-1]), ring, nil); !res.Cut || !slices.Equal(res.Torn, []int{4, 8}) {
+		t.Fatalf("a trail cut inside its last line: %+v", res)
+	}
 	ls := lines(b)
 	ls = ls[:len(ls)-1]
 
