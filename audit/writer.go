@@ -29,7 +29,8 @@ type Options struct {
 	// Node names this process in every line (node); "" leaves it out.
 	Node string
 	// Upstream names what a proxy fronts (upstream); "" leaves it out.
-	// Pass a redacted form: no credential in a URL.
+	// Pass scheme, host and path only: a URL's userinfo, query and
+	// fragment may hold a credential.
 	Upstream string
 	// TraceIDs records the trace id of the W3C traceparent a request
 	// carried in its _meta (trace_id), for a process whose tracing

@@ -271,7 +271,7 @@ func New(opts Options) (*Handler, error) {
 	case *http.Transport, *h1Transport:
 		h.stdTransport = true
 	}
-	tr = &watchedTransport{next: tr, log: h.log, url: u.Redacted()} // upstream.go
+	tr = &watchedTransport{next: tr, log: h.log, url: shownURL(u)} // upstream.go; shown.go
 	h.tr = tr
 	if st := pol.Store; st != nil {
 		_, fast := st.(replay.NonBlocking)
@@ -446,7 +446,7 @@ func (h *Handler) passThroughFailed(w http.ResponseWriter, r *http.Request, err 
 	if req != nil && req.method != "" {
 		method = req.method
 	}
-	h.log.ErrorContext(r.Context(), "proxy: upstream failed", "method", method, "upstream", h.up.Redacted(), "error", err)
+	h.log.ErrorContext(r.Context(), "proxy: upstream failed", "method", method, "upstream", shownURL(h.up), "error", err)
 	if req == nil || req.id == nil {
 		http.Error(w, "upstream unavailable", http.StatusBadGateway)
 		return
@@ -780,7 +780,7 @@ func rpcError(b []byte) bool {
 // is spent: the upstream may have run the call).
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, c *call, what string, err error, sent bool) error {
 	h.log.ErrorContext(r.Context(), "proxy: upstream failed", "method", c.req.method, "target", mcpwire.Shown(c.target),
-		"upstream", h.up.Redacted(), "step", what, "sent", sent, "error", err)
+		"upstream", shownURL(h.up), "step", what, "sent", sent, "error", err)
 	_ = c.flow.Finish(r.Context(), mrtr.OutcomeError, mrtr.CodeInternalError) // the answer is an error already
 	if sent {
 		writeError(w, http.StatusOK, c.req.id, mrtr.CodeInternalError, msgFailedAfterSend, nil)

@@ -140,7 +140,7 @@ func (h *Handler) relaySSE(ctx context.Context, w http.ResponseWriter, resp *htt
 					err = errNoResponse
 				}
 				h.log.ErrorContext(ctx, "proxy: upstream failed", "method", c.req.method, "target", mcpwire.Shown(c.target),
-					"upstream", h.up.Redacted(), "step", "read the upstream event stream", "sent", true, "error", err)
+					"upstream", shownURL(h.up), "step", "read the upstream event stream", "sent", true, "error", err)
 				_ = sw.write(mcpwire.AppendEvent(nil, nil, errorBody(c.req.id, mrtr.CodeInternalError, msgFailedAfterSend, nil)), false)
 			}
 			return release

@@ -44,15 +44,25 @@ func auditFlags(f *flags, c *auditConfig) {
 }
 
 // auditUpstream is how a proxy's audit lines name its upstream: the URL
-// without credentials, or the command it runs.
+// as upstreamShown gives it, or the command it runs.
 func auditUpstream(c *proxyConfig) string {
 	if len(c.command) > 0 {
 		return "command " + commandName(c.command)
 	}
-	if u, err := url.Parse(c.upstream); err == nil {
-		return u.Redacted()
+	return upstreamShown(c.upstream)
+}
+
+// upstreamShown is how the logs and the audit trail name an upstream URL:
+// its scheme, host and path only. Userinfo, the query and the fragment are
+// left out, whatever they hold: url.URL.Redacted masks only a password,
+// and an API key rides in a query (?api_key=...) as often. A value that
+// does not parse is shown as "".
+func upstreamShown(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
 	}
-	return ""
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String()
 }
 
 // openAudit opens the --audit trail as the guard's Auditor (nil without

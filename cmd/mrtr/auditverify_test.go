@@ -166,3 +166,49 @@ func TestAuditHelpOneForm(t *testing.T) {
 		t.Fatalf("mrtr audit --help:\n%s\nmrtr audit verify --help:\n%s", a, v)
 	}
 }
+
+// TestUpstreamURLShown pins issue 35 item 9 and mutation survivor
+// audit.go:48: the upstream URL's userinfo, query and fragment, where a
+// credential rides (?api_key=...), reach neither the audit trail nor the
+// log; the trail and the log name scheme, host and path.
+func TestUpstreamURLShown(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://u:pw@h.example:8443/a/mcp?api_key=SECRET#frag": "https://h.example:8443/a/mcp",
+		"http://127.0.0.1:9/mcp?token=SECRET":                   "http://127.0.0.1:9/mcp",
+		"http://h/a%2Fb/mcp":                                    "http://h/a%2Fb/mcp",
+	} {
+		if got := auditUpstream(&proxyConfig{upstream: raw}); got != want {
+			t.Errorf("auditUpstream(%s) = %s, want %s", raw, got, want)
+		}
+	}
+
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	writeRing(t, keys, genKey(t, "k1"))
+	upstream, _ := startServe(t, "--keys", keys)
+	const secret = "zq-query-secret"
+	withSecret := strings.Replace(upstream, "http://", "http://user:zq-pw@", 1) + "?api_key=" + secret + "#zq-frag"
+	trail := filepath.Join(t.TempDir(), "audit.jsonl")
+	url, logs := startProxyCmd(t, "--keys", keys, "--audit", trail, "--upstream", withSecret)
+	tok, answers := pauseCall(t, url, "deploy", map[string]any{"service": "s", "env": "staging"}, nil, map[string]any{"approve": true})
+	rpcPost(t, url, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{"service": "s", "env": "staging"}, "requestState": tok, "inputResponses": answers})
+	ls := readTrail(t, trail)
+	if len(ls) == 0 || ls[0].Upstream != upstream {
+		t.Fatalf("the trail names the upstream %q, want %q", ls[0].Upstream, upstream)
+	}
+	// An upstream that is not there: the start's warning and the calls'
+	// errors name it too.
+	down := "http://user:zq-pw@" + freeAddr(t) + "/mcp?api_key=" + secret + "#zq-frag"
+	durl, dlogs := startProxyCmd(t, "--keys", keys, "--upstream", down, "--upstream-era", "modern")
+	rpcPost(t, durl, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{}})
+	b, _ := os.ReadFile(trail)
+	for name, text := range map[string]string{"the trail": string(b), "the log": logs.String(), "the log of a proxy of an upstream down": dlogs.String()} {
+		for _, s := range []string{secret, "zq-pw", "zq-frag", "user@", "user:"} {
+			if strings.Contains(text, s) {
+				t.Errorf("%s holds %q:\n%s", name, s, text)
+			}
+		}
+	}
+	if !strings.Contains(dlogs.String(), strings.TrimSuffix(strings.Replace(down, "user:zq-pw@", "", 1), "?api_key="+secret+"#zq-frag")) {
+		t.Errorf("the log of a proxy of an upstream down does not name it:\n%s", dlogs.String())
+	}
+}

@@ -170,8 +170,8 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	upstream, upstreamName := c.upstream, c.upstream
 	if len(c.command) > 0 {
 		upstream, upstreamName = stdioUpstreamURL, "command "+commandName(c.command)
-	} else if u, err := url.Parse(c.upstream); err == nil {
-		upstreamName = u.Redacted()
+	} else {
+		upstreamName = upstreamShown(c.upstream) // audit.go: no userinfo, query or fragment
 	}
 	var peersOpt *proxy.Peers
 	if _, bridged := tr.(*bridge.Bridge); bridged && replicas != nil {
@@ -223,7 +223,7 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 		// upstream has its own readiness check, added by upstreamTransport.)
 		cctx, cancel := context.WithTimeout(ctx, c.dialTimeout+2*time.Second)
 		if err := h.CheckUpstream(cctx); err != nil {
-			log.Warn("mrtr proxy: the upstream does not serve MCP yet; calls fail until it does", "upstream", redactURL(c.upstream), "error", err)
+			log.Warn("mrtr proxy: the upstream does not serve MCP yet; calls fail until it does", "upstream", upstreamShown(c.upstream), "error", err)
 		}
 		cancel()
 		c.tel.addUpstreamReadiness(h.CheckUpstream)

@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/url"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -292,10 +291,7 @@ func (c *upstreamConfig) newBridge(guard *mrtr.Guard, dial func(context.Context)
 // sessions are 2025-11-25 Streamable HTTP sessions with the upstream, and
 // which passes 2025-11-25 clients' own traffic straight through.
 func (c *upstreamConfig) httpTransport(ctx context.Context, log *slog.Logger, guard *mrtr.Guard) (http.RoundTripper, func(context.Context) error, error) {
-	name := c.url
-	if u, err := url.Parse(c.url); err == nil {
-		name = u.Redacted()
-	}
+	name := upstreamShown(c.url) // audit.go: no userinfo, query or fragment
 	tr := upstreamHTTPTransport(c.dialTimeout)
 	era := c.era
 	if era == eraAuto {
