@@ -200,8 +200,10 @@ func TestUpstreamURLShown(t *testing.T) {
 	down := "http://user:zq-pw@" + freeAddr(t) + "/mcp?api_key=" + secret + "#zq-frag"
 	durl, dlogs := startProxyCmd(t, "--keys", keys, "--upstream", down, "--upstream-era", "modern")
 	rpcPost(t, durl, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{}})
+	_, alogs := startProxyCmd(t, "--keys", keys, "--upstream", down) // era auto: judged when it answers (lateera.go)
 	b, _ := os.ReadFile(trail)
-	for name, text := range map[string]string{"the trail": string(b), "the log": logs.String(), "the log of a proxy of an upstream down": dlogs.String()} {
+	for name, text := range map[string]string{"the trail": string(b), "the log": logs.String(), "the log of a proxy of an upstream down": dlogs.String(),
+		"the log of a proxy waiting for its upstream's era": alogs.String()} {
 		for _, s := range []string{secret, "zq-pw", "zq-frag", "user@", "user:"} {
 			if strings.Contains(text, s) {
 				t.Errorf("%s holds %q:\n%s", name, s, text)
