@@ -273,7 +273,8 @@ func tailOf(path string, fi os.FileInfo) (prev string, torn bool, err error) {
 // relink encodes the pending lines again, the first linked to prev: the
 // chain goes on from another line than the one they were linked to. When
 // a line can no longer be encoded (no key seals now), they keep their
-// links. Called with w.mu held and no write in flight.
+// links. Called with w.mu held and no write in flight (or at the end of
+// one, in lead).
 func (w *Writer) relink(prev []byte) {
 	lines, pending, had := w.lines, w.pending, w.prev
 	w.lines, w.pending, w.prev = nil, nil, append([]byte(nil), prev...)

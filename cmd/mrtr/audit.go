@@ -20,6 +20,7 @@ import (
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/audit"
+	"github.com/mrtr-go/mrtr/internal/termtext"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -199,7 +200,11 @@ func (a *app) audit(args []string) error {
 		switch {
 		case errors.As(err, &le) && le.Problem == audit.ProblemTruncated && slices.Contains(res.Torn, le.Line):
 			// Only torn lines: every other line holds, the chain goes on.
-			fmt.Fprintf(a.stdout, "%s: %s hold; %s\n", p, plural(res.Lines, "line"), tornWords(res))
+			verb := "hold"
+			if res.Lines == 1 {
+				verb = "holds"
+			}
+			fmt.Fprintf(a.stdout, "%s: %s %s; %s\n", p, plural(res.Lines, "line"), verb, tornWords(res))
 			torn = append(torn, fmt.Sprintf("%s line %s", p, lineList(res.Torn)))
 		case le != nil:
 			return fmt.Errorf("%s: %w (%s before it%s)%s", p, err, plural(res.Lines, "good line"), tornBefore(res.Torn), linkHint(le, paths, i, *continued))
@@ -208,7 +213,7 @@ func (a *app) audit(args []string) error {
 		default:
 			last := ""
 			if res.Lines > 0 {
-				last = fmt.Sprintf("; the last: %s at %s", res.LastEvent, res.LastTime.UTC().Format(time.RFC3339))
+				last = fmt.Sprintf("; the last line: %s at %s", termtext.Line(res.LastEvent), res.LastTime.UTC().Format(time.RFC3339Nano))
 			}
 			fmt.Fprintf(a.stdout, "%s: %s, every MAC and link holds%s\n", p, plural(res.Lines, "line"), last)
 		}

@@ -73,7 +73,7 @@ func TestAuditVerifyWords(t *testing.T) {
 	writeTrail(t, keys, cur, last, 2)
 
 	code, out := runVerify(t, "--keys", keys, old)
-	if code != 0 || !strings.Contains(out, old+": 1 line, every MAC and link holds; the last: completed at 2026-12-02T07:00:00Z") {
+	if code != 0 || !strings.Contains(out, old+": 1 line, every MAC and link holds; the last line: completed at 2026-12-02T07:00:00Z") {
 		t.Fatalf("verify of one line: %d %s", code, out)
 	}
 	code, out = runVerify(t, "--keys", keys, cur)
