@@ -486,7 +486,7 @@ func (c *directConn) listTools(ctx context.Context) (map[string]json.RawMessage,
 			p["cursor"] = cursor
 		}
 		params, _ := json.Marshal(p)
-		resp, err := c.conn.Call(ctx, "tools/list", params)
+		resp, err := c.conn.Call(ctx, mcpwire.MethodListTools, params)
 		if err != nil {
 			return nil, err
 		}

@@ -426,7 +426,8 @@ func legacyParams(p mcpwire.Object) json.RawMessage {
 
 // cacheable are the methods whose complete results carry ttlMs and
 // cacheScope in 2026-07-28.
-var cacheable = []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
+var cacheable = []string{mcpwire.MethodListTools, mcpwire.MethodListPrompts, mcpwire.MethodListResources,
+	mcpwire.MethodListResourceTemplates, mcpwire.MethodReadResource}
 
 // modernResult is a legacy result as a 2026-07-28 client reads it.
 func modernResult(method string, raw json.RawMessage) json.RawMessage {
