@@ -317,3 +317,26 @@ func TestWarmEndedIsAFailedStart(t *testing.T) {
 		t.Fatalf("a warm session ended unused, %d started: CrashLoop %v", started(), err)
 	}
 }
+
+// TestWarmEndsAreACrashLoop: warm children that each end unused, right
+// after they answered initialize, are a crash loop once CrashLoop of them
+// ended in a row: the next start waits. Before, each warm start that
+// answered initialize wiped out the count, and they were restarted back
+// to back, over a hundred a second, with readiness OK; and one that
+// ended before it was kept stayed "warm", dead, and was never replaced.
+func TestWarmEndsAreACrashLoop(t *testing.T) {
+	sc := &script{onReady: func(c *scripted) { c.Close(context.Background()) }}
+	b := New(Options{Dial: sc.dial, Warm: 1, CrashLoop: 3, RestartBackoff: time.Hour, MaxRestartBackoff: time.Hour})
+	defer b.Close(context.Background())
+	started := func() int {
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		return len(sc.started)
+	}
+	eventually(t, "a crash loop, or 50 warm starts", func() bool {
+		return b.CrashLoop(context.Background()) != nil || started() >= 50
+	})
+	if err := b.CrashLoop(context.Background()); err == nil || !strings.Contains(err.Error(), "ended while warm") {
+		t.Fatalf("%d warm children ended unused: CrashLoop %v", started(), err)
+	}
+}
