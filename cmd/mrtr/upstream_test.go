@@ -58,6 +58,12 @@ func runStdioServer(kind string) {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(names, " ")}}}, nil, nil
 	})
+	// "exit" ends the child before it answers: a caller's input that
+	// crashes the server.
+	mcp.AddTool(s, &mcp.Tool{Name: "exit"}, func(context.Context, *mcp.CallToolRequest, map[string]any) (*mcp.CallToolResult, any, error) {
+		os.Exit(3)
+		return nil, nil, nil
+	})
 	if kind == "legacy" {
 		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
