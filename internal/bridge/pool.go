@@ -246,7 +246,7 @@ type crashLoop struct {
 	base, most time.Duration
 
 	fails  int
-	unused bool      // the last failure was a warm session that ended unused (Bridge.warmEnded)
+	unused bool      // a warm session ended unused since the last start that succeeded (Bridge.warmEnded)
 	why    string    // the last failure's, with how the upstream ended
 	next   time.Time // no start before, while looping
 	retry  *time.Timer
