@@ -16,7 +16,7 @@ import (
 func TestProxyCallerCrashNoCrashLoop(t *testing.T) {
 	for _, kind := range []string{"modern", "legacy"} {
 		t.Run(kind, func(t *testing.T) {
-			url, logs := startProxyCmd(t, "--upstream-env", stdioServerEnv+"="+kind, "--", os.Args[0])
+			url, logs := startProxyCmd(t, "--upstream-env", stdioServerEnv+"="+kind+"+exit", "--", os.Args[0])
 			base := strings.TrimSuffix(url, "/mcp")
 			for i := range 4 {
 				if res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "exit", "arguments": map[string]any{}}); e == nil {
