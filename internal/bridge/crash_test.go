@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mrtr-go/mrtr/internal/bridge"
+	"github.com/mrtr-go/mrtr/internal/rpc"
 )
 
 // lastUp keeps the upstream a dial opened last, so that a tool can end
@@ -111,4 +112,20 @@ func TestBridgeCallerCrashNoCrashLoop(t *testing.T) {
 	if r := straight(t, b, user("alice"), "tools/call", map[string]any{"name": "count", "arguments": map[string]any{}}, nil); r.Error != nil || r.text() != "1" {
 		t.Fatalf("another caller after the crashes: %s", r.raw)
 	}
+}
+
+// TestDirectSilentChildFailsToStart: a fresh shared child that does not
+// answer the proxy's ping within StartTimeout is stopped, and failed to
+// start; the request that waited for it gets an error.
+func TestDirectSilentChildFailsToStart(t *testing.T) {
+	kids := &scriptKids{answer: func(*rpc.Message) any { return nil }}
+	d := bridge.NewDirectWith(bridge.DirectOptions{Dial: kids.dial, StartTimeout: 100 * time.Millisecond, CrashLoop: 1, RestartBackoff: time.Minute, MaxRestartBackoff: time.Minute})
+	t.Cleanup(func() { d.Close(context.Background()) })
+	body, h := modernCall("confirm", nil)
+	resp, raw := sendRaw(t, context.Background(), d, user("alice"), h, body)
+	if r := decodeResult(t, resp, raw); r.Error == nil || !strings.Contains(string(raw), "could not be started") {
+		t.Fatalf("a request to a child that never answers: %s", raw)
+	}
+	stopped(t, kids.list()[0], "the silent child")
+	eventually(t, "a crash loop", func() bool { return d.CrashLoop(context.Background()) != nil })
 }
