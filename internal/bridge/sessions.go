@@ -630,7 +630,7 @@ func (s *lsession) read() {
 		if err != nil {
 			continue
 		}
-		if m.IsRequest() && m.Method == "roots/list" && !s.ss.c.rootsFromClient {
+		if m.IsRequest() && m.Method == mcpwire.MethodListRoots && !s.ss.c.rootsFromClient {
 			// The operator's roots, never the remote client's (see
 			// rootsGate): the client does not see the request.
 			if resp, err := (&rpc.Message{ID: m.ID, Result: s.ss.c.roots}).Encode(); err == nil {
