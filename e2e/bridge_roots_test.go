@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -144,4 +147,94 @@ func mint(t *testing.T, secret, sub string) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestBridgeFilesystemRootsWithoutInitialized (issue 35, item 1): `mrtr
+// proxy --roots file://TOP/public -- node server-filesystem TOP`, and
+// 2025-11-25 clients of raw POSTs that do not initialize as the spec
+// says: one never sends notifications/initialized, one sends it alongside
+// its first call. Before, both reached a child that never asked for
+// roots, on TOP, and read TOP/secret.txt; now each sees only public, and
+// the secret is "Access denied", as for a client that initializes
+// properly.
+func TestBridgeFilesystemRootsWithoutInitialized(t *testing.T) {
+	node, script := serverFilesystem(t)
+	top, public, _, secret := fsTree(t)
+	url := startProxy(t, "--roots", "file://"+public, "--", node, script, top)
+	for _, kind := range []string{"no initialized", "initialized alongside", "initialized first"} {
+		t.Run(kind, func(t *testing.T) {
+			id := rawLegacyInit(t, url)
+			var alongside chan int
+			switch kind {
+			case "initialized first":
+				if st, _ := rawLegacyPost(url, id, map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"}); st != http.StatusAccepted {
+					t.Fatalf("notifications/initialized: %d", st)
+				}
+			case "initialized alongside":
+				alongside = make(chan int, 1)
+				go func() {
+					st, _ := rawLegacyPost(url, id, map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+					alongside <- st
+				}()
+				t.Cleanup(func() { <-alongside })
+			}
+			call := func(n int, tool string, args map[string]any) string {
+				st, body := rawLegacyPost(url, id, map[string]any{"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": map[string]any{"name": tool, "arguments": args}})
+				if st != http.StatusOK {
+					t.Fatalf("%s: %d %s", tool, st, body)
+				}
+				return body
+			}
+			if body := call(2, "read_text_file", map[string]any{"path": secret}); strings.Contains(body, "TOP SECRET") || !strings.Contains(body, "Access denied") {
+				t.Fatalf("the first call read a file outside --roots: %s", body)
+			}
+			if body := call(3, "list_allowed_directories", map[string]any{}); !strings.Contains(body, public) || strings.Contains(body, `\n`+top+`"`) || strings.Contains(body, `: `+top+`"`) {
+				t.Fatalf("allowed directories: %s, want only %s", body, public)
+			}
+			if body := call(4, "read_text_file", map[string]any{"path": secret}); strings.Contains(body, "TOP SECRET") || !strings.Contains(body, "Access denied") {
+				t.Fatalf("a later call read a file outside --roots: %s", body)
+			}
+		})
+	}
+}
+
+// rawLegacyInit opens a 2025-11-25 session of raw POSTs, declaring no
+// capabilities, and returns its id.
+func rawLegacyInit(t *testing.T, url string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		t.Fatalf("initialize: %d %s", resp.StatusCode, b)
+	}
+	return id
+}
+
+// rawLegacyPost posts msg on a 2025-11-25 session, and returns the status
+// and body (-1 when the request failed). It calls no Fatal, so a goroutine
+// may use it.
+func rawLegacyPost(url, session string, msg map[string]any) (int, string) {
+	body, _ := json.Marshal(msg)
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Mcp-Session-Id", session)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		return -1, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

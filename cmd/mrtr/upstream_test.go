@@ -20,12 +20,14 @@ import (
 // stdioServerEnv makes this test binary an MCP server over stdio:
 // "modern" is go-sdk's dual-era server as is; "legacy" refuses
 // server/discover, as a 2025-11-25 server does, so the proxy bridges it;
-// "fragile" answers a state not starting "delete:" with -32603.
+// "fragile" answers a state not starting "delete:" with -32603; a kind
+// ending in "+exit" has a tool "exit" that makes the child exit.
 // The proxy passes the variable with --upstream-env: it is no MRTR_*
 // variable, which never reach the child.
 const stdioServerEnv = "STDIO_TEST_SERVER"
 
 func runStdioServer(kind string) {
+	kind, withExit := strings.CutSuffix(kind, "+exit")
 	if kind == "legacylog" { // legacy, logging as mrtr serve --stdio does: log/slog's text on stderr
 		slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn("NO KEY RING GIVEN: the test child's warning", "pid", 1)
 		kind = "legacy"
@@ -58,6 +60,14 @@ func runStdioServer(kind string) {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(names, " ")}}}, nil, nil
 	})
+	if withExit {
+		// "exit" ends the child before it answers: a caller's input
+		// that crashes the server.
+		mcp.AddTool(s, &mcp.Tool{Name: "exit"}, func(context.Context, *mcp.CallToolRequest, map[string]any) (*mcp.CallToolResult, any, error) {
+			os.Exit(3)
+			return nil, nil, nil
+		})
+	}
 	if kind == "legacy" {
 		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {

@@ -989,7 +989,7 @@ func (s *session) outside(m *rpc.Message) {
 		return
 	}
 	switch m.Method {
-	case "roots/list":
+	case mcpwire.MethodListRoots:
 		s.answerRoots(m)
 	case "ping":
 		_ = s.conn.Respond(m.ID, json.RawMessage("{}"))

@@ -28,8 +28,9 @@ import (
 // started on first use and again on the next request after it exits;
 // requests it had in flight are answered with -32603 and their own ids.
 type Direct struct {
-	dial func(ctx context.Context) (Upstream, error)
-	log  *slog.Logger
+	dial  func(ctx context.Context) (Upstream, error)
+	log   *slog.Logger
+	start time.Duration // bounds a fresh child's answer to the proxy's ping
 
 	mu      sync.Mutex
 	cur     *directConn
@@ -44,7 +45,9 @@ type Direct struct {
 type directConn struct {
 	up       Upstream
 	conn     *rpc.Conn
-	answered atomic.Bool // the child answered a request: it started
+	answered atomic.Bool   // the child answered the proxy's ping: it started
+	ready    chan struct{} // closed once the ping is answered, or failed
+	readyErr error         // why it failed, once ready is closed
 
 	mu       sync.Mutex
 	next     int64
@@ -86,15 +89,19 @@ type DirectOptions struct {
 	// it instead of starting one.
 	First Upstream
 	// CrashLoop, RestartBackoff and MaxRestartBackoff are as in Options,
-	// for the shared child: a start fails when the child cannot be
-	// started or ends before it answered any request. In a crash loop the
-	// Direct tries again in the background with a ping.
+	// for the shared child: a fresh child gets the proxy's own ping
+	// before any caller's request, and a start fails when the child
+	// cannot be started or ends (or StartTimeout passes) before it
+	// answered that ping. A child that ends during a caller's request
+	// fails that request only. In a crash loop the Direct tries again in
+	// the background.
 	CrashLoop                         int
 	RestartBackoff, MaxRestartBackoff time.Duration
 	// IdleTimeout stops a 2025-11-25 client session nobody used for that
 	// long. Zero means DefaultIdleTimeout.
 	IdleTimeout time.Duration
-	// StartTimeout bounds starting a child. Zero means DefaultStartTimeout.
+	// StartTimeout bounds starting a child, the shared child's answer to
+	// the proxy's ping included. Zero means DefaultStartTimeout.
 	StartTimeout time.Duration
 	// Roots, RootsFromClient, RootsWait and RootsSettle are as in
 	// Options, for the roots/list requests of the children of 2025-11-25
@@ -119,7 +126,10 @@ func NewDirectWith(o DirectOptions) *Direct {
 	if o.RootsSettle <= 0 {
 		o.RootsSettle = DefaultRootsSettle
 	}
-	return &Direct{dial: o.Dial, log: o.Logger, first: o.First, crash: newCrashLoop(o.CrashLoop, o.RestartBackoff, o.MaxRestartBackoff), legacy: newSessions(sessionsConfig{
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	return &Direct{dial: o.Dial, log: o.Logger, start: o.StartTimeout, first: o.First, crash: newCrashLoop(o.CrashLoop, o.RestartBackoff, o.MaxRestartBackoff), legacy: newSessions(sessionsConfig{
 		dial: o.Dial, max: o.MaxProcs, perCaller: o.MaxProcsPerCaller, idle: o.IdleTimeout, start: o.StartTimeout, log: o.Logger,
 		roots: rootsResult(o.Roots), operatorRoots: len(o.Roots) > 0, rootsFromClient: o.RootsFromClient,
 		rootsGate: newRootsGate(len(o.Roots) > 0, o.RootsWait, o.RootsSettle, o.Logger),
@@ -182,8 +192,27 @@ func (d *Direct) Close(ctx context.Context) error {
 	return stopEach(stops, func(stop func(context.Context) error) error { return stop(ctx) })
 }
 
-// conn returns the live connection, starting the upstream if needed.
+// conn returns the live connection, starting the upstream if needed,
+// once it answered the proxy's ping (probe).
 func (d *Direct) conn(ctx context.Context) (*directConn, error) {
+	c, err := d.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	if c.readyErr != nil {
+		return nil, c.readyErr
+	}
+	return c, nil
+}
+
+// current returns the live connection, starting the upstream if needed;
+// a fresh one may not have answered the proxy's ping yet.
+func (d *Direct) current(ctx context.Context) (*directConn, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.cur != nil {
@@ -212,11 +241,11 @@ func (d *Direct) conn(ctx context.Context) (*directConn, error) {
 		d.startedLocked(&startError{err: err, why: err.Error()})
 		return nil, err
 	}
-	c := &directConn{up: up, progress: map[string]*progressRoute{}}
+	c := &directConn{up: up, progress: map[string]*progressRoute{}, ready: make(chan struct{})}
 	c.conn = rpc.NewConn(up, c.handle)
 	// A child whose output ended is stopped at once, not at the next
 	// request: one that closed stdout and lives on is not kept. One that
-	// ended before answering anything failed to start.
+	// ended before answering the proxy's ping failed to start.
 	c.conn.AfterDone(func() {
 		go func() {
 			_ = up.Close(context.Background())
@@ -229,16 +258,35 @@ func (d *Direct) conn(ctx context.Context) (*directConn, error) {
 	})
 	d.cur = c
 	c.startHub()
+	go d.probe(c)
 	return c, nil
 }
 
-// answered counts c's first answer as a successful start.
-func (d *Direct) answered(c *directConn) {
-	if c.answered.CompareAndSwap(false, true) {
-		d.mu.Lock()
-		d.startedLocked(nil)
-		d.mu.Unlock()
+// probe sends a fresh child the proxy's own ping, before any caller's
+// request reaches it: its answer (any answer) is a successful start, so
+// that a caller whose request makes the child exit fails that request
+// only, never the starts of everyone (a crash loop). A child that does
+// not answer within the start timeout is stopped: it failed to start.
+func (d *Direct) probe(c *directConn) {
+	ctx, cancel := context.WithTimeout(context.Background(), d.start)
+	defer cancel()
+	params, _ := json.Marshal(map[string]any{"_meta": ownMeta()})
+	resp, err := c.conn.Call(ctx, "ping", params)
+	if err == nil && resp != nil {
+		if c.answered.CompareAndSwap(false, true) {
+			d.mu.Lock()
+			d.startedLocked(nil)
+			d.mu.Unlock()
+		}
+		close(c.ready)
+		return
 	}
+	if ctx.Err() != nil {
+		d.log.Warn("bridge: the upstream did not answer the proxy's ping; it is stopped", "waited", d.start)
+		_ = c.up.Close(context.Background()) // its end is counted (AfterDone)
+	}
+	c.readyErr = &startError{err: errors.New("the upstream could not be started"), why: "it ended before answering any request"}
+	close(c.ready)
 }
 
 // startedLocked counts a start's outcome; in a crash loop it arranges a
@@ -256,16 +304,11 @@ func (d *Direct) startedLocked(err error) {
 		d.mu.Lock()
 		d.crash.retry = nil
 		d.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultStartTimeout)
+		// A start, whose ping (probe) tells started or not: counted, and
+		// retried, there.
+		ctx, cancel := context.WithTimeout(context.Background(), d.start)
 		defer cancel()
-		c, err := d.conn(ctx)
-		if err != nil {
-			return // counted, and retried, by conn
-		}
-		params, _ := json.Marshal(map[string]any{"_meta": ownMeta()})
-		if resp, err := c.conn.Call(ctx, "ping", params); err == nil && resp != nil {
-			d.answered(c)
-		}
+		_, _ = d.current(ctx)
 	})
 }
 
@@ -414,9 +457,6 @@ func (d *Direct) serve(ctx context.Context, w *pipeWriter, r *http.Request, body
 	}
 	select {
 	case resp, ok := <-call.Response():
-		if ok {
-			d.answered(c)
-		}
 		mu.Lock()
 		defer mu.Unlock()
 		if !ok {
@@ -486,7 +526,7 @@ func (c *directConn) listTools(ctx context.Context) (map[string]json.RawMessage,
 			p["cursor"] = cursor
 		}
 		params, _ := json.Marshal(p)
-		resp, err := c.conn.Call(ctx, "tools/list", params)
+		resp, err := c.conn.Call(ctx, mcpwire.MethodListTools, params)
 		if err != nil {
 			return nil, err
 		}

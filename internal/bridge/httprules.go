@@ -81,7 +81,7 @@ func transportRules(h http.Header, m *rpc.Message, params mcpwire.Object, tool f
 	if !ok {
 		return mismatch("the Mcp-Name header has no params." + key + " to match")
 	}
-	if m.Method != "tools/call" {
+	if m.Method != mcpwire.MethodCallTool {
 		return nil
 	}
 	schema, ok := tool(name)

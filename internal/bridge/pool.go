@@ -69,6 +69,7 @@ func (b *Bridge) takeWarmLocked(caller string) (*session, <-chan *session) {
 			continue
 		}
 		s.caller = caller // refilled once the caller's victim, if any, is stopped (stopVictim)
+		b.warmTaken()
 		return s, nil
 	}
 	if b.warmStarting <= len(b.warmWaiters) {
@@ -145,7 +146,6 @@ func (b *Bridge) startWarm(up Upstream) {
 	s, err := b.open(context.Background(), warmKey, up)
 	b.mu.Lock()
 	b.warmStarting--
-	b.started(err)
 	var w *warmWaiter
 	if len(b.warmWaiters) > 0 {
 		w = &b.warmWaiters[0]
@@ -153,6 +153,30 @@ func (b *Bridge) startWarm(up Upstream) {
 		if b.startingBy[w.caller]--; b.startingBy[w.caller] <= 0 {
 			delete(b.startingBy, w.caller)
 		}
+	}
+	unused := false
+	if err == nil {
+		s.mu.Lock()
+		unused = s.dead
+		s.mu.Unlock()
+	}
+	if unused {
+		// Its upstream ended before it was kept: unused, as warmEnded
+		// counts it (drop did not know it yet, so nothing else does).
+		b.log.Warn("bridge: a warm upstream session ended before any call")
+		err = &startError{err: errLost, why: "it ended while warm, before any call"}
+	}
+	switch {
+	case err == nil && w == nil && b.crash.unused && !b.crash.looping():
+		// Kept warm after one that ended unused: it proves nothing
+		// yet, and the count goes on until a call takes one (warmTaken)
+		// or the crash loop's retry starts one.
+		b.dialErr = nil
+	case err == nil && w != nil:
+		b.warmTaken()
+	default:
+		b.started(err)
+		b.crash.unused = b.crash.unused || unused
 	}
 	switch {
 	case err != nil:
@@ -190,14 +214,27 @@ func (b *Bridge) startWarm(up Upstream) {
 }
 
 // warmEnded counts a warm session whose upstream ended unused (it was
-// stopped and reaped) as a failed start, and refills.
+// stopped and reaped) as a failed start, and refills. Until a call takes
+// a warm session, the warm starts that follow do not end the count: an
+// upstream that ends on its own right after initialize would otherwise
+// be restarted back to back, each start wiping out the last failure.
 func (b *Bridge) warmEnded(s *session) {
 	why := exitSummary(errors.New("it ended while warm, before any call"), s.up)
 	b.log.Warn("bridge: a warm upstream session ended before any call", exitAttrs(s.up)...)
 	b.mu.Lock()
 	b.started(&startError{err: errLost, why: why})
+	b.crash.unused = true
 	b.refillLocked()
 	b.mu.Unlock()
+}
+
+// warmTaken counts a warm session a call takes as a start that
+// succeeded, when warm sessions ended unused before it (warmEnded): it
+// lived until a call. b.mu held.
+func (b *Bridge) warmTaken() {
+	if b.crash.unused {
+		b.started(nil)
+	}
 }
 
 // crashLoop counts the starts that failed in a row, and says how long
@@ -208,10 +245,11 @@ type crashLoop struct {
 	after      int
 	base, most time.Duration
 
-	fails int
-	why   string    // the last failure's, with how the upstream ended
-	next  time.Time // no start before, while looping
-	retry *time.Timer
+	fails  int
+	unused bool      // a warm session ended unused since the last start that succeeded (Bridge.warmEnded)
+	why    string    // the last failure's, with how the upstream ended
+	next   time.Time // no start before, while looping
+	retry  *time.Timer
 }
 
 func newCrashLoop(after int, base, most time.Duration) crashLoop {
@@ -262,7 +300,7 @@ func (c *crashLoop) record(err error, now time.Time, log *slog.Logger) time.Dura
 		if c.looping() {
 			log.Info("bridge: the upstream started again: the crash loop is over", "failures", c.fails)
 		}
-		c.fails, c.why = 0, ""
+		c.fails, c.why, c.unused = 0, "", false
 		c.stopRetry()
 		return 0
 	}

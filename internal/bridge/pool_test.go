@@ -221,3 +221,18 @@ func TestDirectClosedStartsNothing(t *testing.T) {
 		t.Fatalf("a request after Close: %d children started, %s", n, raw)
 	}
 }
+
+// TestFirstExpires: the upstream handed over opened already (First),
+// which Warm does not count, is stopped once unused for IdleTimeout, as
+// an idle session is.
+func TestFirstExpires(t *testing.T) {
+	kids := &children{srv: oldServer(nil)}
+	first, err := kids.dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := bridge.New(bridge.Options{First: first, Dial: kids.dial, IdleTimeout: 50 * time.Millisecond})
+	t.Cleanup(func() { b.Close(context.Background()) })
+	stopped(t, kids.list()[0], "the First upstream unused past IdleTimeout")
+	eventually(t, "no warm session left", func() bool { return b.Stats().Warm == 0 })
+}

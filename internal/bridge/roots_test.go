@@ -1,7 +1,9 @@
 package bridge_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -227,4 +229,83 @@ func serveProxy(t *testing.T, tr http.RoundTripper) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL + "/mcp"
+}
+
+// TestOldClientRootsWithoutInitialized (issue 35, item 1): a 2025-11-25
+// client that never sends notifications/initialized, or sends its call
+// before or alongside it, still finds the child on the operator's roots
+// from its first call: the proxy initializes the child itself when a
+// request comes first, and every request of a fresh session waits for
+// the roots. Before, such a call reached a child that never asked for
+// roots and served the directories of its command line.
+func TestOldClientRootsWithoutInitialized(t *testing.T) {
+	dirs := map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": map[string]any{"name": "dirs", "arguments": map[string]any{}}}
+	initialized := map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"}
+	for _, kind := range kinds {
+		for _, order := range []string{"skipped", "after the call", "alongside"} {
+			t.Run(kind+"/"+order, func(t *testing.T) {
+				var asked atomic.Int32
+				kids := &children{srv: fsLikeServer("/cmdline", 10*time.Millisecond, &asked)}
+				var tr http.RoundTripper
+				roots := []string{"file:///srv/data"}
+				switch kind {
+				case "bridge":
+					b := bridge.New(bridge.Options{Dial: kids.dial, Roots: roots})
+					t.Cleanup(func() { b.Close(context.Background()) })
+					tr = b
+				case "direct":
+					d := bridge.NewDirectWith(bridge.DirectOptions{Dial: kids.dial, Roots: roots})
+					t.Cleanup(func() { d.Close(context.Background()) })
+					tr = d
+				}
+				px := serveProxy(t, tr)
+				resp := postInitialize(t, px)
+				resp.Body.Close()
+				id := resp.Header.Get("Mcp-Session-Id")
+				if resp.StatusCode != http.StatusOK || id == "" {
+					t.Fatalf("initialize: %d", resp.StatusCode)
+				}
+				var notified chan int
+				if order == "alongside" {
+					notified = make(chan int, 1)
+					go func() {
+						// Not rawPost: no Fatal outside the test's goroutine.
+						b, _ := json.Marshal(initialized)
+						req, _ := http.NewRequest(http.MethodPost, px, bytes.NewReader(b))
+						req.Header.Set("Content-Type", "application/json")
+						req.Header.Set("Accept", "application/json, text/event-stream")
+						req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+						req.Header.Set("Mcp-Session-Id", id)
+						st := -1
+						if resp, err := http.DefaultClient.Do(req); err == nil {
+							st = resp.StatusCode
+							resp.Body.Close()
+						}
+						notified <- st
+					}()
+					t.Cleanup(func() { <-notified })
+				}
+				for i := range 2 {
+					if st, body := rawPost(t, px, id, dirs); st != http.StatusOK || !strings.Contains(string(body), "dirs file:///srv/data") {
+						t.Fatalf("call %d: %d %s, want the child on the operator's roots", i, st, body)
+					}
+				}
+				switch order {
+				case "after the call":
+					if st, body := rawPost(t, px, id, initialized); st != http.StatusAccepted {
+						t.Fatalf("a late initialized: %d %s", st, body)
+					}
+				case "alongside":
+					st := <-notified
+					notified <- st // for the cleanup
+					if st != http.StatusAccepted {
+						t.Fatalf("initialized alongside the call: %d", st)
+					}
+				}
+				if n := asked.Load(); n != 1 {
+					t.Fatalf("the child asked for roots %d times, want once (one notifications/initialized)", n)
+				}
+			})
+		}
+	}
 }

@@ -21,7 +21,7 @@ const ModernVersion = "2026-07-28"
 
 // The input requests a legacy server sends that a bridged call turns into
 // inputRequests.
-var inputMethods = []string{"elicitation/create", "sampling/createMessage", "roots/list"}
+var inputMethods = []string{mcpwire.MethodElicit, mcpwire.MethodSampling, mcpwire.MethodListRoots}
 
 func (b *Bridge) serve(ctx context.Context, w *pipeWriter, r *http.Request, body []byte) {
 	if legacyRequest(r, body) { // a 2025-11-25 client: a session and child of its own
@@ -229,7 +229,7 @@ func (b *Bridge) relay(ctx context.Context, out *responder, h *hold, caps mcpwir
 				if m.Method == "notifications/progress" || m.Method == "notifications/message" {
 					out.notify(m)
 				}
-			case m.Method == "roots/list" && (!b.o.RootsFromClient || mcpwire.Required(caps, m.Method, m.Params) != ""):
+			case m.Method == mcpwire.MethodListRoots && (!b.o.RootsFromClient || mcpwire.Required(caps, m.Method, m.Params) != ""):
 				// The operator's roots, as outside a call: the answer is
 				// the boundary of what the upstream may touch, so a
 				// remote caller gives it only where the operator lets
@@ -426,7 +426,8 @@ func legacyParams(p mcpwire.Object) json.RawMessage {
 
 // cacheable are the methods whose complete results carry ttlMs and
 // cacheScope in 2026-07-28.
-var cacheable = []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
+var cacheable = []string{mcpwire.MethodListTools, mcpwire.MethodListPrompts, mcpwire.MethodListResources,
+	mcpwire.MethodListResourceTemplates, mcpwire.MethodReadResource}
 
 // modernResult is a legacy result as a 2026-07-28 client reads it.
 func modernResult(method string, raw json.RawMessage) json.RawMessage {
@@ -492,7 +493,7 @@ func (o *responder) result(res json.RawMessage) {
 // rpcError relays the upstream's error object; a legacy resource not
 // found (-32002) is -32602 in 2026-07-28.
 func (o *responder) rpcError(method string, e json.RawMessage) {
-	if method == "resources/read" && len(e) > 0 && e[0] == '{' {
+	if method == mcpwire.MethodReadResource && len(e) > 0 && e[0] == '{' {
 		eo := mcpwire.SplitObject(mcpwire.TrimSpace(e))
 		if string(eo["code"]) == "-32002" {
 			eo["code"] = json.RawMessage("-32602")

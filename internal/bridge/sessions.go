@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -298,8 +299,9 @@ type lsession struct {
 	why     error               // errFlood once flooded
 	asked   map[string]struct{} // ids of the child's requests passed to the client, not yet answered
 
-	rootsAnswered rootsSignal // the child had the operator's roots
-	initialized   bool        // the client's notifications/initialized was relayed
+	rootsAnswered rootsSignal   // the child had the operator's roots
+	initialized   bool          // the child was sent notifications/initialized (the client's or the proxy's)
+	settled       chan struct{} // closed once the child's requests may go (settle)
 }
 
 // post is a client request in flight: its id as the child answers it.
@@ -408,7 +410,25 @@ func (ss *sessions) serve(ctx context.Context, w *pipeWriter, r *http.Request, b
 	case r.Method == http.MethodGet:
 		s.stream(ctx, w, r)
 	case m.IsRequest():
+		if m.Method != "ping" {
+			if err := s.settle(ctx, nil); err != nil {
+				if ctx.Err() == nil {
+					writeMsg(w, http.StatusOK, errorMessage(m.ID, mrtr.CodeInternalError, err.Error(), nil))
+				}
+				return
+			}
+		}
 		s.request(ctx, w, r, m, body, false)
+	case m.Method == "notifications/initialized":
+		// Relayed once (settle); its POST, too, is answered once the
+		// child had the operator's roots.
+		if err := s.settle(ctx, body); err != nil {
+			if ctx.Err() == nil {
+				writeMsg(w, http.StatusOK, errorMessage(nil, mrtr.CodeInternalError, err.Error(), nil))
+			}
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
 	default: // a notification, or the client's answer to the child's request
 		if m.Method == "" && !s.answers(m) {
 			// An answer to a request the child never sent the client
@@ -420,11 +440,6 @@ func (ss *sessions) serve(ctx context.Context, w *pipeWriter, r *http.Request, b
 		if err := s.up.Send(body); err != nil {
 			writeMsg(w, http.StatusOK, errorMessage(m.ID, mrtr.CodeInternalError, "upstream unavailable: the message was not delivered", nil))
 			return
-		}
-		if m.Method == "notifications/initialized" && s.firstInitialized() {
-			// The child asks for roots now; its first request waits
-			// until it had them.
-			s.ss.c.rootsGate.await(ctx, s.rootsAnswered.c)
 		}
 		w.WriteHeader(http.StatusAccepted)
 	}
@@ -447,14 +462,61 @@ func (s *lsession) answers(m *rpc.Message) bool {
 	return true
 }
 
-// firstInitialized reports whether this is the first time the client's
-// notifications/initialized is relayed.
-func (s *lsession) firstInitialized() bool {
+// initializedMsg is the notifications/initialized the proxy sends a
+// child for a client that did not send its own first (settle).
+var initializedMsg = []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+// settle holds a request of the client (any but ping), or its
+// notifications/initialized (own: its body), until the child had the
+// operator's roots (rootsGate), when the operator gave some: a 2025-11-25
+// server asks for them once initialized, so the child is sent
+// notifications/initialized once, the client's or, when a request comes
+// first (a client that skips it, or sends its call alongside it), the
+// proxy's own, and every request waits for the same gate. A later
+// notifications/initialized of the client's is not relayed again. The
+// error is why the request cannot go: the session ended, the
+// notification was not delivered, or ctx is done.
+func (s *lsession) settle(ctx context.Context, own []byte) error {
+	gated := s.ss.c.operatorRoots && !s.ss.c.rootsFromClient
+	if !gated && own == nil {
+		return nil // nothing waits for roots: the client's order is kept
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	first := !s.initialized
 	s.initialized = true
-	return first
+	if first {
+		s.settled = make(chan struct{})
+	}
+	settled := s.settled
+	s.mu.Unlock()
+	if first {
+		msg := own
+		if msg == nil {
+			msg = initializedMsg
+		}
+		if err := s.up.Send(msg); err != nil {
+			close(settled)
+			return errors.New("upstream unavailable: the message was not delivered")
+		}
+		if !gated {
+			close(settled)
+		} else {
+			go func() {
+				// Bounded by the gate's own waits, not by a request: the
+				// one that came first may go away, the others still wait.
+				s.ss.c.rootsGate.await(context.Background(), s.rootsAnswered.c)
+				close(settled)
+			}()
+		}
+	}
+	select {
+	case <-settled:
+		return nil
+	case <-s.done:
+		return errors.New(s.lost())
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func idOf(m *rpc.Message) json.RawMessage {
@@ -568,7 +630,7 @@ func (s *lsession) read() {
 		if err != nil {
 			continue
 		}
-		if m.IsRequest() && m.Method == "roots/list" && !s.ss.c.rootsFromClient {
+		if m.IsRequest() && m.Method == mcpwire.MethodListRoots && !s.ss.c.rootsFromClient {
 			// The operator's roots, never the remote client's (see
 			// rootsGate): the client does not see the request.
 			if resp, err := (&rpc.Message{ID: m.ID, Result: s.ss.c.roots}).Encode(); err == nil {

@@ -58,6 +58,15 @@ const (
 	MethodReadResource = "resources/read"
 )
 
+// The list methods, whose complete results carry ttlMs and cacheScope in
+// 2026-07-28 (as resources/read's do).
+const (
+	MethodListTools             = "tools/list"
+	MethodListPrompts           = "prompts/list"
+	MethodListResources         = "resources/list"
+	MethodListResourceTemplates = "resources/templates/list"
+)
+
 // Pausable reports whether method is one of the three that may pause.
 func Pausable(method string) bool {
 	return method == MethodCallTool || method == MethodGetPrompt || method == MethodReadResource
