@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -83,6 +84,51 @@ func TestGoreleaser(t *testing.T) {
 	out, err := exec.Command(bin, "version").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "mrtr "+meta.Version+"\n") {
 		t.Fatalf("mrtr version: %v\n%s\nwant mrtr %s", err, out, meta.Version)
+	}
+	// A snapshot is versioned as make image versions the same tree.
+	if want := treeDevVersion(t); meta.Version != want {
+		t.Errorf("snapshot version %s, want %s (scripts/image.sh's, mrtr's scheme)", meta.Version, want)
+	}
+}
+
+// treeDevVersion is the version of a build of this tree from no release:
+// 0.0.0-dev+REV, REV the first 12 hex digits of HEAD, .dirty when the tree
+// has changes.
+func treeDevVersion(t *testing.T) string {
+	t.Helper()
+	rev, err := exec.Command("git", "-C", repoRoot, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := exec.Command("git", "-C", repoRoot, "status", "--porcelain").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := "0.0.0-dev+" + string(rev[:12])
+	if len(bytes.TrimSpace(status)) != 0 {
+		v += ".dirty"
+	}
+	return v
+}
+
+// TestVersionScheme: one scheme for every way mrtr is built off a tag.
+// make image (scripts/image.sh) stamps 0.0.0-dev+REV[.dirty] (goreleaser's
+// snapshots the same: TestGoreleaser), and a go build of the workspace,
+// which records no commit, prints 0.0.0-dev: never a made-up release
+// number (cmd/mrtr's TestResolveVersion has go install's vX.Y.Z).
+func TestVersionScheme(t *testing.T) {
+	cmd := exec.Command("bash", filepath.Join(repoRoot, "scripts", "image.sh"), "--print-version")
+	cmd.Env = append(os.Environ(), "VERSION=")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scripts/image.sh --print-version: %v", err)
+	}
+	if got, want := strings.TrimSpace(string(out)), treeDevVersion(t); got != want {
+		t.Errorf("scripts/image.sh stamps %s, want %s", got, want)
+	}
+	out, err = exec.Command(mrtrBin, "version").Output()
+	if err != nil || !regexp.MustCompile(`^mrtr 0\.0\.0-dev(\+[0-9a-f]{12}(\.dirty)?)?\n`).Match(out) {
+		t.Errorf("mrtr version of the tests' go build: %v\n%s\nwant mrtr 0.0.0-dev", err, out)
 	}
 }
 
