@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"archive/tar"
 	"bufio"
-	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +27,11 @@ func TestGoreleaser(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command(goreleaser, args...)
 		cmd.Dir = repoRoot
+		// A checkout without a remote (a worktree here) makes goreleaser
+		// give up on its git state and call the commit "none"; a remote
+		// set for its git commands alone, in the environment, keeps it.
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=remote.origin.url",
+			"GIT_CONFIG_VALUE_0=https://github.com/mrtr-go/mrtr.git")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("goreleaser %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -89,30 +97,115 @@ func TestGoreleaser(t *testing.T) {
 	if want := treeDevVersion(t); meta.Version != want {
 		t.Errorf("snapshot version %s, want %s (scripts/image.sh's, mrtr's scheme)", meta.Version, want)
 	}
+
+	// The archive of this machine's target (the same archives section, one
+	// target): what it holds besides mrtr is scripts/archive-docs.sh --list,
+	// and no link of its docs points to a file it lacks.
+	one := regexp.MustCompile(`goos: \[linux, darwin, windows\]`).ReplaceAllString(moved, "goos: ["+runtime.GOOS+"]")
+	one = regexp.MustCompile(`goarch: \[amd64, arm64\]`).ReplaceAllString(one, "goarch: ["+runtime.GOARCH+"]")
+	if err := os.WriteFile(config, []byte(one), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Join(repoRoot, "build", "release-docs")) })
+	run("release", "--snapshot", "--clean", "--config", config)
+	archives, _ := filepath.Glob(filepath.Join(dist, "mrtr_"+meta.Version+"_"+runtime.GOOS+"_"+runtime.GOARCH+".tar.gz"))
+	if len(archives) != 1 {
+		entries, _ := os.ReadDir(dist)
+		t.Fatalf("archive of %s/%s: %q in %v", runtime.GOOS, runtime.GOARCH, archives, entries)
+	}
+	checkArchive(t, archives[0])
+}
+
+// checkArchive reads a release archive: mrtr, the files
+// scripts/archive-docs.sh --list names, and in its Markdown no relative
+// link to a file it does not hold and no absolute link into the repository
+// but at a commit, to a file the commit has.
+func checkArchive(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			data, _ := io.ReadAll(tr)
+			files[h.Name] = data
+		}
+	}
+	list, err := exec.Command("bash", filepath.Join(repoRoot, "scripts", "archive-docs.sh"), "--list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(strings.Fields(string(list)), "mrtr")
+	var got []string
+	for name := range files {
+		got = append(got, name)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("the archive holds %q, want %q", got, want)
+	}
+	head, err := exec.Command("git", "-C", repoRoot, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := "https://github.com/mrtr-go/mrtr/blob/" + strings.TrimSpace(string(head)) + "/"
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for name, data := range files {
+		if !strings.HasSuffix(name, ".md") {
+			continue
+		}
+		for _, m := range link.FindAllStringSubmatch(string(data), -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			switch {
+			case target == "" || strings.HasPrefix(target, "mailto:"):
+			case strings.HasPrefix(target, blob):
+				p := strings.TrimPrefix(target, blob)
+				if err := exec.Command("git", "-C", repoRoot, "cat-file", "-e", "HEAD:"+p).Run(); err != nil {
+					t.Errorf("%s: link %s: the commit has no %s", name, m[1], p)
+				}
+			case strings.HasPrefix(target, "https://github.com/mrtr-go/mrtr/blob/") || strings.HasPrefix(target, "https://github.com/mrtr-go/mrtr/tree/"):
+				if !strings.Contains(target, "/blob/main/") {
+					t.Errorf("%s: link %s: into the repository, not at the archive's commit", name, m[1])
+				}
+			case strings.Contains(target, "://"):
+			default:
+				if _, ok := files[filepath.Join(filepath.Dir(name), target)]; !ok {
+					t.Errorf("%s: link %s: the archive holds no %s", name, m[1], filepath.Join(filepath.Dir(name), target))
+				}
+			}
+		}
+	}
 }
 
 // treeDevVersion is the version of a build of this tree from no release:
-// 0.0.0-dev+REV, REV the first 12 hex digits of HEAD, .dirty when the tree
-// has changes.
+// 0.0.0-dev+REV, REV the first 12 hex digits of HEAD.
 func treeDevVersion(t *testing.T) string {
 	t.Helper()
 	rev, err := exec.Command("git", "-C", repoRoot, "rev-parse", "HEAD").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, err := exec.Command("git", "-C", repoRoot, "status", "--porcelain").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := "0.0.0-dev+" + string(rev[:12])
-	if len(bytes.TrimSpace(status)) != 0 {
-		v += ".dirty"
-	}
-	return v
+	return "0.0.0-dev+" + string(rev[:12])
 }
 
 // TestVersionScheme: one scheme for every way mrtr is built off a tag.
-// make image (scripts/image.sh) stamps 0.0.0-dev+REV[.dirty] (goreleaser's
+// make image (scripts/image.sh) stamps 0.0.0-dev+REV (goreleaser's
 // snapshots the same: TestGoreleaser), and a go build of the workspace,
 // which records no commit, prints 0.0.0-dev: never a made-up release
 // number (cmd/mrtr's TestResolveVersion has go install's vX.Y.Z).
@@ -127,7 +220,7 @@ func TestVersionScheme(t *testing.T) {
 		t.Errorf("scripts/image.sh stamps %s, want %s", got, want)
 	}
 	out, err = exec.Command(mrtrBin, "version").Output()
-	if err != nil || !regexp.MustCompile(`^mrtr 0\.0\.0-dev(\+[0-9a-f]{12}(\.dirty)?)?\n`).Match(out) {
+	if err != nil || !regexp.MustCompile(`^mrtr 0\.0\.0-dev(\+[0-9a-f]{12})?\n`).Match(out) {
 		t.Errorf("mrtr version of the tests' go build: %v\n%s\nwant mrtr 0.0.0-dev", err, out)
 	}
 }

@@ -12,8 +12,7 @@
 #   IMAGE     the image name and tag (default localhost/mrtr:$VERSION)
 #   VERSION   the version stamped and labelled (default: X.Y.Z at a clean checkout of
 #             the tag vX.Y.Z, else 0.0.0-dev+REV with REV the commit's first 12 hex
-#             digits and .dirty for a modified tree: the scheme of `mrtr version` and
-#             of goreleaser's snapshots)
+#             digits: the scheme of `mrtr version` and of goreleaser's snapshots)
 #   GOARCH    the architecture of the binary and the image (default: the host's)
 #   ENGINE    podman or docker (default: podman if on PATH, else docker)
 # Prints the image name on stdout; everything else goes to stderr. With --print-version
@@ -32,13 +31,11 @@ esac
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 if [[ -z "${VERSION:-}" ]]; then
-  dirty=""
-  [[ -z "$(git status --porcelain 2>/dev/null)" ]] || dirty=.dirty
   tag="$(git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null || true)"
-  if [[ -n "$tag" && -z "$dirty" ]]; then
+  if [[ -n "$tag" && -z "$(git status --porcelain 2>/dev/null)" ]]; then
     VERSION="${tag#v}"
   elif rev="$(git rev-parse HEAD 2>/dev/null)"; then
-    VERSION="0.0.0-dev+${rev:0:12}$dirty"
+    VERSION="0.0.0-dev+${rev:0:12}"
   else
     VERSION=0.0.0-dev
   fi

@@ -7,9 +7,10 @@ import (
 )
 
 // devVersion is the version of a build from no release: 0.0.0-dev, then
-// +REV (the commit's first 12 hex digits, as in a Go pseudo-version) and
-// .dirty when the tree was modified. scripts/image.sh and .goreleaser.yaml's
-// snapshots write the same (e2e/ship_release_test.go checks the three).
+// +REV (the commit's first 12 hex digits, as in a Go pseudo-version) when
+// the build knows its commit (a modified tree shows as vcs.modified in mrtr
+// version). scripts/image.sh and .goreleaser.yaml's snapshots write the same
+// (e2e/ship_release_test.go checks the three).
 const devVersion = "0.0.0-dev"
 
 // resolveVersion is the version mrtr reports, one scheme for every way it
@@ -34,17 +35,10 @@ func resolveVersion(stamped string, read func() (*debug.BuildInfo, bool)) string
 	if v := bi.Main.Version; v != "" && v != "(devel)" && !pseudo.MatchString(v) {
 		return strings.TrimPrefix(v, "v")
 	}
-	var rev, dirty string
 	for _, s := range bi.Settings {
-		switch {
-		case s.Key == "vcs.revision" && len(s.Value) >= 12:
-			rev = s.Value[:12]
-		case s.Key == "vcs.modified" && s.Value == "true":
-			dirty = ".dirty"
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			return devVersion + "+" + s.Value[:12]
 		}
 	}
-	if rev == "" {
-		return devVersion
-	}
-	return devVersion + "+" + rev + dirty
+	return devVersion
 }
