@@ -58,6 +58,9 @@ func TestImage(t *testing.T) {
 		t.Fatalf("scripts/image.sh: %v\n%s", err, stderr.String())
 	}
 	t.Cleanup(func() { exec.Command("podman", "rmi", "--force", image).Run() })
+	if strings.Contains(stderr.String(), "not consumed") {
+		t.Errorf("the build warns of build args it does not use:\n%s", stderr.String())
+	}
 	if got := strings.TrimSpace(string(out)); got != image {
 		t.Fatalf("scripts/image.sh printed %q, want %q", got, image)
 	}
