@@ -483,8 +483,11 @@ func TestHelmChartVariants(t *testing.T) {
 }
 
 // runnerFlags are the flags of `mrtr runner` (shared/DESIGN.md, "Running the
-// bridge in production"); each takes a value.
-var runnerFlags = map[string]bool{"listen": true, "allow-uid": true, "socket-group": true, "max-children": true, "drain-timeout": true}
+// bridge in production", and its log's); each takes a value.
+func runnerFlags() map[string]bool {
+	return map[string]bool{"listen": true, "allow-uid": true, "socket-group": true, "max-children": true, "drain-timeout": true,
+		"log-format": true, "log-level": true}
+}
 
 // runnerArgs splits a runner container's args (mrtr runner --name=value...
 // -- COMMAND...) into its flags, each one the runner has, and the command.
@@ -502,7 +505,7 @@ func runnerArgs(t *testing.T, c *corev1.Container) (flags map[string][]string, c
 	flags = map[string][]string{}
 	for _, a := range args {
 		name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		if !strings.HasPrefix(a, "--") || !ok || !runnerFlags[name] {
+		if !strings.HasPrefix(a, "--") || !ok || !runnerFlags()[name] {
 			t.Errorf("runner arg %q: not --name=value of a flag mrtr runner has", a)
 			continue
 		}

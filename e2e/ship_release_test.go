@@ -420,7 +420,7 @@ func TestSystemdRunner(t *testing.T) {
 	i := 2
 	for ; i < len(args) && args[i] != "--"; i += 2 {
 		name := strings.TrimPrefix(args[i], "--")
-		if !strings.HasPrefix(args[i], "--") || i+1 >= len(args) || !runnerFlags[name] {
+		if !strings.HasPrefix(args[i], "--") || i+1 >= len(args) || !runnerFlags()[name] {
 			t.Fatalf("ExecStart: %q is not a flag of mrtr runner followed by its value", args[i])
 		}
 		flags[name] = args[i+1]
