@@ -464,6 +464,7 @@ func TestHelmChartVariants(t *testing.T) {
 		{"no upstream", base, "/upstream/url"},
 		{"command without a runner image", append(base, "--set", "upstream.command={mcp-server-everything}"), "runner.image.repository is required"},
 		{"runner as the proxy's uid", append(base, "--set", "upstream.command={x}", "--set", "runner.image.repository=r", "--set", "runner.runAsUser=65532"), "must run under another uid"},
+		{"runner without fsGroup", append(base, "--set", "upstream.command={x}", "--set", "runner.image.repository=r", "--set", "podSecurityContext.fsGroup=null"), "podSecurityContext.fsGroup is required"},
 		{"MRTR_ variable for the command", append(base, "--set", "upstream.command={x}", "--set", "runner.image.repository=r", "--set", "upstream.env.MRTR_KEYS=x"), "MRTR_* variables never reach the command"},
 		{"audit without a place", append(base, "--set", "upstream.url=http://up/mcp", "--set", "audit.enabled=true"), "needs a place that outlives the container"},
 		{"password in values", append(base, "--set", "upstream.url=http://up/mcp", "--set", "redis.url=redis://:hunter2@redis:6379/0"), "redis.existingSecret instead"},

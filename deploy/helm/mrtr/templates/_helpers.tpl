@@ -102,6 +102,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if eq (int .Values.runner.runAsUser) (int .Values.podSecurityContext.runAsUser) }}
 {{- fail (printf "runner.runAsUser: %d is the proxy's uid (podSecurityContext.runAsUser): the runner must run under another uid, or its children could read the key ring" (int .Values.runner.runAsUser)) }}
 {{- end }}
+{{- if not .Values.podSecurityContext.fsGroup }}
+{{- fail "podSecurityContext.fsGroup is required with upstream.command: it is the group of the runner's socket, which both containers are in" }}
+{{- end }}
+{{- if not .Values.podSecurityContext.runAsUser }}
+{{- fail "podSecurityContext.runAsUser is required with upstream.command: the runner admits that uid (the proxy's) alone" }}
+{{- end }}
 {{- if eq (int .Values.runner.runAsUser) 0 }}
 {{- fail "runner.runAsUser: 0 is root: give the runner an unprivileged uid of its own" }}
 {{- end }}
