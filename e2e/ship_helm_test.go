@@ -15,6 +15,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
@@ -32,6 +33,7 @@ type rendered struct {
 	serviceAccount *corev1.ServiceAccount
 	secrets        map[string]*corev1.Secret
 	serviceMonitor *monitoringv1.ServiceMonitor
+	networkPolicy  *networkingv1.NetworkPolicy
 }
 
 // helm runs the pinned helm (scripts/ship-setup.sh installs it) in the
@@ -88,6 +90,8 @@ func decodeManifests(t *testing.T, out string) *rendered {
 			obj = decodeOnce(t, &r.serviceAccount)
 		case "monitoring.coreos.com/v1 ServiceMonitor":
 			obj = decodeOnce(t, &r.serviceMonitor)
+		case "networking.k8s.io/v1 NetworkPolicy":
+			obj = decodeOnce(t, &r.networkPolicy)
 		case "v1 Secret":
 			s := new(corev1.Secret)
 			obj = s
@@ -198,7 +202,41 @@ func selects(t *testing.T, what string, selector map[string]string, podLabels ma
 	}
 }
 
-// TestHelmChart: `helm lint --strict` passes, and `helm template` of three
+// TestHelmChartLint: `helm lint --strict` and `helm template` agree: both
+// pass with each ci/*-values.yaml (chart-testing's convention), and both
+// refuse the defaults, which name no key ring and no upstream (helm lint
+// takes a template's fail for information, so the schema must refuse them).
+func TestHelmChartLint(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(repoRoot, chartDir, "ci", "*-values.yaml"))
+	if err != nil || len(files) < 2 {
+		t.Fatalf("ci values files %q (%v), want at least replicas and runner", files, err)
+	}
+	for _, f := range files {
+		rel, _ := filepath.Rel(repoRoot, f)
+		if out, err := helm(t, "lint", "--strict", chartDir, "-f", rel); err != nil {
+			t.Errorf("lint -f %s: %v\n%s", rel, err, out)
+		}
+		if out, err := helm(t, "template", "r", chartDir, "-f", rel); err != nil {
+			t.Errorf("template -f %s: %v\n%s", rel, err, out)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"defaults", nil, "/keys/existingSecret"},
+		{"no upstream", []string{"--set", "keys.existingSecret=mrtr-keys"}, "/upstream/url"},
+	} {
+		lint, lerr := helm(t, append([]string{"lint", "--strict", chartDir}, c.args...)...)
+		tmpl, terr := helm(t, append([]string{"template", "r", chartDir}, c.args...)...)
+		if lerr == nil || terr == nil || !strings.Contains(lerr.Error()+lint, c.want) || !strings.Contains(terr.Error(), c.want) {
+			t.Errorf("%s: lint %v, template %v; want both to fail naming %s\nlint:\n%s\ntemplate:\n%s", c.name, lerr, terr, c.want, lint, tmpl)
+		}
+	}
+}
+
+// TestHelmChart: `helm template` of three
 // proxies on one Redis (ci/replicas-values.yaml) renders manifests that
 // decode strictly into the k8s.io/api types and are wired as the chart
 // says: replicas, the Redis URL from a Secret (never in args), the key ring
@@ -208,9 +246,6 @@ func selects(t *testing.T, what string, selector map[string]string, podLabels ma
 // the pods, a non-root read-only container, and only flags mrtr has.
 func TestHelmChart(t *testing.T) {
 	values := filepath.Join(chartDir, "ci", "replicas-values.yaml")
-	if out, err := helm(t, "lint", "--strict", chartDir, "-f", values); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
 	r := renderChart(t, "-f", values)
 	if r.deployment == nil || r.service == nil || r.pdb == nil || r.serviceAccount == nil || r.serviceMonitor == nil {
 		t.Fatalf("missing manifests: %+v", r)
@@ -374,20 +409,35 @@ func TestHelmChart(t *testing.T) {
 func TestHelmChartVariants(t *testing.T) {
 	base := []string{"--set", "keys.existingSecret=mrtr-keys"}
 	t.Run("command upstream", func(t *testing.T) {
-		r := renderChart(t, append(base, "--set", "upstream.command={npx,-y,@modelcontextprotocol/server-everything}",
-			"--set", "upstream.env.LOG=debug", "--set", "extraArgs={--max-procs=8}")...)
-		_, flags, command := chartArgs(t, &r.deployment.Spec.Template.Spec.Containers[0])
-		if !slices.Equal(command, []string{"npx", "-y", "@modelcontextprotocol/server-everything"}) {
-			t.Errorf("command %q", command)
-		}
-		if flagValue(t, flags, "upstream-env") != "LOG=debug" || flagValue(t, flags, "max-procs") != "8" || flags["upstream"] != nil {
-			t.Errorf("flags %v", flags)
+		r := renderChart(t, append(base, "--set", "upstream.command={mcp-server-everything,--stdio}", "--set", "runner.image.repository=my/gw",
+			"--set", "upstream.env.LOG=debug", "--set", "upstream.env.API_TOKEN=s3cr3t-in-values", "--set", "extraArgs={--max-procs=8}")...)
+		pod := r.deployment.Spec.Template.Spec
+		_, flags, command := chartArgs(t, &pod.Containers[0])
+		if command != nil || flagValue(t, flags, "max-procs") != "8" || flags["upstream"] != nil || flags["upstream-env"] != nil {
+			t.Errorf("proxy flags %v -- %q: want --runner, no command, no --upstream-env", flags, command)
 		}
 		if flags["advertise"] != nil {
 			t.Errorf("--advertise without a Redis store: %v", flags["advertise"])
 		}
-		if r.serviceMonitor != nil || len(r.secrets) != 0 {
-			t.Errorf("a ServiceMonitor or Secret without metrics or Redis: %+v", r)
+		if r.serviceMonitor != nil || r.networkPolicy != nil || len(r.secrets) != 0 {
+			t.Errorf("a ServiceMonitor, NetworkPolicy or Secret without metrics, networkPolicy or Redis: %+v", r)
+		}
+		runner := container(t, &pod, "runner")
+		_, rcommand := runnerArgs(t, runner)
+		if !slices.Equal(rcommand, []string{"mcp-server-everything", "--stdio"}) {
+			t.Errorf("runner command %q", rcommand)
+		}
+		// upstream.env: the runner container's env, never an arg of either container.
+		for _, c := range pod.Containers {
+			if a := strings.Join(c.Args, " "); strings.Contains(a, "LOG=") || strings.Contains(a, "s3cr3t") {
+				t.Errorf("container %s: upstream.env in the args: %q", c.Name, c.Args)
+			}
+		}
+		if _, e := envVar(t, runner, "LOG"); e.Value != "debug" {
+			t.Errorf("LOG %+v", e)
+		}
+		if _, e := envVar(t, runner, "API_TOKEN"); e.Value != "s3cr3t-in-values" {
+			t.Errorf("API_TOKEN %+v", e)
 		}
 	})
 	t.Run("serve", func(t *testing.T) {
@@ -410,8 +460,13 @@ func TestHelmChartVariants(t *testing.T) {
 		want string
 	}{
 		{"replicas without redis", append(base, "--set", "upstream.url=http://up/mcp", "--set", "replicaCount=3"), "need a shared Redis store"},
-		{"no key ring", []string{"--set", "upstream.url=http://up/mcp"}, "keys.existingSecret is required"},
-		{"no upstream", base, "upstream.url"},
+		{"no key ring", []string{"--set", "upstream.url=http://up/mcp"}, "/keys/existingSecret"},
+		{"no upstream", base, "/upstream/url"},
+		{"command without a runner image", append(base, "--set", "upstream.command={mcp-server-everything}"), "runner.image.repository is required"},
+		{"runner as the proxy's uid", append(base, "--set", "upstream.command={x}", "--set", "runner.image.repository=r", "--set", "runner.runAsUser=65532"), "must run under another uid"},
+		{"runner without fsGroup", append(base, "--set", "upstream.command={x}", "--set", "runner.image.repository=r", "--set", "podSecurityContext.fsGroup=null"), "podSecurityContext.fsGroup is required"},
+		{"MRTR_ variable for the command", append(base, "--set", "upstream.command={x}", "--set", "runner.image.repository=r", "--set", "upstream.env.MRTR_KEYS=x"), "MRTR_* variables never reach the command"},
+		{"audit without a place", append(base, "--set", "upstream.url=http://up/mcp", "--set", "audit.enabled=true"), "needs a place that outlives the container"},
 		{"password in values", append(base, "--set", "upstream.url=http://up/mcp", "--set", "redis.url=redis://:hunter2@redis:6379/0"), "redis.existingSecret instead"},
 		{"bad mode", append(base, "--set", "mode=gateway"), "mode"},
 		{"misspelt value", append(base, "--set", "upstream.url=http://up/mcp", "--set", "replicaCont=3"), "'replicaCont' not allowed"},
@@ -425,5 +480,243 @@ func TestHelmChartVariants(t *testing.T) {
 				t.Errorf("the password is in the error: %v", err)
 			}
 		})
+	}
+}
+
+// runnerFlags are the flags of `mrtr runner` (shared/DESIGN.md, "Running the
+// bridge in production", and its log's); each takes a value.
+func runnerFlags() map[string]bool {
+	return map[string]bool{"listen": true, "allow-uid": true, "socket-group": true, "max-children": true, "drain-timeout": true,
+		"log-format": true, "log-level": true}
+}
+
+// runnerArgs splits a runner container's args (mrtr runner --name=value...
+// -- COMMAND...) into its flags, each one the runner has, and the command.
+func runnerArgs(t *testing.T, c *corev1.Container) (flags map[string][]string, command []string) {
+	t.Helper()
+	if len(c.Command) != 0 || len(c.Args) == 0 || c.Args[0] != "runner" {
+		t.Fatalf("runner container command %q, args %q: want the image's entrypoint (mrtr) and runner", c.Command, c.Args)
+	}
+	args := c.Args[1:]
+	i := slices.Index(args, "--")
+	if i < 0 {
+		t.Fatalf("runner args %q: no -- COMMAND", c.Args)
+	}
+	args, command = args[:i], args[i+1:]
+	flags = map[string][]string{}
+	for _, a := range args {
+		name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !strings.HasPrefix(a, "--") || !ok || !runnerFlags()[name] {
+			t.Errorf("runner arg %q: not --name=value of a flag mrtr runner has", a)
+			continue
+		}
+		flags[name] = append(flags[name], value)
+	}
+	return flags, command
+}
+
+// container is the pod's container named name.
+func container(t *testing.T, pod *corev1.PodSpec, name string) *corev1.Container {
+	t.Helper()
+	for i := range pod.Containers {
+		if pod.Containers[i].Name == name {
+			return &pod.Containers[i]
+		}
+	}
+	t.Fatalf("no container %q among %d", name, len(pod.Containers))
+	return nil
+}
+
+// volumeOf is the pod volume a container mounts at path, or nil.
+func volumeOf(pod *corev1.PodSpec, c *corev1.Container, path string) *corev1.Volume {
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == path {
+			for i := range pod.Volumes {
+				if pod.Volumes[i].Name == m.Name {
+					return &pod.Volumes[i]
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// TestHelmChartRunner: with a command upstream (ci/runner-values.yaml) the
+// command runs in a second container, mrtr runner, under a uid other than
+// the proxy's and not root, mounting neither the key ring's Secret nor the
+// audit volume, in a pod that shares no process namespace; the two share
+// only an emptyDir holding the runner's socket, which the proxy names with
+// --runner (and starts no command); the runner admits the proxy's uid and
+// makes its socket the pod's fsGroup's, which the proxy's user is in;
+// upstream.env is the runner's env (a value or a secretKeyRef), never an
+// arg; HOME is a writable emptyDir. The audit trail is a file on the claim,
+// one per pod; the NetworkPolicy admits /mcp from the named peers and the
+// chart's own pods, /metrics from the monitoring namespace.
+func TestHelmChartRunner(t *testing.T) {
+	r := renderChart(t, "-f", filepath.Join(chartDir, "ci", "runner-values.yaml"))
+	pod := r.deployment.Spec.Template.Spec
+	if len(pod.Containers) != 2 {
+		t.Fatalf("%d containers, want mrtr and runner", len(pod.Containers))
+	}
+	if pod.ShareProcessNamespace != nil && *pod.ShareProcessNamespace {
+		t.Error("shareProcessNamespace: the runner's children would see the proxy's processes")
+	}
+	proxyC, runnerC := container(t, &pod, "mrtr"), container(t, &pod, "runner")
+	cmd, flags, command := chartArgs(t, proxyC)
+	if cmd != "proxy" || command != nil || flags["upstream"] != nil {
+		t.Fatalf("mrtr %s %v -- %q: want mrtr proxy --runner SOCKET, no command", cmd, flags, command)
+	}
+	socket := flagValue(t, flags, "runner")
+	rflags, rcommand := runnerArgs(t, runnerC)
+	if !slices.Equal(rcommand, []string{"mcp-server-everything"}) {
+		t.Errorf("runner command %q", rcommand)
+	}
+	if got := flagValue(t, rflags, "listen"); got != socket {
+		t.Errorf("runner --listen=%s, proxy --runner=%s", got, socket)
+	}
+	if runnerC.Image != "registry.example.com/my-mcp-gateway:1.0.0" {
+		t.Errorf("runner image %q", runnerC.Image)
+	}
+
+	// Users: the runner another uid than the proxy, never root; it admits the
+	// proxy's uid; the socket's group is one the proxy's user is in.
+	psc := pod.SecurityContext
+	uidOf := func(c *corev1.Container) int64 {
+		if c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil {
+			return *c.SecurityContext.RunAsUser
+		}
+		if psc != nil && psc.RunAsUser != nil {
+			return *psc.RunAsUser
+		}
+		t.Fatalf("container %s: no runAsUser", c.Name)
+		return 0
+	}
+	proxyUID, runnerUID := uidOf(proxyC), uidOf(runnerC)
+	if runnerUID == proxyUID || runnerUID == 0 {
+		t.Errorf("runner uid %d, proxy uid %d: want another, unprivileged uid", runnerUID, proxyUID)
+	}
+	if got := flagValue(t, rflags, "allow-uid"); got != strconv.FormatInt(proxyUID, 10) {
+		t.Errorf("runner --allow-uid=%s, proxy uid %d", got, proxyUID)
+	}
+	if psc == nil || psc.FSGroup == nil || flagValue(t, rflags, "socket-group") != strconv.FormatInt(*psc.FSGroup, 10) {
+		t.Errorf("runner --socket-group=%v, pod fsGroup %+v: want the fsGroup both containers are in", rflags["socket-group"], psc)
+	}
+	if sc := runnerC.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("runner securityContext %+v", sc)
+	}
+	if n, err := strconv.Atoi(flagValue(t, rflags, "max-children")); err != nil || n < 17 {
+		t.Errorf("runner --max-children=%v: want at least the proxy's default --max-procs (16) plus one", rflags["max-children"])
+	}
+	if d, err := time.ParseDuration(flagValue(t, rflags, "drain-timeout")); err != nil || pod.TerminationGracePeriodSeconds == nil ||
+		time.Duration(*pod.TerminationGracePeriodSeconds)*time.Second <= d {
+		t.Errorf("runner --drain-timeout=%v, grace %v: the runner's drain must end before SIGKILL", rflags["drain-timeout"], pod.TerminationGracePeriodSeconds)
+	}
+
+	// Volumes: the socket's emptyDir is the only one both mount; the runner
+	// mounts no Secret, no claim, nothing the proxy writes.
+	sockVol := volumeOf(&pod, proxyC, filepath.Dir(socket))
+	if sockVol == nil || sockVol.EmptyDir == nil || volumeOf(&pod, runnerC, filepath.Dir(socket)) != sockVol {
+		t.Errorf("socket directory %s: proxy's %+v, runner's %+v: want one emptyDir in both", filepath.Dir(socket), sockVol, volumeOf(&pod, runnerC, filepath.Dir(socket)))
+	}
+	proxyVols := map[string]bool{}
+	for _, m := range proxyC.VolumeMounts {
+		proxyVols[m.Name] = true
+	}
+	for _, m := range runnerC.VolumeMounts {
+		v := volumeOf(&pod, runnerC, m.MountPath)
+		if v == nil || v.EmptyDir == nil {
+			t.Errorf("runner mounts %s at %s: %+v, want emptyDirs only", m.Name, m.MountPath, v)
+		}
+		if proxyVols[m.Name] && v != sockVol {
+			t.Errorf("runner shares the volume %s with the proxy", m.Name)
+		}
+	}
+	_, home := envVar(t, runnerC, "HOME")
+	if v := volumeOf(&pod, runnerC, home.Value); v == nil || v.EmptyDir == nil {
+		t.Errorf("runner HOME=%s is not a writable emptyDir", home.Value)
+	}
+
+	// upstream.env: the runner's env, the token from its Secret; no MRTR_*.
+	if _, e := envVar(t, runnerC, "LOG_LEVEL"); e.Value != "debug" {
+		t.Errorf("LOG_LEVEL %+v", e)
+	}
+	if _, e := envVar(t, runnerC, "API_TOKEN"); e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
+		e.ValueFrom.SecretKeyRef.Name != "everything-token" || e.ValueFrom.SecretKeyRef.Key != "token" {
+		t.Errorf("API_TOKEN %+v: want the secretKeyRef of upstream.env", e)
+	}
+	for _, e := range runnerC.Env {
+		if strings.HasPrefix(e.Name, "MRTR_") {
+			t.Errorf("runner env %s: the runner takes no MRTR_* variable", e.Name)
+		}
+	}
+	if len(runnerC.EnvFrom) != 0 {
+		t.Errorf("runner envFrom %+v", runnerC.EnvFrom)
+	}
+
+	// The audit trail: a file per pod on the claim, in the proxy alone.
+	auditPath := flagValue(t, flags, "audit")
+	if auditPath != "/var/log/mrtr/$(POD_NAME).audit.jsonl" {
+		t.Errorf("--audit=%s", auditPath)
+	}
+	if _, e := envVar(t, proxyC, "POD_NAME"); e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("POD_NAME %+v", e)
+	}
+	if v := volumeOf(&pod, proxyC, filepath.Dir(auditPath)); v == nil || v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "mrtr-audit" {
+		t.Errorf("audit directory %s: volume %+v, want the claim mrtr-audit", filepath.Dir(auditPath), v)
+	}
+
+	// The NetworkPolicy.
+	np := r.networkPolicy
+	if np == nil {
+		t.Fatal("no NetworkPolicy with networkPolicy.enabled")
+	}
+	selects(t, "NetworkPolicy", np.Spec.PodSelector.MatchLabels, r.deployment.Spec.Template.Labels)
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("policyTypes %v", np.Spec.PolicyTypes)
+	}
+	rules := map[string][]networkingv1.NetworkPolicyPeer{}
+	for _, in := range np.Spec.Ingress {
+		if len(in.Ports) != 1 || in.Ports[0].Port == nil {
+			t.Fatalf("ingress rule %+v: want one named port", in)
+		}
+		rules[in.Ports[0].Port.String()] = in.From
+	}
+	if len(rules) != 2 {
+		t.Errorf("ingress rules for ports %v, want http and metrics", rules)
+	}
+	var own, agents bool
+	for _, p := range rules["http"] {
+		own = own || (p.NamespaceSelector == nil && p.PodSelector != nil && labels.SelectorFromSet(p.PodSelector.MatchLabels).Matches(labels.Set(r.deployment.Spec.Template.Labels)))
+		agents = agents || (p.NamespaceSelector != nil && p.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == "agents")
+	}
+	if !own || !agents {
+		t.Errorf("/mcp from %+v: want the chart's own pods (replica forwarding) and networkPolicy.from", rules["http"])
+	}
+	if m := rules["metrics"]; len(m) != 1 || m[0].NamespaceSelector == nil || m[0].PodSelector != nil ||
+		m[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" {
+		t.Errorf("/metrics from %+v: want the monitoring namespace", m)
+	}
+}
+
+// TestHelmChartAudit: audit.stdout gives --audit=- and no volume (mrtr logs
+// on stderr, so the two streams stay apart); audit off writes no trail.
+func TestHelmChartAudit(t *testing.T) {
+	base := []string{"--set", "keys.existingSecret=mrtr-keys", "--set", "upstream.url=http://up/mcp"}
+	r := renderChart(t, append(base, "--set", "audit.enabled=true", "--set", "audit.stdout=true", "--set", "audit.required=true")...)
+	c := &r.deployment.Spec.Template.Spec.Containers[0]
+	_, flags, _ := chartArgs(t, c)
+	if flagValue(t, flags, "audit") != "-" || flagValue(t, flags, "audit-required") != "true" {
+		t.Errorf("flags %v: want --audit=- --audit-required", flags)
+	}
+	for _, m := range c.VolumeMounts {
+		if m.Name == "audit" {
+			t.Errorf("an audit volume with audit.stdout: %+v", m)
+		}
+	}
+	r = renderChart(t, base...)
+	_, flags, _ = chartArgs(t, &r.deployment.Spec.Template.Spec.Containers[0])
+	if flags["audit"] != nil || r.networkPolicy != nil {
+		t.Errorf("--audit %v or a NetworkPolicy %v by default", flags["audit"], r.networkPolicy)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,9 @@ func TestImage(t *testing.T) {
 		t.Fatalf("scripts/image.sh: %v\n%s", err, stderr.String())
 	}
 	t.Cleanup(func() { exec.Command("podman", "rmi", "--force", image).Run() })
+	if strings.Contains(stderr.String(), "not consumed") {
+		t.Errorf("the build warns of build args it does not use:\n%s", stderr.String())
+	}
 	if got := strings.TrimSpace(string(out)); got != image {
 		t.Fatalf("scripts/image.sh printed %q, want %q", got, image)
 	}
@@ -148,6 +152,124 @@ func TestImage(t *testing.T) {
 	}
 
 	t.Run("run", func(t *testing.T) { runImage(t, image, version) })
+	t.Run("documented", func(t *testing.T) { runDocumented(t, image, version) })
+}
+
+// docsImageCommands are the podman secret create and podman run commands of
+// docs/OPERATIONS.md's image section, each split into its words (the
+// continuation lines joined).
+func docsImageCommands(t *testing.T) (secret, run []string) {
+	t.Helper()
+	docs := readRepoFile(t, "docs/OPERATIONS.md")
+	i := strings.Index(docs, "### The image")
+	if i < 0 {
+		t.Fatal("docs/OPERATIONS.md has no section The image")
+	}
+	m := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(docs[i:])
+	if m == nil {
+		t.Fatal("the image section has no sh block")
+	}
+	block := strings.ReplaceAll(m[1], "\\\n", " ")
+	for line := range strings.SplitSeq(block, "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 2 && f[0] == "podman" && f[1] == "secret" && f[2] == "create":
+			secret = f
+		case len(f) > 1 && f[0] == "podman" && f[1] == "run":
+			run = f
+		}
+	}
+	if secret == nil || run == nil {
+		t.Fatalf("the image section's sh block has no podman secret create or podman run:\n%s", m[1])
+	}
+	return secret, run
+}
+
+// runDocumented runs the image section's own commands: podman secret
+// create of a key ring, then its podman run, as written but for what this
+// sandbox needs (the docs name those flags), a port of the test's own on
+// 127.0.0.1, a secret name of the test's own and the image built above.
+// The proxy must start on the mounted key ring (no upstream answers, so
+// /healthz is 200 and /readyz 503) and log the address it listens on as
+// --addr gives it.
+func runDocumented(t *testing.T, image, version string) {
+	secret, run := docsImageCommands(t)
+	docs := readRepoFile(t, "docs/OPERATIONS.md")
+	sandbox := podmanRun()
+	for _, f := range []string{"--runtime runc", "--ulimit nofile=1024:1024", "--ulimit nproc=1000:1000"} {
+		if !strings.Contains(docs, f) {
+			t.Errorf("the docs do not name %q, which this host needs", f)
+		}
+	}
+	suffix := strings.TrimPrefix(version, "0.0.0-test.")
+	secretName := "mrtr-keys-test-" + suffix
+	name := "mrtr-doc-test-" + suffix
+	dir := t.TempDir()
+	if out, err := exec.Command(mrtrBin, "keygen", "--out", filepath.Join(dir, "keys.json")).CombinedOutput(); err != nil {
+		t.Fatalf("mrtr keygen: %v\n%s", err, out)
+	}
+	replace := func(words []string, from, to string) []string {
+		t.Helper()
+		var out []string
+		found := false
+		for _, w := range words {
+			if strings.Contains(w, from) {
+				found = true
+				w = strings.ReplaceAll(w, from, to)
+			}
+			out = append(out, w)
+		}
+		if !found {
+			t.Fatalf("the documented command %q has no %q", words, from)
+		}
+		return out
+	}
+	secret = replace(secret, "mrtr-keys", secretName)
+	cmd := exec.Command(secret[0], secret[1:]...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%q: %v\n%s", secret, err, out)
+	}
+	t.Cleanup(func() { exec.Command("podman", "secret", "rm", secretName).Run() })
+
+	addr := freeAddr(t)
+	_, hostPort, _ := strings.Cut(addr, ":")
+	run = replace(run, "mrtr-keys", secretName)
+	run = replace(run, "8080:8080", "127.0.0.1:"+hostPort+":8080")
+	run = replace(run, "localhost/mrtr:VERSION", image)
+	// podman [sandbox] run --detach --name NAME [the documented rest]
+	args := append(slices.Clip(sandbox), "--detach", "--name", name)
+	args = append(args, run[2:]...)
+	if out, err := exec.Command("podman", args...).CombinedOutput(); err != nil {
+		t.Fatalf("podman %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	t.Cleanup(func() { exec.Command("podman", "rm", "--force", name).Run() })
+	logs := func() string {
+		out, _ := exec.Command("podman", "logs", name).CombinedOutput()
+		return string(out)
+	}
+	var resp *http.Response
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err = http.Get("http://" + addr + "/healthz"); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("GET /healthz: %v; container log:\n%s", err, logs())
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /healthz: %s; container log:\n%s", resp.Status, logs())
+	}
+	log := logs()
+	if !strings.Contains(log, "file=/run/secrets/keys.json") {
+		t.Errorf("the key ring was not read from the secret:\n%s", log)
+	}
+	if !strings.Contains(log, `msg="mrtr serving" url=http://0.0.0.0:8080/mcp`) {
+		t.Errorf("the log does not name the listen address as --addr gives it (0.0.0.0:8080):\n%s", log)
+	}
 }
 
 // podmanRun is podman run with what this sandbox needs and any host

@@ -10,23 +10,37 @@
 #
 # Environment (all optional):
 #   IMAGE     the image name and tag (default localhost/mrtr:$VERSION)
-#   VERSION   the version stamped and labelled (default: `git describe --tags --match
-#             'v[0-9]*' --dirty --always`, without the leading v)
+#   VERSION   the version stamped and labelled (default: X.Y.Z at a clean checkout of
+#             the tag vX.Y.Z, else 0.0.0-dev+REV with REV the commit's first 12 hex
+#             digits: the scheme of `mrtr version` and of goreleaser's snapshots)
 #   GOARCH    the architecture of the binary and the image (default: the host's)
 #   ENGINE    podman or docker (default: podman if on PATH, else docker)
-# Prints the image name on stdout; everything else goes to stderr.
+# Prints the image name on stdout; everything else goes to stderr. With --print-version
+# it prints the version it would stamp and builds nothing.
 set -euo pipefail
 
 die() { echo "image.sh: $*" >&2; exit 1; }
 
 case "${1:-}" in
   "") ;;
-  -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  --print-version) ;;
   *) die "unknown argument: $1 (usage: $0; see --help)" ;;
 esac
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+if [[ -z "${VERSION:-}" ]]; then
+  tag="$(git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null || true)"
+  if [[ -n "$tag" && -z "$(git status --porcelain 2>/dev/null)" ]]; then
+    VERSION="${tag#v}"
+  elif rev="$(git rev-parse HEAD 2>/dev/null)"; then
+    VERSION="0.0.0-dev+${rev:0:12}"
+  else
+    VERSION=0.0.0-dev
+  fi
+fi
+if [[ "${1:-}" == --print-version ]]; then echo "$VERSION"; exit 0; fi
 GO="${GO:-go}"
 command -v "$GO" >/dev/null 2>&1 || die "$GO not found on PATH"
 
@@ -42,11 +56,6 @@ command -v "$ENGINE" >/dev/null 2>&1 || die "$ENGINE not found on PATH"
 CA=/etc/ssl/certs/ca-certificates.crt
 [[ -s "$CA" ]] || die "$CA is missing: install Debian's ca-certificates (scripts/ship-setup.sh)"
 
-if [[ -z "${VERSION:-}" ]]; then
-  VERSION="$(git describe --tags --match 'v[0-9]*' --dirty --always 2>/dev/null || true)"
-  VERSION="${VERSION#v}"
-fi
-[[ -n "$VERSION" ]] || die "no VERSION given and git describe found none"
 [[ "$VERSION" =~ ^[0-9A-Za-z][0-9A-Za-z._+-]*$ ]] || die "VERSION $VERSION: only letters, digits and . _ + - may appear"
 REVISION="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 # The commit's time, not the build's: the same commit gives the same labels and file times.

@@ -146,14 +146,14 @@ func TestVersion(t *testing.T) {
 		if code := a.run(context.Background(), []string{arg}); code != 0 {
 			t.Fatalf("%s: exit %d", arg, code)
 		}
-		want := "mrtr " + version + "\nmodule github.com/mrtr-go/mrtr v0.2.0\ngo go1.26.0\nvcs.revision abc123\nvcs.time 2026-11-30T19:00:00Z\nvcs.modified true\n"
+		want := "mrtr 0.2.0\nmodule github.com/mrtr-go/mrtr v0.2.0\ngo go1.26.0\nvcs.revision abc123\nvcs.time 2026-11-30T19:00:00Z\nvcs.modified true\n"
 		if out.String() != want {
 			t.Fatalf("%s:\n%s\nwant\n%s", arg, out.String(), want)
 		}
 	}
 	// The real build info of the test binary is readable too.
 	code, out, _ := runApp(t, "version")
-	if code != 0 || !strings.HasPrefix(out, "mrtr "+version+"\n") || !strings.Contains(out, "\ngo go1.") {
+	if code != 0 || !strings.HasPrefix(out, "mrtr "+resolveVersion(version, nil)+"\n") || !strings.Contains(out, "\ngo go1.") {
 		t.Fatalf("version: %d %q", code, out)
 	}
 }

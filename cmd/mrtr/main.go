@@ -62,6 +62,7 @@ type app struct {
 
 func main() {
 	superviseIfAsked(os.Args) // before any flag parsing or signal handling
+	version = resolveVersion(version, nil)
 	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
 	ctx, drain := signals()
 	a.drain = drain
@@ -205,7 +206,7 @@ func (a *app) printVersion() {
 	if read == nil {
 		read = debug.ReadBuildInfo
 	}
-	fmt.Fprintf(a.stdout, "mrtr %s\n", version)
+	fmt.Fprintf(a.stdout, "mrtr %s\n", resolveVersion(version, read))
 	bi, ok := read()
 	if !ok {
 		return

@@ -149,7 +149,7 @@ func (c *commonConfig) startMetrics(log *slog.Logger) (stop func(), err error) {
 	}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: defaultIdleTimeout}
 	go srv.Serve(ln)
-	log.Info("mrtr metrics serving", "url", "http://"+ln.Addr().String()+"/metrics")
+	log.Info("mrtr metrics serving", "url", listenURL(c.metricsAddr, ln.Addr(), "/metrics"))
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

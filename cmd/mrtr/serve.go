@@ -26,8 +26,8 @@ import (
 // version is the server version reported to clients and printed by mrtr
 // version. A variable, not a constant, so that a release build can stamp
 // it: go build -ldflags "-X main.version=1.2.3" (.goreleaser.yaml and
-// scripts/image.sh do).
-var version = "0.1.0"
+// scripts/image.sh do); main fills in an unstamped one (resolveVersion).
+var version string
 
 func (a *app) serve(ctx context.Context, args []string) error {
 	c, err := a.parseServe(args)
@@ -109,7 +109,7 @@ func (c *commonConfig) serveMCP(ctx context.Context, log *slog.Logger, h http.Ha
 	}
 	mux.Handle("/mcp", c.mountDrain(endpoint))
 	c.mountHealth(mux, hosts)
-	return runHTTP(ctx, c.newHTTPServer(mux, log), ln, log, &c.drainConfig)
+	return runHTTP(ctx, c.newHTTPServer(mux, log), ln, c.addr, log, &c.drainConfig)
 }
 
 // newGuard builds the key ring, the single-use store and the guard, and
@@ -193,10 +193,10 @@ func (c *commonConfig) newHTTPServer(h http.Handler, log *slog.Logger) *http.Ser
 // runHTTP serves srv on ln until ctx ends, then shuts down gracefully;
 // or, from the drain signal on, until d drained (then the same), or at
 // once when the drain is cut short.
-func runHTTP(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Logger, d *drainConfig) error {
+func runHTTP(ctx context.Context, srv *http.Server, ln net.Listener, addr string, log *slog.Logger, d *drainConfig) error {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	log.Info("mrtr serving", "url", "http://"+ln.Addr().String()+"/mcp")
+	log.Info("mrtr serving", "url", listenURL(addr, ln.Addr(), "/mcp"))
 	drained := false
 	select {
 	case err := <-done:

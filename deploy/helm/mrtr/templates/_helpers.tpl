@@ -45,6 +45,18 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{- define "mrtr.runnerImage" -}}
+{{- $i := .Values.runner.image }}
+{{- if $i.digest }}
+{{- printf "%s@%s" $i.repository $i.digest }}
+{{- else }}
+{{- printf "%s:%s" $i.repository ($i.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/* The runner's socket, on the emptyDir both containers mount. */}}
+{{- define "mrtr.runnerSocket" -}}/run/mrtr-runner/runner.sock{{- end }}
+
 {{/* Whether a Redis store is configured. */}}
 {{- define "mrtr.redis" -}}
 {{- if or .Values.redis.url .Values.redis.existingSecret }}true{{ end }}
@@ -82,6 +94,34 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if not (or .Values.upstream.url .Values.upstream.command) }}
 {{- fail "upstream.url (an MCP server's Streamable HTTP endpoint) or upstream.command is required with mode: proxy" }}
 {{- end }}
+{{- end }}
+{{- if and (eq .Values.mode "proxy") .Values.upstream.command }}
+{{- if not .Values.runner.image.repository }}
+{{- fail "runner.image.repository is required with upstream.command: an image with mrtr and the command's runtime and server installed (deploy/image/Containerfile.stdio builds one); the command runs in a runner container of its own, away from the key ring" }}
+{{- end }}
+{{- if eq (int .Values.runner.runAsUser) (int .Values.podSecurityContext.runAsUser) }}
+{{- fail (printf "runner.runAsUser: %d is the proxy's uid (podSecurityContext.runAsUser): the runner must run under another uid, or its children could read the key ring" (int .Values.runner.runAsUser)) }}
+{{- end }}
+{{- if not .Values.podSecurityContext.fsGroup }}
+{{- fail "podSecurityContext.fsGroup is required with upstream.command: it is the group of the runner's socket, which both containers are in" }}
+{{- end }}
+{{- if not .Values.podSecurityContext.runAsUser }}
+{{- fail "podSecurityContext.runAsUser is required with upstream.command: the runner admits that uid (the proxy's) alone" }}
+{{- end }}
+{{- if eq (int .Values.runner.runAsUser) 0 }}
+{{- fail "runner.runAsUser: 0 is root: give the runner an unprivileged uid of its own" }}
+{{- end }}
+{{- range $k, $v := .Values.upstream.env }}
+{{- if hasPrefix "MRTR_" $k }}
+{{- fail (printf "upstream.env.%s: MRTR_* variables never reach the command (the runner refuses them)" $k) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and .Values.audit.enabled (not .Values.audit.stdout) (not .Values.audit.existingClaim) (not .Values.audit.volume) }}
+{{- fail "audit.enabled needs a place that outlives the container: audit.existingClaim (a PersistentVolumeClaim), audit.volume, or audit.stdout: true (the trail on stdout, the log on stderr)" }}
+{{- end }}
+{{- if and .Values.audit.stdout (or .Values.audit.existingClaim .Values.audit.volume) }}
+{{- fail "audit: give stdout or a volume (existingClaim, volume), not both" }}
 {{- end }}
 {{- if lt (int .Values.terminationGraceExtraSeconds) 1 }}
 {{- fail "terminationGraceExtraSeconds must be at least 1: the drain must end before SIGKILL" }}
