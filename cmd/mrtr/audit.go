@@ -44,6 +44,9 @@ func auditUpstream(c *proxyConfig) string {
 	if len(c.command) > 0 {
 		return "command " + commandName(c.command)
 	}
+	if c.runner != "" {
+		return "runner " + c.runner
+	}
 	if u, err := url.Parse(c.upstream); err == nil {
 		return u.Redacted()
 	}
