@@ -10,8 +10,9 @@
 //     a socket file left by a runner that is gone is removed, a path that
 //     is not a socket, or one another runner listens at, is refused.
 //   - A Server runs one fresh child (stdio.Start, supervised as the
-//     proxy's own children are) for each connection it accepts, whose
-//     stdin and stdout are that connection: each line the peer sends is
+//     proxy's own children are) for each connection it accepts, started
+//     with the peer's first message (a connection that closes before it
+//     starts none), whose stdin and stdout are that connection: each line the peer sends is
 //     one message to the child, each message of the child one line to the
 //     peer. When the connection closes the child is stopped; when the
 //     child ends the connection is closed.

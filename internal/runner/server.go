@@ -157,13 +157,14 @@ func (s *Server) Serve(ln *net.UnixListener) error {
 // accept checks the peer of c and the limit, and serves c.
 func (s *Server) accept(c *net.UnixConn) {
 	uid, err := peerUID(c)
+	// Each refusal is logged before the connection is closed: a peer
+	// that sees it closed finds it in the log.
 	if err != nil {
-		c.Close()
 		s.refused.warn(s.log, MsgRefusedPeer, "error", err)
+		c.Close()
 		return
 	}
 	if !s.allowed(uid) {
-		c.Close()
 		why := "not among --allow-uid"
 		switch uid {
 		case s.self:
@@ -172,16 +173,17 @@ func (s *Server) accept(c *net.UnixConn) {
 			why = "the overflow uid of a peer without a mapping in this user namespace"
 		}
 		s.refused.warn(s.log, MsgRefusedPeer, "peer_uid", uid, "why", why)
+		c.Close()
 		return
 	}
 	s.mu.Lock()
 	if s.closing || len(s.conns) >= s.opts.MaxChildren {
 		closing := s.closing
 		s.mu.Unlock()
-		c.Close()
 		if !closing {
 			s.full.warn(s.log, MsgRefusedLimit, "peer_uid", uid, "max_children", s.opts.MaxChildren)
 		}
+		c.Close()
 		return
 	}
 	cn := &conn{c: c}
@@ -207,6 +209,13 @@ func (s *Server) forget(cn *conn) {
 // serveConn runs a child for cn and relays until either ends.
 func (s *Server) serveConn(cn *conn, uid uint32) {
 	defer cn.c.Close()
+	// The child starts with the peer's first message: a connection that
+	// closes before it (the proxy's check that the runner is there)
+	// starts none.
+	br := bufio.NewReaderSize(cn.c, readBufBytes)
+	if _, err := br.Peek(1); err != nil {
+		return
+	}
 	cfg := s.opts.Child
 	cfg.Logger = s.log.With("peer_uid", uid)
 	ch, err := stdio.Start(cfg)
@@ -241,7 +250,7 @@ func (s *Server) serveConn(cn *conn, uid uint32) {
 	if max <= 0 {
 		max = stdio.DefaultMaxMessageBytes
 	}
-	err = readLines(cn.c, max, func(line []byte) error { return ch.Send(line) })
+	err = readLines(br, max, func(line []byte) error { return ch.Send(line) })
 	if errors.Is(err, errLineTooLong) {
 		s.log.Warn("mrtr runner: the peer sent a line over the message limit: connection closed", "peer_uid", uid, "pid", ch.Pid(), "max_message_bytes", max)
 	}
@@ -259,6 +268,9 @@ func exitOf(err error) string {
 	return err.Error()
 }
 
+// readBufBytes is the read buffer of a connection.
+const readBufBytes = 64 << 10
+
 // errLineTooLong is readLines's error for a line over its limit.
 var errLineTooLong = errors.New("runner: line over the message limit")
 
@@ -267,7 +279,7 @@ var errLineTooLong = errors.New("runner: line over the message limit")
 // is longer than max (errLineTooLong) or each fails. An unterminated
 // last line is dropped, as stdio drops one.
 func readLines(r io.Reader, max int, each func([]byte) error) error {
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := bufio.NewReaderSize(r, readBufBytes) // r itself when it is a big enough *bufio.Reader
 	var line []byte
 	for {
 		frag, err := br.ReadSlice('\n')

@@ -305,6 +305,9 @@ func waitGone(t *testing.T, pid int, why string) {
 func TestRunnerChildStoppedWhenConnectionCloses(t *testing.T) {
 	ts := serve(t, Options{AllowUIDs: []uint32{uint32(os.Getuid())}, self: uid(4242), Child: pidChild()})
 	c := ts.dial(t)
+	if err := c.Send([]byte(`{}`)); err != nil { // the first message starts the child
+		t.Fatal(err)
+	}
 	line, ok := recv(t, c)
 	pid, err := strconv.Atoi(line)
 	if !ok || err != nil {
@@ -318,6 +321,7 @@ func TestRunnerChildStoppedWhenConnectionCloses(t *testing.T) {
 
 	ts2 := serve(t, Options{AllowUIDs: []uint32{uint32(os.Getuid())}, self: uid(4242), Child: stdio.Config{Path: "/bin/sh", Args: []string{"-c", "echo '\"bye\"'; exit 3"}}})
 	c2 := ts2.dial(t)
+	_ = c2.Send([]byte(`{}`))
 	if m, ok := recv(t, c2); !ok || m != `"bye"` {
 		t.Fatalf("first message %q %v", m, ok)
 	}
@@ -374,6 +378,7 @@ func TestRunnerDrain(t *testing.T) {
 	// Cut short: the children left are stopped.
 	ts2 := serve(t, Options{AllowUIDs: []uint32{uint32(os.Getuid())}, self: uid(4242), Child: pidChild()})
 	c2 := ts2.dial(t)
+	_ = c2.Send([]byte(`{}`))
 	line, _ := recv(t, c2)
 	pid, err := strconv.Atoi(line)
 	if err != nil {
@@ -460,5 +465,27 @@ func TestRunnerLongLine(t *testing.T) {
 	}
 	if !strings.Contains(ts.logs.String(), "over the message limit") {
 		t.Fatalf("not logged:\n%s", ts.logs.String())
+	}
+}
+
+// TestRunnerNoChildBeforeFirstMessage: a connection that closes before it
+// sends anything (the proxy's check that the runner is there) starts no
+// child.
+func TestRunnerNoChildBeforeFirstMessage(t *testing.T) {
+	ts := serve(t, Options{AllowUIDs: []uint32{uint32(os.Getuid())}, self: uid(4242)})
+	for range 3 {
+		c := ts.dial(t)
+		_ = c.Close(context.Background())
+	}
+	for deadline := time.Now().Add(10 * time.Second); ts.Running() > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still served 10 s after they closed", ts.Running())
+		}
+	}
+	if !echoes(t, ts.dial(t)) {
+		t.Fatal("not served")
+	}
+	if n := strings.Count(ts.logs.String(), "child started"); n != 1 {
+		t.Fatalf("%d children started, want 1 (for the connection that sent a message):\n%s", n, ts.logs.String())
 	}
 }
