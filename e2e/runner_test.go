@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -201,6 +202,9 @@ func TestRunnerBridgeOtherUID(t *testing.T) {
 			t.Fatalf("%d children started, %d ended 15 s after the proxy exited:\n%s", r.count("mrtr runner: child started"), r.count("mrtr runner: child ended"), tail(r.logs.String(), 40))
 		}
 	}
+	if !strings.Contains(r.logs.String(), `"stream":"stderr"`) {
+		t.Errorf("the child's stderr is not in the runner's log:\n%s", r.logs.String())
+	}
 	if strings.Contains(r.logs.String(), "connection refused: its peer's uid is not allowed") {
 		t.Errorf("the runner refused the proxy:\n%s", r.logs.String())
 	}
@@ -272,4 +276,133 @@ func TestRunnerChildCannotReadKeys(t *testing.T) {
 	if strings.Contains(out, `"keys"`) || strings.Contains(logs, `"keys":[`) {
 		t.Fatalf("the key ring's contents reached the runner's child: %s", out)
 	}
+}
+
+// runnerEcho is a connection to r's child `sh -c 'echo $$; exec cat'`:
+// its first message starts the child, which answers with its pid, then
+// echoes.
+type runnerEcho struct {
+	c   net.Conn
+	s   *bufio.Scanner
+	pid int
+}
+
+func dialEcho(t *testing.T, r *runnerProc) *runnerEcho {
+	t.Helper()
+	c, err := net.Dial("unix", r.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	e := &runnerEcho{c: c, s: bufio.NewScanner(c)}
+	if !e.echoes(t) {
+		t.Fatal("the child does not echo")
+	}
+	return e
+}
+
+// echoes sends a message and reports whether it comes back (after the
+// pid, the first time).
+func (e *runnerEcho) echoes(t *testing.T) bool {
+	t.Helper()
+	e.c.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := e.c.Write([]byte(`{"n":1}` + "\n")); err != nil {
+		return false
+	}
+	for e.s.Scan() {
+		if e.pid == 0 {
+			n, err := strconv.Atoi(e.s.Text())
+			if err != nil {
+				t.Fatalf("the child's first line %q is no pid", e.s.Text())
+			}
+			e.pid = n
+			continue
+		}
+		return e.s.Text() == `{"n":1}`
+	}
+	return false
+}
+
+// gone waits up to 10 s for pid to end, and reports whether it did.
+func gone(pid int) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return true
+		}
+		if _, rest, _ := strings.Cut(string(b), ") "); strings.HasPrefix(rest, "Z") {
+			return true
+		}
+	}
+	return false
+}
+
+// runnerExitedWithin reports whether r exits within d.
+func runnerExitedWithin(r *runnerProc, d time.Duration) bool {
+	select {
+	case <-r.exited:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// TestRunnerDrainSignals pins the runner's drain (issue 35 item 2): on
+// SIGTERM it accepts no new connection (its socket is gone) but serves
+// an open one; a second SIGTERM, or --drain-timeout, then stops it at
+// once, exit 0, the child stopped. Killed with SIGKILL, its children die
+// with it (the supervisor).
+func TestRunnerDrainSignals(t *testing.T) {
+	cmd := []string{"/bin/sh", "-c", "echo $$; exec cat"}
+	for _, tc := range []struct {
+		name, timeout, want string
+		second              bool
+	}{
+		{"second signal", "10m", "second signal", true},
+		{"drain timeout", "2s", "--drain-timeout", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startRunner(t, runnerHome(t), []string{"--drain-timeout", tc.timeout}, cmd...)
+			e := dialEcho(t, r)
+			if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			waitLog(t, r.logs, "mrtr runner draining: no new connection; serving the open ones until they end (a second SIGTERM or SIGINT stops at once)")
+			if _, err := net.Dial("unix", r.sock); err == nil {
+				t.Fatal("a new connection was accepted during the drain")
+			}
+			if !e.echoes(t) {
+				t.Fatal("the open connection is not served during the drain")
+			}
+			if runnerExitedWithin(r, time.Second) {
+				t.Fatalf("the runner exited with a connection open:\n%s", r.logs.String())
+			}
+			if tc.second {
+				if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !runnerExitedWithin(r, 10*time.Second) {
+				t.Fatalf("the runner still runs 10 s later:\n%s", r.logs.String())
+			}
+			if r.err != nil || !strings.Contains(r.logs.String(), "drain cut short") || !strings.Contains(r.logs.String(), tc.want) {
+				t.Fatalf("exit %v, log:\n%s", r.err, r.logs.String())
+			}
+			if !gone(e.pid) {
+				t.Fatalf("the child (pid %d) outlived the runner", e.pid)
+			}
+		})
+	}
+	t.Run("kill -9", func(t *testing.T) {
+		r := startRunner(t, runnerHome(t), nil, cmd...)
+		e := dialEcho(t, r)
+		if err := r.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-r.exited
+		r.err = nil // killed on purpose
+		if !gone(e.pid) {
+			t.Fatalf("the child (pid %d) outlived the runner's SIGKILL", e.pid)
+		}
+	})
 }

@@ -253,8 +253,11 @@ func (s *Server) serveConn(cn *conn, uid uint32) {
 	err = readLines(br, max, func(line []byte) error { return ch.Send(line) })
 	if errors.Is(err, errLineTooLong) {
 		s.log.Warn("mrtr runner: the peer sent a line over the message limit: connection closed", "peer_uid", uid, "pid", ch.Pid(), "max_message_bytes", max)
+		cn.c.Close()
 	}
-	cn.c.Close()
+	// The connection ended (or the child's stdin did: it exited): the
+	// child is stopped, and what it writes until it ends still reaches
+	// the peer; the relay above closes the connection then.
 	_ = ch.Stop(context.Background())
 	<-out
 	s.log.Debug("mrtr runner: child ended", "pid", ch.Pid(), "peer_uid", uid, "exit", exitOf(ch.Err()))

@@ -489,3 +489,43 @@ func TestRunnerNoChildBeforeFirstMessage(t *testing.T) {
 		t.Fatalf("%d children started, want 1 (for the connection that sent a message):\n%s", n, ts.logs.String())
 	}
 }
+
+// TestRunnerLastWordsAfterStdinCloses: a child whose stdin is closed (it
+// closed it, or exited) still gets what it writes until it ends to the
+// peer: a message the peer sends then does not cut the connection.
+func TestRunnerLastWordsAfterStdinCloses(t *testing.T) {
+	ts := serve(t, Options{AllowUIDs: []uint32{uint32(os.Getuid())}, self: uid(4242), Child: stdio.Config{
+		Path: "/bin/sh", Args: []string{"-c", `exec 0<&-; echo '"a"'; sleep 0.3; echo '"b"'`}, StopGrace: 5 * time.Second}})
+	c := ts.dial(t)
+	_ = c.Send([]byte(`{}`))
+	if m, ok := recv(t, c); !ok || m != `"a"` {
+		t.Fatalf("first message %q %v", m, ok)
+	}
+	_ = c.Send([]byte(`{"after":"stdin closed"}`)) // fails in the runner: the child's stdin is closed
+	if m, ok := recv(t, c); !ok || m != `"b"` {
+		t.Fatalf("the child's last words: %q %v, want \"b\"", m, ok)
+	}
+}
+
+// TestRunnerStripsMRTR: a child of the runner never sees an MRTR_*
+// variable of the runner's environment (mrtr runner refuses to start
+// with one; this is the second line).
+func TestRunnerStripsMRTR(t *testing.T) {
+	t.Setenv("MRTR_KEYS", "v1-not-for-children")
+	t.Setenv("RUNNER_TEST_VISIBLE", "yes")
+	ts := serve(t, Options{AllowUIDs: []uint32{uint32(os.Getuid())}, self: uid(4242), Child: stdio.Config{Path: "/usr/bin/env"}})
+	c := ts.dial(t)
+	_ = c.Send([]byte(`{}`))
+	var env []string
+	for {
+		m, ok := recv(t, c)
+		if !ok {
+			break
+		}
+		env = append(env, m)
+	}
+	all := strings.Join(env, "\n")
+	if strings.Contains(all, "MRTR_") || !strings.Contains(all, "RUNNER_TEST_VISIBLE=yes") {
+		t.Fatalf("the child's environment:\n%s", all)
+	}
+}
