@@ -178,6 +178,9 @@ func TestProxyRunnerConflicts(t *testing.T) {
 			t.Errorf("mrtr proxy %v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
 		}
 	}
+	if code, _, errOut := runAppEnv(t, map[string]string{"MRTR_RUNNER": sock}, "proxy", "--addr", "127.0.0.1:0"); code != 1 || !strings.Contains(errOut, "no runner answers at the socket "+sock) {
+		t.Errorf("$MRTR_RUNNER, no runner: exit %d, stderr %q; want 1 and the socket named", code, errOut)
+	}
 	for _, era := range []string{"auto", "legacy", "modern"} {
 		code, _, errOut := runApp(t, "proxy", "--addr", "127.0.0.1:0", "--upstream-era", era, "--runner", sock)
 		if code != 1 || !strings.Contains(errOut, "no runner answers at the socket "+sock) {
