@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -405,4 +406,75 @@ func TestRunnerDrainSignals(t *testing.T) {
 			t.Fatalf("the child (pid %d) outlived the runner's SIGKILL", e.pid)
 		}
 	})
+}
+
+// TestRunnerModernDirect: a 2026-07-28 command (mrtr serve --stdio, run
+// by the runner as another uid) behind `mrtr proxy --runner` with the era
+// probed: the probe's connection is the shared child and serves the
+// first call, whose pause the proxy seals and whose resume completes.
+func TestRunnerModernDirect(t *testing.T) {
+	dir := runnerHome(t)
+	r := startRunner(t, dir, nil, filepath.Join(dir, "mrtr"), "serve", "--stdio")
+	p := startProxyProc(t, "--runner", r.sock)
+	if !strings.Contains(p.logs.String(), "the upstream speaks 2026-07-28") {
+		t.Fatalf("the era probe through the runner did not find a 2026-07-28 server:\n%s", p.logs.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, e := modernRPC(t, ctx, p.url, "deploy", map[string]any{"service": "api", "env": "staging"}, "", nil)
+	var st string
+	json.Unmarshal(res["requestState"], &st)
+	if e != nil || string(res["resultType"]) != `"input_required"` || !strings.HasPrefix(st, "v1.") {
+		t.Fatalf("deploy: %v %v, want a sealed pause", res, e)
+	}
+	res, e = modernRPC(t, ctx, p.url, "deploy", map[string]any{"service": "api", "env": "staging"}, st,
+		map[string]any{"confirm": map[string]any{"action": "accept", "content": map[string]any{"approve": true}}})
+	if e != nil || !strings.Contains(string(res["content"]), "deployed api to staging") {
+		t.Fatalf("the resume: %v %v", res, e)
+	}
+	if n := r.count("mrtr runner: child started"); n != 1 {
+		t.Fatalf("%d children started, want 1 (the probe's, which serves the calls)", n)
+	}
+}
+
+// modernRPC is one 2026-07-28 tools/call with the headers a 2026-07-28
+// server requires: its result, or its error.
+func modernRPC(t *testing.T, ctx context.Context, url, tool string, args map[string]any, state string, answers map[string]any) (map[string]json.RawMessage, *rpcError) {
+	t.Helper()
+	params := map[string]any{"name": tool, "arguments": args, "_meta": map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "e2e", "version": "1"},
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}},
+	}}
+	if state != "" {
+		params["requestState"] = state
+		params["inputResponses"] = answers
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", tool)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	msg := raw
+	for _, l := range bytes.Split(raw, []byte("\n")) {
+		if d, ok := bytes.CutPrefix(l, []byte("data: ")); ok && bytes.Contains(d, []byte(`"id":1`)) {
+			msg = d
+		}
+	}
+	var m struct {
+		Result map[string]json.RawMessage `json:"result"`
+		Error  *rpcError                  `json:"error"`
+	}
+	if err := json.Unmarshal(msg, &m); err != nil || (m.Result == nil) == (m.Error == nil) {
+		t.Fatalf("%s: not a JSON-RPC response (%v): %s", tool, err, raw)
+	}
+	return m.Result, m.Error
 }

@@ -32,9 +32,7 @@ func Listen(path string, gid int) (*net.UnixListener, error) {
 	if err := removeStale(path); err != nil {
 		return nil, err
 	}
-	old := syscall.Umask(0o177)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	syscall.Umask(old)
+	ln, err := listenPrivate(path)
 	if err != nil {
 		return nil, fmt.Errorf("runner: listen at %s: %w", path, err)
 	}
