@@ -68,10 +68,9 @@ func (c *Conn) read() {
 		msg := append([]byte(nil), line...) // the receiver's own
 		select {
 		case c.msgs <- msg:
-			return nil
-		case <-c.abandon:
-			return net.ErrClosed
+		case <-c.abandon: // dropped: Close waits for the end, not for a receiver
 		}
+		return nil
 	})
 }
 
@@ -112,18 +111,25 @@ func (c *Conn) Send(msg []byte) error {
 	return nil
 }
 
-// Close ends the connection, on which the runner stops the child, and
-// waits (at most until ctx ends) for its reader to return. It is
-// idempotent.
+// Close stops the child as stdio.Child.Stop does: it ends the
+// connection's sending half (the child's stdin), on which the runner
+// stops the child (its grace, then SIGTERM, then SIGKILL), and waits for
+// the runner to close the connection once the child has ended. Messages
+// not yet received are dropped. When ctx ends first the connection is
+// closed at once and Close returns ctx.Err(). It is idempotent.
 func (c *Conn) Close(ctx context.Context) error {
 	c.once.Do(func() {
 		close(c.abandon)
-		c.c.Close()
+		if err := c.c.CloseWrite(); err != nil {
+			c.c.Close()
+		}
 	})
 	select {
 	case <-c.done:
 		return nil
 	case <-ctx.Done():
+		c.c.Close()
+		<-c.done
 		return ctx.Err()
 	}
 }

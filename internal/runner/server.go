@@ -243,6 +243,9 @@ func (s *Server) serveConn(cn *conn, uid uint32) {
 				cn.c.Close()
 			}
 		}
+		// Closed once the child is reaped: a peer that sees the end
+		// knows the child is gone (Conn.Close waits for it).
+		<-ch.Done()
 		cn.c.Close()
 	}()
 	// The peer's messages to the child, until the connection ends.

@@ -529,3 +529,45 @@ func TestRunnerStripsMRTR(t *testing.T) {
 		t.Fatalf("the child's environment:\n%s", all)
 	}
 }
+
+// TestConnCloseWaitsForTheChild: Close returns once the runner's child
+// has ended (as stdio's Stop returns once its child is reaped), so the
+// proxy's count of children is the runner's; with ctx ended it cuts the
+// connection at once.
+func TestConnCloseWaitsForTheChild(t *testing.T) {
+	ts := serve(t, Options{AllowUIDs: []uint32{uint32(os.Getuid())}, self: uid(4242), Child: stdio.Config{
+		Path: "/bin/sh", Args: []string{"-c", `echo $$; read x; read y; sleep 0.3`}, StopGrace: 5 * time.Second}})
+	c := ts.dial(t)
+	_ = c.Send([]byte(`{}`))
+	line, _ := recv(t, c)
+	pid, err := strconv.Atoi(line)
+	if err != nil {
+		t.Fatalf("first line %q", line)
+	}
+	if err := c.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Fatalf("the child (pid %d) still runs when Close returned", pid)
+	}
+	if err := c.Send([]byte(`{}`)); !errors.Is(err, stdio.ErrExited) {
+		t.Fatalf("Send after Close: %v", err)
+	}
+
+	// A child that ignores its stdin's end and SIGTERM: Close with an
+	// ended ctx does not wait for it; the runner still stops it.
+	ts2 := serve(t, Options{AllowUIDs: []uint32{uint32(os.Getuid())}, self: uid(4242), Child: pidChild()})
+	c2 := ts2.dial(t)
+	_ = c2.Send([]byte(`{}`))
+	line, _ = recv(t, c2)
+	pid, err = strconv.Atoi(line)
+	if err != nil {
+		t.Fatalf("first line %q", line)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c2.Close(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Close with an ended ctx: %v", err)
+	}
+	waitGone(t, pid, "its connection closed")
+}
