@@ -571,3 +571,29 @@ func TestConnCloseWaitsForTheChild(t *testing.T) {
 	}
 	waitGone(t, pid, "its connection closed")
 }
+
+// TestRunnerRefusalsRateLimited: a flood of refused peers is not a flood
+// of warnings; the next one logged counts those left out.
+func TestRunnerRefusalsRateLimited(t *testing.T) {
+	ts := serve(t, Options{AllowUIDs: []uint32{5}, self: uid(4242)})
+	const n = 40
+	for range n {
+		c := ts.dial(t)
+		if _, ok := recv(t, c); ok {
+			t.Fatal("a refused peer got a message")
+		}
+		_ = c.Close(context.Background())
+	}
+	logged := strings.Count(ts.logs.String(), MsgRefusedPeer)
+	if logged < 1 || logged > warnBurst+n/4 {
+		t.Fatalf("%d refusals, %d warnings: want at least one, and far fewer than refusals", n, logged)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(ts.logs.String(), `"suppressed":`); time.Sleep(100 * time.Millisecond) {
+		c := ts.dial(t)
+		recv(t, c)
+		_ = c.Close(context.Background())
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning counts the suppressed ones:\n%s", ts.logs.String())
+		}
+	}
+}
