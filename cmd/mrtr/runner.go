@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/user"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -223,6 +224,9 @@ func (a *app) runner(ctx context.Context, args []string) error {
 	}
 	if name := reservedVar(environ()); name != "" {
 		return fmt.Errorf("$%s is set: %w", name, errRunnerEnv) // its name, never its value
+	}
+	if !runner.Supported {
+		return fmt.Errorf("the runner tells a peer's uid by SO_PEERCRED, which %s lacks: it runs on Linux only", runtime.GOOS)
 	}
 	if err := checkCommand(c.command); err != nil {
 		return err

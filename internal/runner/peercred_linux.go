@@ -5,8 +5,9 @@ import (
 	"syscall"
 )
 
-// peerSupported reports whether peerUID can tell a peer's uid here.
-const peerSupported = true
+// Supported reports whether a Server can run here: it must tell a
+// peer's uid (SO_PEERCRED, Linux).
+const Supported = true
 
 // peerUID is the uid of the process that connected c, as the kernel
 // recorded it at connect (SO_PEERCRED).

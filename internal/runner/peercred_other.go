@@ -7,8 +7,8 @@ import (
 	"net"
 )
 
-// peerSupported reports whether peerUID can tell a peer's uid here: only
-// on Linux (SO_PEERCRED), so a Server refuses to run elsewhere.
-const peerSupported = false
+// Supported reports whether a Server can run here: it must tell a
+// peer's uid, which it does only on Linux (SO_PEERCRED).
+const Supported = false
 
 func peerUID(*net.UnixConn) (uint32, error) { return 0, errors.ErrUnsupported }

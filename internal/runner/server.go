@@ -118,7 +118,7 @@ var ErrServerClosed = errors.New("runner: server closed")
 // else the listener's error. It refuses to run where a peer's uid cannot
 // be told (outside Linux).
 func (s *Server) Serve(ln *net.UnixListener) error {
-	if !peerSupported {
+	if !Supported {
 		ln.Close()
 		return fmt.Errorf("runner: %w: telling a peer's uid needs SO_PEERCRED (Linux)", errors.ErrUnsupported)
 	}
