@@ -365,6 +365,9 @@ func TestRunnerDrainSignals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := startRunner(t, runnerHome(t), []string{"--drain-timeout", tc.timeout}, cmd...)
 			e := dialEcho(t, r)
+			if uid := uidOf(t, e.pid); uid != strconv.Itoa(runnerUID) {
+				t.Fatalf("the child runs as uid %s, want the runner's %d", uid, runnerUID)
+			}
 			if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
@@ -477,4 +480,20 @@ func modernRPC(t *testing.T, ctx context.Context, url, tool string, args map[str
 		t.Fatalf("%s: not a JSON-RPC response (%v): %s", tool, err, raw)
 	}
 	return m.Result, m.Error
+}
+
+// uidOf is the real uid of process pid.
+func uidOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" {
+			return f[1]
+		}
+	}
+	t.Fatalf("no Uid line in /proc/%d/status", pid)
+	return ""
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/mrtr-go/mrtr/internal/stdio"
 )
@@ -111,12 +112,17 @@ func (c *Conn) Send(msg []byte) error {
 	return nil
 }
 
+// CloseWait bounds Close's wait for the runner to end the child: the
+// runner's stop takes two stdio.DefaultStopGrace at most (then SIGKILL).
+const CloseWait = 2*stdio.DefaultStopGrace + 2*time.Second
+
 // Close stops the child as stdio.Child.Stop does: it ends the
 // connection's sending half (the child's stdin), on which the runner
 // stops the child (its grace, then SIGTERM, then SIGKILL), and waits for
 // the runner to close the connection once the child has ended. Messages
-// not yet received are dropped. When ctx ends first the connection is
-// closed at once and Close returns ctx.Err(). It is idempotent.
+// not yet received are dropped. When ctx ends first, or CloseWait has
+// passed, the connection is closed at once, and Close returns ctx.Err()
+// (or nil). It is idempotent.
 func (c *Conn) Close(ctx context.Context) error {
 	c.once.Do(func() {
 		close(c.abandon)
@@ -124,8 +130,14 @@ func (c *Conn) Close(ctx context.Context) error {
 			c.c.Close()
 		}
 	})
+	bound := time.NewTimer(CloseWait)
+	defer bound.Stop()
 	select {
 	case <-c.done:
+		return nil
+	case <-bound.C:
+		c.c.Close()
+		<-c.done
 		return nil
 	case <-ctx.Done():
 		c.c.Close()

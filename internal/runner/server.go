@@ -239,8 +239,11 @@ func (s *Server) serveConn(cn *conn, uid uint32) {
 				continue // drained, so the child is never blocked on us
 			}
 			if _, err := cn.c.Write(append(msg, '\n')); err != nil {
+				// The peer is gone: stop the child now, even if the relay
+				// the other way is blocked in a Send it does not read.
 				broken = true
 				cn.c.Close()
+				go ch.Stop(context.Background())
 			}
 		}
 		// Closed once the child is reaped: a peer that sees the end
