@@ -50,6 +50,9 @@ func auditUpstream(c *proxyConfig) string {
 	if len(c.command) > 0 {
 		return "command " + commandName(c.command)
 	}
+	if c.runner != "" {
+		return "runner " + c.runner
+	}
 	return upstreamShown(c.upstream)
 }
 

@@ -455,8 +455,14 @@ func (f *flags) writeHelp(w io.Writer) {
 			if d.def != "" {
 				tail = append(tail, "default "+d.def)
 			}
-			tail = append(tail, "$"+d.env)
-			fmt.Fprintf(w, "%s\n%s\n", head, wrap(d.usage+" ("+strings.Join(tail, ", ")+")", "      ", 78))
+			if d.env != "" { // mrtr runner's flags have none
+				tail = append(tail, "$"+d.env)
+			}
+			usage := d.usage
+			if len(tail) > 0 {
+				usage += " (" + strings.Join(tail, ", ") + ")"
+			}
+			fmt.Fprintf(w, "%s\n%s\n", head, wrap(usage, "      ", 78))
 		}
 	}
 	if f.rest != nil {

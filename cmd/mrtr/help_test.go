@@ -10,7 +10,7 @@ import (
 
 // helpCommands are the commands whose --help the tests read.
 var helpCommands = [][]string{
-	{"serve"}, {"proxy"}, {"call"}, {"probe"}, {"keygen"}, {"keys"}, {"keys", "status"}, {"keys", "rotate"},
+	{"serve"}, {"proxy"}, {"runner"}, {"call"}, {"probe"}, {"keygen"}, {"keys"}, {"keys", "status"}, {"keys", "rotate"},
 	{"audit"}, {"audit", "verify"},
 }
 

@@ -23,6 +23,8 @@ Usage:
   mrtr serve [flags]                     run the reference MCP server (Streamable HTTP at /mcp, or --stdio)
   mrtr proxy --upstream URL [flags]      seal the requestState of any MCP server (Streamable HTTP at /mcp)
   mrtr proxy [flags] -- COMMAND [ARG...] the same for a server run as a command over stdio (2025-11-25 ones bridged)
+  mrtr proxy --runner SOCKET [flags]     the same, each process a child of mrtr runner (another uid: it never sees the keys)
+  mrtr runner [flags] -- COMMAND [ARG...] run the command for proxy --runner under a uid of its own (--listen SOCKET --allow-uid UID)
   mrtr call URL                          list a server's tools, prompts and resources
   mrtr call URL TOOL [--arg k=v ...]     call a tool, answering its questions in the terminal
   mrtr call URL --prompt NAME | --resource URI   get a prompt or read a resource the same way
@@ -46,6 +48,9 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// environ lists the process's environment (mrtr runner refuses any
+	// MRTR_* variable in it); nil means os.Environ.
+	environ func() []string
 	// buildInfo reads the binary's build information; nil means
 	// debug.ReadBuildInfo.
 	buildInfo func() (*debug.BuildInfo, bool)
@@ -111,7 +116,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return 2
 	}
 	var err error
-	if args[0] != "serve" && args[0] != "proxy" {
+	if args[0] != "serve" && args[0] != "proxy" && args[0] != "runner" {
 		var cancel context.CancelFunc
 		ctx, cancel = a.untilDrain(ctx)
 		defer cancel()
@@ -121,6 +126,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.serve(ctx, args[1:])
 	case "proxy":
 		err = a.proxy(ctx, args[1:])
+	case "runner":
+		err = a.runner(ctx, args[1:])
 	case "call":
 		err = a.call(ctx, args[1:])
 	case "probe":

@@ -56,7 +56,11 @@ func proxyFlags(f *flags, c *proxyConfig) {
 		switch {
 		case len(c.command) > 0 && c.upstream != "":
 			return flagErr("upstream", "and a command after -- both name an upstream: give one")
-		case len(c.command) > 0:
+		case c.runner != "" && c.upstream != "":
+			return flagErr("runner", "and --upstream both name an upstream: give one")
+		case c.runner != "" && len(c.command) > 0:
+			return flagErr("runner", "and a command after -- both name an upstream: the command is the runner's (mrtr runner ... -- COMMAND)")
+		case len(c.command) > 0 || c.runner != "":
 			return nil
 		case c.upstream == "":
 			return flagErr("upstream", "is required (the URL of the MCP server to put mrtr in front of), or a command after --: mrtr proxy [flags] -- npx -y PACKAGE")
@@ -66,6 +70,7 @@ func proxyFlags(f *flags, c *proxyConfig) {
 		}
 		return nil
 	})
+	runnerFlag(f, &c.upstreamConfig)
 	f.Duration(groupUpstream, &c.upstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout,
 		"longest wait for the upstream's answer to one request (GET streams and subscriptions/listen are not limited)")
 	f.Duration(groupUpstream, &c.dialTimeout, "upstream-dial-timeout", proxy.DefaultDialTimeout, "longest wait to connect to the upstream")
@@ -99,7 +104,7 @@ func defaultUpstreamTransport() string {
 // parseProxy reads flags over environment variables over defaults.
 func (a *app) parseProxy(args []string) (*proxyConfig, error) {
 	c := new(proxyConfig)
-	f := a.newFlags("proxy", "mrtr proxy --upstream URL [flags]\n       mrtr proxy [flags] -- COMMAND [ARG...]", proxyAbout)
+	f := a.newFlags("proxy", "mrtr proxy --upstream URL [flags]\n       mrtr proxy [flags] -- COMMAND [ARG...]\n       mrtr proxy --runner SOCKET [flags]", proxyAbout)
 	f.examples = proxyExamples
 	proxyFlags(f, c)
 	if i := slices.Index(args, "--"); i >= 0 { // the upstream command, run as is: never parsed as flags
@@ -170,6 +175,8 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	upstream, upstreamName := c.upstream, c.upstream
 	if len(c.command) > 0 {
 		upstream, upstreamName = stdioUpstreamURL, "command "+commandName(c.command)
+	} else if c.runner != "" {
+		upstream, upstreamName = stdioUpstreamURL, "runner "+c.runner
 	} else {
 		upstreamName = upstreamShown(c.upstream) // audit.go: no userinfo, query or fragment
 	}
@@ -218,7 +225,7 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 	if late != nil {
 		c.bindLate(ctx, log, guard, h, opts, replicas)
 		endpoint = late
-	} else if len(c.command) == 0 {
+	} else if len(c.command) == 0 && c.runner == "" {
 		// Not fatal: the upstream may start after the proxy. (A command
 		// upstream has its own readiness check, added by upstreamTransport.)
 		cctx, cancel := context.WithTimeout(ctx, c.dialTimeout+2*time.Second)

@@ -24,6 +24,7 @@ import (
 	"github.com/mrtr-go/mrtr/internal/app/observe"
 	"github.com/mrtr-go/mrtr/internal/bridge"
 	"github.com/mrtr-go/mrtr/internal/rpc"
+	"github.com/mrtr-go/mrtr/internal/runner"
 	"github.com/mrtr-go/mrtr/internal/stdio"
 	"github.com/mrtr-go/mrtr/proxy"
 )
@@ -45,6 +46,7 @@ const stdioUpstreamURL = "http://stdio.upstream/mcp"
 type upstreamConfig struct {
 	obs     *telemetry // set by the proxy: where /readyz and /metrics learn of the upstream
 	command []string   // after --; empty for --upstream URL
+	runner  string     // --runner SOCKET: every child is a connection to mrtr runner (runnerdial.go)
 	era     string
 	env     []string // --upstream-env K=V
 	user    string   // --upstream-user USER[:GROUP]; empty: the proxy's user
@@ -197,26 +199,12 @@ func commandName(cmd []string) string { return filepath.Base(cmd[0]) }
 // upstream (or a legacy one) through, and what stops it. For an HTTP
 // upstream of the modern era it returns nil: the proxy's own transport.
 func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger, guard *mrtr.Guard) (http.RoundTripper, func(context.Context) error, error) {
-	if len(c.command) == 0 {
+	if len(c.command) == 0 && c.runner == "" {
 		return c.httpTransport(ctx, log, guard)
 	}
-	if _, err := stdio.Environ(nil, c.env); err != nil {
-		return nil, nil, flagErr("upstream-env", "%v", err)
-	}
-	user, err := upstreamUser(c.user, log)
+	name, childLog, dial, err := c.childDial(ctx, log)
 	if err != nil {
 		return nil, nil, err
-	}
-	name := commandName(c.command)
-	childLog := log.With("upstream", name)
-	supervisor := superviseArgv() // what the command starts dies with the proxy (Linux)
-	dial := func(context.Context) (bridge.Upstream, error) {
-		ch, err := stdio.Start(stdio.Config{Path: c.command[0], Args: c.command[1:], Env: c.env, User: user, Supervisor: supervisor, Logger: childLog})
-		if err != nil {
-			return nil, err
-		}
-		childLog.Debug("bridge: upstream process started", "pid", ch.Pid())
-		return childUpstream{ch}, nil
 	}
 	era := c.era
 	var first bridge.Upstream // the probe's process: it serves the first call
@@ -240,6 +228,34 @@ func (c *upstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger
 		"upstream", name, "era", era, "max_procs", c.maxProcs, "max_procs_per_caller", c.perCaller(), "max_holds", c.maxHolds, "warm", c.warm,
 		"roots", len(c.roots), "roots_from_client", c.rootsFromClient)
 	return b, b.Close, nil
+}
+
+// childDial returns how the proxy starts a child of a command upstream:
+// a process of its own, or with --runner a connection to the runner
+// (runnerDial). name is how logs name the upstream; log is the child's.
+func (c *upstreamConfig) childDial(ctx context.Context, log *slog.Logger) (string, *slog.Logger, func(context.Context) (bridge.Upstream, error), error) {
+	if c.runner != "" {
+		return c.runnerDial(ctx, log)
+	}
+	if _, err := stdio.Environ(nil, c.env); err != nil {
+		return "", nil, nil, flagErr("upstream-env", "%v", err)
+	}
+	user, err := upstreamUser(c.user, log)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	name := commandName(c.command)
+	childLog := log.With("upstream", name)
+	supervisor := superviseArgv() // what the command starts dies with the proxy (Linux)
+	dial := func(context.Context) (bridge.Upstream, error) {
+		ch, err := stdio.Start(stdio.Config{Path: c.command[0], Args: c.command[1:], Env: c.env, User: user, Supervisor: supervisor, Logger: childLog})
+		if err != nil {
+			return nil, err
+		}
+		childLog.Debug("bridge: upstream process started", "pid", ch.Pid())
+		return childUpstream{ch}, nil
+	}
+	return name, childLog, dial, nil
 }
 
 // commandPool is what a bridge in front of a command has that one in
@@ -591,6 +607,9 @@ func discoverOn(ctx context.Context, up bridge.Upstream, params json.RawMessage)
 // stderr, once it is reaped. callErr is the probe's own error, for an
 // upstream that is not a child.
 func endedEarly(name string, up bridge.Upstream, callErr error) error {
+	if rc, ok := up.(*runner.Conn); ok {
+		return fmt.Errorf("the runner at %s closed the connection before its child answered server/discover (the runner's log says how the child ended): %w", rc.Path(), callErr)
+	}
 	ch, ok := up.(childUpstream)
 	if !ok {
 		return fmt.Errorf("the upstream command %s ended its output before answering server/discover: %w", name, callErr)
