@@ -219,7 +219,7 @@ func TestREADMEOneEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	const want = "npx -y @modelcontextprotocol/server-everything@2026.8.31 stdio"
-	all := regexp.MustCompile(`npx[^\n&#` + "`" + `]*server-everything[^\s&#` + "`" + `]*(?: stdio)?`).FindAllString(string(data), -1)
+	all := regexp.MustCompile(`npx[^\n&#`+"`"+`]*server-everything[^\s&#`+"`"+`]*(?: stdio)?`).FindAllString(string(data), -1)
 	if len(all) == 0 {
 		t.Fatal("README.md never starts the npm server-everything")
 	}
