@@ -87,11 +87,11 @@ func counted(r *http.Request) bool {
 func (c *drainConfig) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if counted(r) {
-			c.inFlight.Add(1)
-			defer c.inFlight.Add(-1)
-			if c.flows != nil {
+			if c.flows != nil { // named before it is counted
 				defer c.flows.request(r)()
 			}
+			c.inFlight.Add(1)
+			defer c.inFlight.Add(-1)
 		}
 		h.ServeHTTP(w, r)
 	})
