@@ -218,6 +218,9 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 		return err
 	}
 	var endpoint http.Handler = h
+	if peersOpt != nil {
+		endpoint = replicas.tagForwarded(h) // audit lines name the replica that forwarded a resume (replicas.go)
+	}
 	if late != nil {
 		c.bindLate(ctx, log, guard, h, opts, replicas)
 		endpoint = late
