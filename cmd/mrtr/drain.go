@@ -181,8 +181,11 @@ func (c *commonConfig) mountDrain(h http.Handler) http.Handler {
 // and whether it is held or in flight; empty without a tracker or when
 // nothing is left.
 func (c *drainConfig) waitingFor(held, inFlight int) slog.Attr {
+	if c.flows == nil {
+		return slog.Attr{} // not written
+	}
 	var l flowList
-	if c.flows != nil && held+inFlight > 0 {
+	if held+inFlight > 0 {
 		l = c.flows.list(time.Now())
 	}
 	return slog.Any("waiting_for", l)
@@ -260,7 +263,11 @@ type flowTracker struct {
 	mu       sync.Mutex
 	flows    map[string]flowRef // by flow id
 	requests map[*http.Request]flowRef
+	pruneAt  int // the size of flows at which Paused forgets the expired ones
 }
+
+// minPrune is the least size of flowTracker.flows that is pruned.
+const minPrune = 1024
 
 func newFlowTracker() *flowTracker {
 	return &flowTracker{flows: map[string]flowRef{}, requests: map[*http.Request]flowRef{}}
@@ -299,11 +306,8 @@ func (t *flowTracker) list(now time.Time) flowList {
 	defer t.mu.Unlock()
 	var l flowList
 	named := map[string]int{} // method and target of the flows in flight, as many as there are
-	for id, f := range t.flows {
-		if f.State == "held" && t.expired(f, now) {
-			delete(t.flows, id)
-			continue
-		}
+	t.pruneLocked(now)
+	for _, f := range t.flows {
 		l = append(l, f)
 		if f.State == "in_flight" {
 			named[f.Method+" "+f.Target]++
@@ -323,7 +327,19 @@ func (t *flowTracker) list(now time.Time) flowList {
 	return l
 }
 
-// expired reports whether the held flow f's token expired at now.
+// pruneLocked forgets the flows whose token expired at now: a held call
+// lives no longer than its token, and a call in flight that long is taken
+// as gone (its end not reported).
+func (t *flowTracker) pruneLocked(now time.Time) {
+	for id, f := range t.flows {
+		if t.expired(f, now) {
+			delete(t.flows, id)
+		}
+	}
+	t.pruneAt = max(2*len(t.flows), minPrune)
+}
+
+// expired reports whether the flow f's token expired at now.
 func (t *flowTracker) expired(f flowRef, now time.Time) bool {
 	ttl := t.ttl
 	if f.anon {
@@ -339,7 +355,11 @@ func (t *flowTracker) Paused(_ context.Context, e mrtr.PauseEvent) {
 		return
 	}
 	t.mu.Lock()
-	t.flows[id] = flowRef{Flow: id, Method: mcpwire.Shown(e.Method), Target: mcpwire.Shown(e.Target), State: "held", Round: e.Round, since: time.Now(), anon: e.Principal.Anonymous()}
+	now := time.Now()
+	t.flows[id] = flowRef{Flow: id, Method: mcpwire.Shown(e.Method), Target: mcpwire.Shown(e.Target), State: "held", Round: e.Round, since: now, anon: e.Principal.Anonymous()}
+	if len(t.flows) >= max(t.pruneAt, minPrune) { // abandoned pauses must not pile up between drains
+		t.pruneLocked(now)
+	}
 	t.mu.Unlock()
 }
 
@@ -350,7 +370,7 @@ func (t *flowTracker) Resumed(_ context.Context, e mrtr.ResumeEvent) {
 		return
 	}
 	t.mu.Lock()
-	t.flows[id] = flowRef{Flow: id, Method: mcpwire.Shown(e.Method), Target: mcpwire.Shown(e.Target), State: "in_flight", Round: e.Round, since: time.Now()}
+	t.flows[id] = flowRef{Flow: id, Method: mcpwire.Shown(e.Method), Target: mcpwire.Shown(e.Target), State: "in_flight", Round: e.Round, since: time.Now(), anon: e.Principal.Anonymous()}
 	t.mu.Unlock()
 }
 

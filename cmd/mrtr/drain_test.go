@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mrtr-go/mrtr"
@@ -372,7 +373,13 @@ func pausedFlow(t *testing.T, obs mrtr.Observer) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil), Observer: obs})
+	return pauseWith(t, mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil), Observer: obs}))
+}
+
+// pauseWith pauses a tools/call of delete through g and returns its flow
+// id.
+func pauseWith(t *testing.T, g *mrtr.Guard) string {
+	t.Helper()
 	f, err := g.Begin(t.Context(), &mrtr.Request{Method: "tools/call", ProtocolVersion: "2026-07-28", Target: "delete", Arguments: json.RawMessage(`{"item":"a"}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -397,4 +404,29 @@ func TestFlowTrackerForgetsExpired(t *testing.T) {
 	if l := flows.list(time.Now().Add(2 * time.Minute)); len(l) != 0 {
 		t.Fatalf("after its token's TTL: %+v, want none", l)
 	}
+}
+
+// TestFlowTrackerBounded: pauses abandoned between drains do not pile up:
+// once the tracker holds minPrune flows, those whose token expired go.
+func TestFlowTrackerBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		flows := newFlowTracker()
+		flows.setTTL(mrtr.Options{TTL: time.Minute, AnonymousTTL: time.Minute})
+		ring, err := reqstate.GenerateKeyRing("k1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil), Observer: flows})
+		old := pauseWith(t, g)
+		time.Sleep(2 * time.Minute)
+		for range minPrune {
+			pauseWith(t, g)
+		}
+		flows.mu.Lock()
+		n, kept := len(flows.flows), flows.flows[old].Flow != ""
+		flows.mu.Unlock()
+		if kept || n != minPrune {
+			t.Fatalf("%d flows tracked, the expired one kept: %v; want %d, it gone", n, kept, minPrune)
+		}
+	})
 }
