@@ -48,6 +48,7 @@ type Line struct {
 	Reason     string    `json:"reason,omitempty"` // on rejected
 	Upstream   string    `json:"upstream,omitempty"`
 	Node       string    `json:"node,omitempty"`
+	Forwarder  string    `json:"forwarded_by,omitempty"` // the replica that forwarded this resume here (WithForwardedBy)
 	RequestID  string    `json:"request_id,omitempty"`
 	TraceID    string    `json:"trace_id,omitempty"`
 	Prev       string    `json:"prev"`
@@ -201,6 +202,7 @@ func appendBody(dst []byte, l *Line) []byte {
 	dst = appendMember(dst, "reason", l.Reason)
 	dst = appendMember(dst, "upstream", l.Upstream)
 	dst = appendMember(dst, "node", l.Node)
+	dst = appendMember(dst, "forwarded_by", l.Forwarder)
 	dst = appendMember(dst, "request_id", l.RequestID)
 	return appendMember(dst, "trace_id", l.TraceID)
 }

@@ -484,6 +484,7 @@ func (w *Writer) result(err error) error {
 // resume, a rejected line with the guard's reason for a refused one.
 func (w *Writer) Resumed(ctx context.Context, e mrtr.ResumeEvent) error {
 	l := w.lineOf(e.Call, EventResumed)
+	l.Forwarder = forwardedBy(ctx)
 	l.Round = e.OpenedRound
 	if e.Outcome != mrtr.OutcomeOK {
 		l.Event, l.Reason = EventRejected, string(e.Outcome)
@@ -498,6 +499,7 @@ func (w *Writer) Resumed(ctx context.Context, e mrtr.ResumeEvent) error {
 // and the input requests' keys and methods.
 func (w *Writer) Paused(ctx context.Context, e mrtr.PauseEvent) error {
 	l := w.lineOf(e.Call, EventPaused)
+	l.Forwarder = forwardedBy(ctx)
 	l.Round = e.Round
 	if e.Inputs != nil {
 		l.Inputs = make([]Input, len(e.Inputs))
@@ -520,6 +522,7 @@ func (w *Writer) Ended(ctx context.Context, e mrtr.EndEvent) error {
 		return nil
 	}
 	l := w.lineOf(e.Call, EventCompleted)
+	l.Forwarder = forwardedBy(ctx)
 	l.Round = e.Round
 	l.Outcome = string(e.Outcome)
 	if e.Outcome == mrtr.OutcomeError {

@@ -30,7 +30,7 @@ const (
 // ForwardedHeader marks a resume one replica forwarded to another. A
 // request carrying it is served where it arrives, never forwarded again,
 // whatever the directory says (no loops); a client that sets it only loses
-// the forwarding.
+// the forwarding. Its value is the forwarding replica's Peers.Node (or 1).
 const ForwardedHeader = "Mrtr-Forwarded"
 
 // ErrHolderGone is what Peers.Locate returns (wrapped or not) for a call
@@ -72,6 +72,16 @@ type Peers struct {
 	// ends with an error instead of waiting on. Zero means
 	// DefaultPeerCheckEvery.
 	CheckEvery time.Duration
+	// Node names this replica in the ForwardedHeader of the resumes it
+	// forwards, so that the holder can record who forwarded them; it is
+	// sent only when it consists of letters, digits, '-' and '_' (else
+	// "1", as when empty).
+	Node string
+	// Gone, if set, is called with the request's context when this replica
+	// answers a resume that the guard accepted with the "start over" error
+	// because its holder is gone (not in the directory, not reachable, or
+	// gone while the resume waited), so that the refusal can be recorded.
+	Gone func(ctx context.Context)
 }
 
 // peers is Peers with its defaults filled in.
@@ -80,6 +90,8 @@ type peers struct {
 	locate func(context.Context, string) (*url.URL, error)
 	tr     http.RoundTripper
 	every  time.Duration
+	node   string // the ForwardedHeader's value
+	gone   func(context.Context)
 }
 
 func newPeers(p *Peers) *peers {
@@ -89,7 +101,13 @@ func newPeers(p *Peers) *peers {
 	if p.Guard.Policy().Store != nil {
 		panic("proxy: Options.Peers.Guard must have no Store (the holder reserves the token, not the replica forwarding it)")
 	}
-	ps := &peers{guard: p.Guard, locate: p.Locate, tr: p.Transport, every: p.CheckEvery}
+	ps := &peers{guard: p.Guard, locate: p.Locate, tr: p.Transport, every: p.CheckEvery, node: "1", gone: p.Gone}
+	if p.Node != "" && strings.Trim(p.Node, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") == "" {
+		ps.node = p.Node
+	}
+	if ps.gone == nil {
+		ps.gone = func(context.Context) {}
+	}
 	if ps.every <= 0 {
 		ps.every = DefaultPeerCheckEvery
 	}
@@ -143,6 +161,7 @@ func (h *Handler) routed(w http.ResponseWriter, r *http.Request, req *rpcRequest
 	switch {
 	case errors.Is(err, ErrHolderGone):
 		h.log.InfoContext(ctx, "proxy: the replica holding a paused call is gone", "method", req.method, "target", mcpwire.Shown(mreq.Target))
+		h.peers.gone(ctx)
 		writeError(w, http.StatusOK, req.id, mrtr.CodeInternalError, msgHolderGone, nil)
 		return true
 	case err != nil:
@@ -170,11 +189,12 @@ func (h *Handler) toPeer(w http.ResponseWriter, r *http.Request, req *rpcRequest
 	out, err := http.NewRequestWithContext(ctx, http.MethodPost, holder.String(), bytes.NewReader(req.body))
 	if err != nil {
 		h.log.ErrorContext(ctx, "proxy: build the request to the replica holding a paused call", "error", err)
+		h.peers.gone(r.Context())
 		writeError(w, http.StatusOK, req.id, mrtr.CodeInternalError, msgHolderGone, nil)
 		return
 	}
 	out.ContentLength = int64(len(req.body))
-	out.Header = peerHeader(r)
+	out.Header = peerHeader(r, h.peers.node)
 	resp, err := h.peers.tr.RoundTrip(out)
 	if err != nil {
 		if c := context.Cause(ctx); c != nil {
@@ -182,6 +202,7 @@ func (h *Handler) toPeer(w http.ResponseWriter, r *http.Request, req *rpcRequest
 		}
 		h.log.WarnContext(ctx, "proxy: the replica holding a paused call did not answer", "method", req.method, "target", mcpwire.Shown(target),
 			"holder", holder.Redacted(), "error", err)
+		h.peers.gone(r.Context())
 		writeError(w, http.StatusOK, req.id, mrtr.CodeInternalError, msgHolderGone, nil)
 		return
 	}
@@ -236,8 +257,8 @@ func (h *Handler) watchHolder(ctx context.Context, cancel context.CancelCauseFun
 // peerHeader is the header of a resume forwarded to its holder: the
 // client's Authorization, Accept, Content-Type, Mcp-* and trace context
 // fields, the proxy's forwarding headers (setForwarded), and
-// ForwardedHeader.
-func peerHeader(r *http.Request) http.Header {
+// ForwardedHeader (naming node).
+func peerHeader(r *http.Request, node string) http.Header {
 	out := http.Header{}
 	for k, vs := range r.Header {
 		switch ck := http.CanonicalHeaderKey(k); {
@@ -247,6 +268,6 @@ func peerHeader(r *http.Request) http.Header {
 		}
 	}
 	setForwarded(out, r)
-	out.Set(ForwardedHeader, "1")
+	out.Set(ForwardedHeader, node)
 	return out
 }

@@ -85,6 +85,7 @@ type replica struct {
 	url       string
 	forwarded atomic.Int32
 	auth      atomic.Value // string: the Authorization of the last forwarded request
+	via       atomic.Value // string: the ForwardedHeader of the last forwarded request
 }
 
 // startReplicas runs two bridging proxies A and B before one legacy
@@ -122,6 +123,7 @@ func startReplicas(t *testing.T, popts *proxy.Peers) (a, b *replica, dir *direct
 			if r.Header.Get(proxy.ForwardedHeader) != "" {
 				rep.forwarded.Add(1)
 				rep.auth.Store(r.Header.Get("Authorization"))
+				rep.via.Store(r.Header.Get(proxy.ForwardedHeader))
 			}
 			h.ServeHTTP(w, r)
 		}))
@@ -290,4 +292,52 @@ func TestFrozenHolder(t *testing.T) {
 	}
 	dir.set("A", nil) // its entry expired
 	wantGone(t, <-got)
+}
+
+// TestPeersNodeAndGone (issue 39, item 4): a forwarded resume names the
+// forwarding replica (Peers.Node) in its ForwardedHeader, or "1" for a
+// node that is not a plain word; Peers.Gone is told, with the request's
+// context, of each resume answered "start over" because its holder is
+// gone (missing from the directory, or unreachable), and of no other.
+func TestPeersNodeAndGone(t *testing.T) {
+	var gone atomic.Int32
+	a, b, dir := startReplicas(t, &proxy.Peers{Node: "replica-1", Gone: func(ctx context.Context) {
+		if ctx.Err() == nil { // the request's own, still live
+			gone.Add(1)
+		}
+	}})
+	st, k := pauseConfirm(t, a.url)
+	dir.set("A", nil)
+	wantGone(t, resumeConfirm(t, b.url, st, k, nil))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, _ := url.Parse("http://" + ln.Addr().String() + "/mcp")
+	ln.Close()
+	dir.set("A", dead)
+	wantGone(t, resumeConfirm(t, b.url, st, k, nil))
+	if n := gone.Load(); n != 2 {
+		t.Fatalf("Gone called %d times for two resumes whose holder is gone, want 2", n)
+	}
+	u, _ := url.Parse(a.url)
+	dir.set("A", u)
+	if done := resumeConfirm(t, b.url, st, k, nil); done.text() != "confirmed true" {
+		t.Fatalf("resume once A is back: %s", done.raw)
+	}
+	if n := gone.Load(); n != 2 {
+		t.Fatalf("Gone called for a resume its holder served (%d calls)", n)
+	}
+	if via, _ := a.via.Load().(string); via != "replica-1" {
+		t.Fatalf("the holder got %s: %q, want the forwarding replica's node", proxy.ForwardedHeader, via)
+	}
+
+	a, b, _ = startReplicas(t, &proxy.Peers{Node: "not a node"})
+	st, k = pauseConfirm(t, a.url)
+	if done := resumeConfirm(t, b.url, st, k, nil); done.text() != "confirmed true" {
+		t.Fatalf("resume: %s", done.raw)
+	}
+	if via, _ := a.via.Load().(string); via != "1" {
+		t.Fatalf("with Node %q the holder got %s: %q, want 1", "not a node", proxy.ForwardedHeader, via)
+	}
 }

@@ -135,3 +135,14 @@ func TestUsageErrorsExit2(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpListsEveryForm (issue 39, item 8): mrtr --help lists every form
+// of a command that its own usage shows, probe -- COMMAND included.
+func TestHelpListsEveryForm(t *testing.T) {
+	_, out, _ := runApp(t, "--help")
+	for _, form := range []string{"mrtr proxy --upstream URL [flags]", "mrtr proxy [flags] -- COMMAND [ARG...]", "mrtr probe URL [flags]", "mrtr probe [flags] -- COMMAND [ARG...]"} {
+		if !strings.Contains(out, "\n  "+form+" ") {
+			t.Errorf("mrtr --help does not list %q:\n%s", form, out)
+		}
+	}
+}

@@ -259,7 +259,11 @@ func (c *proxyConfig) bindLate(ctx context.Context, log *slog.Logger, guard *mrt
 			}
 		}
 		opts.Transport, opts.Peers = b, peersOpt
-		return proxy.New(opts)
+		h, err := proxy.New(opts)
+		if err != nil || peersOpt == nil {
+			return h, err
+		}
+		return replicas.tagForwarded(h), nil
 	}
 	c.tel.addUpstreamReadiness(func(ctx context.Context) error {
 		if err := modern.CheckUpstream(ctx); err != nil {

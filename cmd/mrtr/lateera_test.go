@@ -42,6 +42,31 @@ func postStatus(t *testing.T, url string) (int, map[string]json.RawMessage) {
 	return resp.StatusCode, m.Error
 }
 
+// closeUpstream closes the upstream srv after the proxy in front of it
+// stopped: within upstreamCloseWait, as the proxy's stop ends the
+// bridge's sessions (and their GET streams) with the upstream; a failure
+// then, never a hang, when it did not.
+func closeUpstream(t *testing.T, srv *httptest.Server) {
+	t.Helper()
+	closed := make(chan struct{})
+	go func() {
+		srv.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		return
+	case <-time.After(upstreamCloseWait):
+	}
+	t.Errorf("the upstream still has requests open %v after the proxy in front of it stopped: the proxy did not close its bridge's sessions (their GET streams)", upstreamCloseWait)
+	srv.CloseClientConnections()
+	<-closed
+}
+
+// upstreamCloseWait is how long closeUpstream waits for the upstream's
+// requests to end.
+const upstreamCloseWait = 10 * time.Second
+
 // TestProxyHTTPUpstreamLate: `mrtr proxy --upstream URL` started before
 // its upstream (the start race of compose or Kubernetes): /readyz is 503
 // and a call is refused (503, -32603, "not reachable yet") rather than
@@ -71,7 +96,7 @@ func TestProxyHTTPUpstreamLate(t *testing.T) {
 		}
 		srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: legacyHTTPHandler()}}
 		srv.Start()
-		t.Cleanup(srv.Close)
+		t.Cleanup(func() { closeUpstream(t, srv) })
 	}()
 	tok, key := pauseDelete(t, p.url, "a")
 	if got := resumeDelete(t, p.url, "a", tok, key); !strings.Contains(got, "deleted a") {
@@ -127,7 +152,7 @@ func TestProxyHTTPUpstreamLateModern(t *testing.T) {
 		w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"resultType":"complete","content":[{"type":"text","text":"modern answer"}]}}`))
 	})}}
 	srv.Start()
-	defer srv.Close()
+	defer closeUpstream(t, srv)
 	res, e := rpcPost(t, p.url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "a"}})
 	if e != nil || !strings.Contains(string(res["content"]), "modern answer") {
 		t.Fatalf("call: %v %v", res, e)
@@ -153,7 +178,7 @@ func TestProxyHTTPUpstreamLateReplicas(t *testing.T) {
 	var srv *httptest.Server
 	t.Cleanup(func() { // after the proxies' (their sessions' GET streams end then)
 		if srv != nil {
-			srv.Close()
+			closeUpstream(t, srv)
 		}
 	})
 	a := startDrainedProxy(t, args...)

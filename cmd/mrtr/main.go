@@ -29,6 +29,7 @@ Usage:
   mrtr call URL TOOL [--arg k=v ...]     call a tool, answering its questions in the terminal
   mrtr call URL --prompt NAME | --resource URI   get a prompt or read a resource the same way
   mrtr probe URL [flags]                 check a server's requestState handling from the outside (calls its tools)
+  mrtr probe [flags] -- COMMAND [ARG...] the same for a server run as a command over stdio
   mrtr keygen [--id ID] [--out FILE]     print (or write) a new key ring
   mrtr audit verify --keys RING PATH...  check an --audit trail: every line's MAC and link
   mrtr keys check FILE                   validate a key ring and list its key ids

@@ -135,12 +135,15 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 		return err
 	}
 	log := c.logger(a.stderr, slog.LevelDebug)
+	// A drain names the flows it waits for (drain.go).
+	c.drainConfig.flows = newFlowTracker()
 	c.audit.upstream = auditUpstream(c) // audit lines name the upstream (audit.go)
 	guard, closeGuard, err := c.newGuard(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer closeGuard()
+	c.drainConfig.flows.setTTL(guard.Policy())
 	stopMetrics, err := c.startMetrics(log)
 	if err != nil {
 		return err
@@ -222,6 +225,9 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 		return err
 	}
 	var endpoint http.Handler = h
+	if peersOpt != nil {
+		endpoint = replicas.tagForwarded(h) // audit lines name the replica that forwarded a resume (replicas.go)
+	}
 	if late != nil {
 		c.bindLate(ctx, log, guard, h, opts, replicas)
 		endpoint = late

@@ -210,3 +210,22 @@ func checkServed(t *testing.T, line, rawURL string, listening map[string]string)
 		t.Errorf("tour line %q: nothing the tour started serves %s", line, host)
 	}
 }
+
+// TestREADMEOneEverything (issue 39, item 8): the README starts the npm
+// server-everything one way only, pinned and with its transport.
+func TestREADMEOneEverything(t *testing.T) {
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "npx -y @modelcontextprotocol/server-everything@2026.8.31 stdio"
+	all := regexp.MustCompile(`npx[^\n&#`+"`"+`]*server-everything[^\s&#`+"`"+`]*(?: stdio)?`).FindAllString(string(data), -1)
+	if len(all) == 0 {
+		t.Fatal("README.md never starts the npm server-everything")
+	}
+	for _, got := range all {
+		if got != want {
+			t.Errorf("README.md starts server-everything as %q, want %q everywhere", got, want)
+		}
+	}
+}

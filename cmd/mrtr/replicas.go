@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/audit"
 	"github.com/mrtr-go/mrtr/internal/bridge"
 	"github.com/mrtr-go/mrtr/internal/peers"
 	"github.com/mrtr-go/mrtr/proxy"
@@ -120,10 +123,87 @@ func (rs *replicaSet) peersOf(codec reqstate.Codec, guard *mrtr.Guard, obs mrtr.
 	if obs != nil {
 		p.Observer = refusalsOnly{obs}
 	}
+	var gone func(context.Context)
 	if p.Auditor != nil {
-		p.Auditor = auditRefusalsOnly{p.Auditor} // audit.go
+		fa := &forwardAudit{refusals: auditRefusalsOnly{p.Auditor}, next: p.Auditor, accepted: map[context.Context]mrtr.ResumeEvent{}} // audit.go
+		p.Auditor, gone = fa, fa.gone
 	}
-	return &proxy.Peers{Guard: mrtr.New(codec, &p), Locate: rs.locate}
+	return &proxy.Peers{Guard: mrtr.New(codec, &p), Locate: rs.locate, Node: rs.node, Gone: gone}
+}
+
+// reasonHolderGone is the reason of the rejected line of a resume this
+// replica answered "start over" because the replica holding its call is
+// gone.
+const reasonHolderGone mrtr.Outcome = "holder_gone"
+
+// forwardAudit is the Auditor of the replicas' first check of a resume:
+// the refusals there (auditRefusalsOnly), and a rejected line with reason
+// holder_gone for a resume it accepted whose holder turns out gone
+// (Peers.Gone): the holder records nothing of it then. Safe for
+// concurrent use.
+type forwardAudit struct {
+	refusals auditRefusalsOnly
+	next     mrtr.Auditor
+
+	mu       sync.Mutex
+	accepted map[context.Context]mrtr.ResumeEvent // by request, until it ends
+}
+
+func (a *forwardAudit) Resumed(ctx context.Context, e mrtr.ResumeEvent) error {
+	if e.Outcome == mrtr.OutcomeOK {
+		a.mu.Lock()
+		a.accepted[ctx] = e
+		a.mu.Unlock()
+		context.AfterFunc(ctx, func() { a.take(ctx) })
+	}
+	return a.refusals.Resumed(ctx, e)
+}
+
+func (a *forwardAudit) Paused(ctx context.Context, e mrtr.PauseEvent) error {
+	return a.refusals.Paused(ctx, e)
+}
+
+func (a *forwardAudit) Ended(ctx context.Context, e mrtr.EndEvent) error {
+	return a.refusals.Ended(ctx, e)
+}
+
+// take returns and forgets the accepted resume of the request ctx.
+func (a *forwardAudit) take(ctx context.Context) (mrtr.ResumeEvent, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.accepted[ctx]
+	delete(a.accepted, ctx)
+	return e, ok
+}
+
+// gone is Peers.Gone: the resume of ctx, accepted here, is answered
+// "start over"; it is recorded as rejected, holder_gone.
+func (a *forwardAudit) gone(ctx context.Context) {
+	if e, ok := a.take(ctx); ok {
+		e.Outcome = reasonHolderGone
+		_ = a.next.Resumed(ctx, e) // a write that fails is logged and counted by the writer
+	}
+}
+
+// tagForwarded marks the requests another replica forwarded here (the
+// proxy's ForwardedHeader naming a replica the directory knows), so that
+// their audit lines say which one (forwarded_by).
+func (rs *replicaSet) tagForwarded(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if node := r.Header.Get(proxy.ForwardedHeader); node != "" && node != rs.node && validNode(node) {
+			if d := rs.dir.Load(); d != nil {
+				if _, err := d.Lookup(r.Context(), node); err == nil {
+					r = r.WithContext(audit.WithForwardedBy(r.Context(), node))
+				}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// validNode reports whether s can be a replica's node id.
+func validNode(s string) bool {
+	return len(s) <= 64 && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") == ""
 }
 
 // locate is Peers.Locate: nil for a call held here (or no bridge state),

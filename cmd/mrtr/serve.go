@@ -150,7 +150,7 @@ func (c *commonConfig) newGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 	ring := codec.KeyRing()
 	guard := mrtr.New(codec, &mrtr.Options{
 		TTL: c.ttl, AnonymousTTL: min(c.anonTTL, c.ttl), MaxRounds: c.maxRounds, ServerID: c.serverID, Store: store, Logger: log,
-		Observer: tel.observer,
+		Observer: c.drainConfig.observer(tel.observer), // and the drain's tracker of flows (drain.go)
 		Auditor:  aud,
 		// The Redis store bounds each call by --replay-timeout itself; the
 		// guard's own bound must not cut it shorter.

@@ -48,6 +48,10 @@ func (b *Bridge) serve(ctx context.Context, w *pipeWriter, r *http.Request, body
 	}
 	out := &responder{w: w, id: m.ID, sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
 	if v, _ := mcpwire.Member(params["_meta"], mcpwire.MetaProtocolVersion); len(v) == 0 {
+		if r.Header.Get("Mcp-Protocol-Version") == ModernVersion { // a 2026-07-28 request that lacks it
+			out.fail(http.StatusBadRequest, -32602, "invalid params: missing _meta field "+mcpwire.MetaProtocolVersion+" (the Mcp-Protocol-Version header says "+ModernVersion+"; a "+ModernVersion+" request carries it in params._meta)", nil)
+			return
+		}
 		data, _ := json.Marshal(map[string][]string{"supported": {ModernVersion}})
 		out.fail(http.StatusBadRequest, -32022, "unsupported protocol version: this endpoint serves MCP "+ModernVersion+" in front of a "+LegacyVersion+" upstream", data)
 		return
