@@ -13,16 +13,25 @@ import (
 // INFO record's message; its attributes go in the group "child" (a child's
 // pid= cannot pass for the proxy's), escapes sanitised; a line that only
 // looks structured is logged as it is.
+//
+// And issue 35 item 6: a child's record is logged under the fixed message
+// ChildRecordMsg, its own message and level as child.msg and child.level,
+// at most at WARN: a child that writes the proxy's own drain message
+// (`level=INFO msg="mrtr drained: no call held or in flight"`) does not
+// get a record with that message, and its ERROR is no error of the proxy.
 func TestStderrStructuredRecords(t *testing.T) {
 	var buf syncBuffer
 	c := start(t, "slog", Config{Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err := waitDone(t, c); err != nil {
 		t.Fatalf("Err = %v", err)
 	}
-	var got [][3]string
+	var got [][4]string
 	for _, r := range buf.records(t) {
 		if r["stream"] != "stderr" {
 			continue
+		}
+		if strings.HasPrefix(r["msg"].(string), "mrtr drained") {
+			t.Errorf("a child's record logged under the proxy's own message: %v", r)
 		}
 		child, _ := r["child"].(map[string]any)
 		var attrs []string
@@ -31,18 +40,24 @@ func TestStderrStructuredRecords(t *testing.T) {
 				attrs = append(attrs, k+"="+v.(string))
 			}
 		}
-		got = append(got, [3]string{r["level"].(string), r["msg"].(string), strings.Join(attrs, " ")})
+		msg, level := r["msg"].(string), ""
+		if msg == ChildRecordMsg {
+			msg, _ = child["msg"].(string)
+			level, _ = child["level"].(string)
+		}
+		got = append(got, [4]string{r["level"].(string), level, msg, strings.Join(attrs, " ")})
 		if r["pid"] != float64(c.Pid()) {
 			t.Errorf("record %v: pid %v, want the child's %d", r["msg"], r["pid"], c.Pid())
 		}
 	}
-	want := [][3]string{
-		{"WARN", "NO KEY RING GIVEN: sealing with an ephemeral key", "pid=1 stream=stdout"},
-		{"ERROR", `upstream \x1b[2Jdown`, "attempt=3"},
-		{"DEBUG", "quiet", ""},
-		{"INFO", "pino says hi", "hostname=h"},
-		{"INFO", "key=value without a level", ""},
-		{"INFO", `level=WARN msg="unterminated`, ""},
+	want := [][4]string{ // the proxy's level, the child's, its message, its attributes
+		{"WARN", "WARN", "NO KEY RING GIVEN: sealing with an ephemeral key", "pid=1 stream=stdout"},
+		{"WARN", "ERROR", `upstream \x1b[2Jdown`, "attempt=3"},
+		{"DEBUG", "DEBUG", "quiet", ""},
+		{"INFO", "INFO", "pino says hi", "hostname=h"},
+		{"INFO", "", "key=value without a level", ""},
+		{"INFO", "", `level=WARN msg="unterminated`, ""},
+		{"INFO", "INFO", "mrtr drained: no call held or in flight", ""},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("records %q, want %q", got, want)
