@@ -1,6 +1,7 @@
 package stdio
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -69,6 +70,25 @@ func TestStderrStructuredRecords(t *testing.T) {
 	}
 }
 
+// TestChildRecordAttrs: a child's time is not carried (the proxy's record
+// has its own), nor its level and message among the attributes, and at
+// most maxChildAttrs attributes are (issue 35's mutation audit).
+func TestChildRecordAttrs(t *testing.T) {
+	line := `time=2026-12-02T00:00:00Z ts=1 timestamp=2 level=INFO msg=m`
+	for i := range maxChildAttrs + 4 {
+		line += fmt.Sprintf(" k%d=v%d", i, i)
+	}
+	_, _, attrs, ok := childRecord(line)
+	if !ok || len(attrs) != maxChildAttrs {
+		t.Fatalf("%d attributes kept (ok %v), want %d", len(attrs), ok, maxChildAttrs)
+	}
+	for i, a := range attrs {
+		if want := fmt.Sprintf("k%d", i); a.Key != want {
+			t.Errorf("attribute %d is %s, want %s (time, level and msg dropped, the first kept)", i, a.Key, want)
+		}
+	}
+}
+
 func TestChildRecord(t *testing.T) {
 	for _, tc := range []struct {
 		line  string
@@ -86,6 +106,12 @@ func TestChildRecord(t *testing.T) {
 		{`just words`, false, 0, ""},
 		{`level=INFO msg="a"b`, false, 0, ""},
 		{`level=INFO msg="\u202eevil"`, true, slog.LevelInfo, `\u+202Eevil`},
+		// The mutation audit's survivors (issue 35): the first level and
+		// message win, a quoted value must end at a space, escaped quotes
+		// do not end it.
+		{`level=INFO level=ERROR msg=first msg=second`, true, slog.LevelInfo, "first"},
+		{`level=INFO msg="a"b=c`, false, 0, ""},
+		{`level=INFO msg="say \"hi\" now" k="\\"`, true, slog.LevelInfo, `say "hi" now`},
 	} {
 		level, msg, _, ok := childRecord(tc.line)
 		if ok != tc.ok || level != tc.level || msg != tc.msg {
