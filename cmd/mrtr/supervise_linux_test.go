@@ -105,7 +105,7 @@ func TestSuperviseEndsAsCommand(t *testing.T) {
 // group or gone to a session of its own (setsid).
 func TestSuperviseKillsGroupWhenParentDies(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pids")
-	script := `sleep 600 & a=$!; setsid sleep 600 & echo $$ $a $! > ` + pidFile + `.tmp; mv ` + pidFile + `.tmp ` + pidFile + `; exec sleep 600`
+	script := pidsScript(pidFile) + `exec sleep 600`
 	env := append(os.Environ(), stdio.SupervisorParentVar+"="+strconv.Itoa(os.Getpid()))
 	started := make(chan *exec.Cmd)
 	release := make(chan struct{})
@@ -185,9 +185,13 @@ func TestSuperviseKillsGroupWhenParentDies(t *testing.T) {
 // goes with it even when it left the process group (setsid), which the
 // proxy's group kill misses.
 func TestSuperviseKillsWhatLeftTheGroup(t *testing.T) {
+	// The command says the pid of what it started in a session of its
+	// own once that one wrote it (to $F).
+	escapee := `F=` + filepath.Join(t.TempDir(), "pid") + `; setsid sh -c '` + outerPID + `echo $pid > $0.tmp; mv $0.tmp $0; exec sleep 600' $F & ` +
+		`while [ ! -s $F ]; do sleep 0.01; done; echo "{\"pid\":$(cat $F)}"; rm $F; `
 	for _, tc := range []struct{ name, script string }{
-		{"the command exits", `setsid sleep 600 & echo "{\"pid\":$!}"; exit 0`},
-		{"Stop kills the command", `trap '' TERM; setsid sleep 600 & echo "{\"pid\":$!}"; while :; do sleep 1; done`},
+		{"the command exits", escapee + `exit 0`},
+		{"Stop kills the command", `trap '' TERM; ` + escapee + `while :; do sleep 1; done`},
 	} {
 		ch, err := stdio.Start(stdio.Config{Path: "sh", Args: []string{"-c", tc.script}, Supervisor: testSupervisor(),
 			StopGrace: 100 * time.Millisecond})
@@ -217,6 +221,21 @@ func TestSuperviseKillsWhatLeftTheGroup(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+}
+
+// outerPID is sh that sets $pid to the pid of the shell running it as
+// this test's /proc names it: in the command's PID namespace $$ and $!
+// are the namespace's pids, not this test's.
+const outerPID = `read -r s </proc/self/stat; pid=${s%% *}; `
+
+// pidsScript is sh that starts a sleep in the background and another in a
+// session of its own (setsid), then writes to file the pids of the shell,
+// the first sleep and the second, as this test's /proc names them.
+func pidsScript(file string) string {
+	sleep := `'` + outerPID + `echo $pid > $0; exec sleep 600'`
+	return `sh -c ` + sleep + ` ` + file + `.1 & setsid sh -c ` + sleep + ` ` + file + `.2 & ` + outerPID + `echo $pid > ` + file + `.0; ` +
+		`while [ ! -s ` + file + `.1 ] || [ ! -s ` + file + `.2 ]; do sleep 0.01; done; ` +
+		`cat ` + file + `.0 ` + file + `.1 ` + file + `.2 > ` + file + `.tmp; mv ` + file + `.tmp ` + file + `; `
 }
 
 // TestSuperviseRefusesWithoutProxy: run by hand (no parent variable), the
@@ -281,4 +300,111 @@ func FuzzParseStat(f *testing.F) {
 		}
 		parseStat(comm) // any bytes: no panic
 	})
+}
+
+// TestSuperviseCommandCannotEscape pins issue 35 item 7: a command of the
+// supervisor's own uid killed its supervisor (kill -9 $PPID), and what it
+// had started in a session of its own (setsid) then outlived the proxy's
+// death. The command now runs in a PID namespace of its own under an
+// init of the supervisor's: the kill does not reach the supervisor, and
+// the proxy's death (its thread's, here) takes the escapee with it. As
+// root the namespace is a PID namespace alone; as another user (nobody,
+// when the test runs as root) a user namespace too, that maps the uid to
+// itself.
+func TestSuperviseCommandCannotEscape(t *testing.T) {
+	type run struct {
+		name string
+		bin  string
+		cred *syscall.Credential
+	}
+	runs := []run{{"as this user", os.Args[0], nil}}
+	if os.Geteuid() == 0 {
+		runs = append(runs, run{"as nobody", exposedBinary(t), &syscall.Credential{Uid: nobody, Gid: nobody}})
+	}
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			dir, err := os.MkdirTemp("", "mrtr-escape-") // t.TempDir's parent is closed to nobody
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(dir, "pid")
+			script := `F=` + file + `; setsid sh -c '` + outerPID + `echo $pid > $0.tmp; mv $0.tmp $0; exec sleep 600' $F & ` +
+				`while [ ! -s $F ]; do sleep 0.01; done; kill -9 $PPID; kill -KILL $PPID; echo $? > $F.killed; exec sleep 600`
+			sup, waited, release := superviseOnDyingThread(t, r.bin, r.cred, script)
+			var escapee int
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Now().Before(deadline) {
+				if _, err := os.Stat(file + ".killed"); err == nil {
+					b, _ := os.ReadFile(file)
+					escapee, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if escapee <= 0 {
+				t.Fatal("the command did not start its escapee and kill its parent within 10 s")
+			}
+			defer syscall.Kill(escapee, syscall.SIGKILL) // the test failed: leave nothing
+			if !alive(sup) {
+				t.Errorf("kill -9 $PPID of the command killed its supervisor (pid %d)", sup)
+			}
+			close(release) // the proxy dies
+			select {
+			case <-waited:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the supervisor outlived its parent thread by 10 s")
+			}
+			deadline = time.Now().Add(10 * time.Second)
+			for alive(escapee) && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if alive(escapee) {
+				t.Errorf("pid %d, started by the command in a session of its own before it killed its parent, outlived the proxy", escapee)
+			}
+		})
+	}
+}
+
+// superviseOnDyingThread starts bin as the supervisor of sh -c script, as
+// cred when set, from a thread that exits when release is closed (the
+// proxy's death, as the parent-death signal sees it). It returns the
+// supervisor's pid and a channel closed once it is reaped.
+func superviseOnDyingThread(t *testing.T, bin string, cred *syscall.Credential, script string) (int, <-chan struct{}, chan struct{}) {
+	t.Helper()
+	env := append(os.Environ(), stdio.SupervisorParentVar+"="+strconv.Itoa(os.Getpid()))
+	started := make(chan *exec.Cmd)
+	release := make(chan struct{})
+	onDyingThread(func() {
+		cmd := exec.Command(bin, superviseArg, "/bin/sh", "sh", "-c", script)
+		cmd.Env = env
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGUSR1, Credential: cred}
+		if err := cmd.Start(); err != nil {
+			t.Error(err)
+			close(started)
+			return
+		}
+		started <- cmd
+		<-release
+	})
+	cmd := <-started
+	if cmd == nil {
+		t.FailNow()
+	}
+	waited := make(chan struct{})
+	go func() { cmd.Wait(); close(waited) }()
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-waited
+	})
+	return cmd.Process.Pid, waited, release
 }
