@@ -408,3 +408,77 @@ func superviseOnDyingThread(t *testing.T, bin string, cred *syscall.Credential, 
 	})
 	return cmd.Process.Pid, waited, release
 }
+
+// TestSuperviseClosesInheritedDescriptors pins issue 35 item 8: a
+// descriptor the proxy inherited without close-on-exec (its own
+// parent's, or one opened so) passed through the supervisor to the
+// command. The supervisor closes every descriptor but 0-2 before it
+// starts the command.
+func TestSuperviseClosesInheritedDescriptors(t *testing.T) {
+	fd, err := syscall.Open(os.Args[0], syscall.O_RDONLY, 0) // no O_CLOEXEC: every child inherits it
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	closeFD := func() {
+		if !closed {
+			syscall.Close(fd)
+			closed = true
+		}
+	}
+	defer closeFD()
+	n := strconv.Itoa(fd)
+	// [ is a builtin: /proc/self is the command's shell.
+	script := `if [ -e /proc/self/fd/` + n + ` ]; then l=$(readlink /proc/self/fd/` + n + `); echo "{\"leaked\":\"$l\"}"; else echo '{"leaked":""}'; fi`
+	ch, err := stdio.Start(stdio.Config{Path: "sh", Args: []string{"-c", script}, Supervisor: testSupervisor()})
+	closeFD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Stop(context.Background())
+	select {
+	case msg := <-ch.Recv():
+		var m struct{ Leaked *string }
+		if json.Unmarshal(msg, &m) != nil || m.Leaked == nil {
+			t.Fatalf("the command said %q", msg)
+		}
+		if *m.Leaked != "" {
+			t.Errorf("descriptor %s, inherited by the proxy, reached the command (%s)", n, *m.Leaked)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command said nothing")
+	}
+}
+
+// TestCloseOnExecFrom: closeOnExecFrom marks every descriptor from its
+// argument on close-on-exec, through close_range and through the
+// /proc/self/fd fallback alike, and closes none.
+func TestCloseOnExecFrom(t *testing.T) {
+	fds := make([]int, 3)
+	for i := range fds {
+		fd, err := syscall.Open(os.DevNull, syscall.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Close(fd)
+		fds[i] = fd
+	}
+	cloexec := func(fd int) bool {
+		r, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFD, 0)
+		if errno != 0 {
+			t.Fatalf("fcntl(%d): %v (closed?)", fd, errno)
+		}
+		return r&syscall.FD_CLOEXEC != 0
+	}
+	closeOnExecFrom(fds[1])
+	if cloexec(fds[0]) || !cloexec(fds[1]) || !cloexec(fds[2]) {
+		t.Errorf("close_range: close-on-exec %v %v %v, want false true true", cloexec(fds[0]), cloexec(fds[1]), cloexec(fds[2]))
+	}
+	for _, fd := range fds {
+		syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_SETFD, 0)
+	}
+	closeOnExecFromProc(fds[1])
+	if cloexec(fds[0]) || !cloexec(fds[1]) || !cloexec(fds[2]) {
+		t.Errorf("/proc/self/fd: close-on-exec %v %v %v, want false true true", cloexec(fds[0]), cloexec(fds[1]), cloexec(fds[2]))
+	}
+}

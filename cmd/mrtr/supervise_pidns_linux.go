@@ -204,6 +204,11 @@ func closeOnExecFrom(fd int) {
 	if _, _, errno := syscall.Syscall(sysCloseRange, uintptr(fd), ^uintptr(0), closeRangeCloexec); errno == 0 {
 		return
 	}
+	closeOnExecFromProc(fd)
+}
+
+// closeOnExecFromProc is closeOnExecFrom without close_range.
+func closeOnExecFromProc(fd int) {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return
