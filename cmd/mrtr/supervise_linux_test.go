@@ -373,9 +373,9 @@ func TestSuperviseCommandCannotEscape(t *testing.T) {
 // cred when set, from a thread that exits when release is closed (the
 // proxy's death, as the parent-death signal sees it). It returns the
 // supervisor's pid and a channel closed once it is reaped.
-func superviseOnDyingThread(t *testing.T, bin string, cred *syscall.Credential, script string) (int, <-chan struct{}, chan struct{}) {
+func superviseOnDyingThread(t *testing.T, bin string, cred *syscall.Credential, script string, extraEnv ...string) (int, <-chan struct{}, chan struct{}) {
 	t.Helper()
-	env := append(os.Environ(), stdio.SupervisorParentVar+"="+strconv.Itoa(os.Getpid()))
+	env := append(append(os.Environ(), stdio.SupervisorParentVar+"="+strconv.Itoa(os.Getpid())), extraEnv...)
 	started := make(chan *exec.Cmd)
 	release := make(chan struct{})
 	onDyingThread(func() {
@@ -480,5 +480,125 @@ func TestCloseOnExecFrom(t *testing.T) {
 	closeOnExecFromProc(fds[1])
 	if cloexec(fds[0]) || !cloexec(fds[1]) || !cloexec(fds[2]) {
 		t.Errorf("/proc/self/fd: close-on-exec %v %v %v, want false true true", cloexec(fds[0]), cloexec(fds[1]), cloexec(fds[2]))
+	}
+}
+
+// TestSuperviseStartsNothingOrphaned pins a survivor of issue 35's
+// mutation audit: a supervisor whose parent is not the one the proxy
+// named (the proxy died before the supervisor caught its parent-death
+// signal) starts nothing and ends as if that signal had ended it.
+func TestSuperviseStartsNothingOrphaned(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := exec.Command(os.Args[0], superviseArg, "/bin/sh", "sh", "-c", "touch "+marker)
+	cmd.Env = append(os.Environ(), stdio.SupervisorParentVar+"=1") // not its parent: this test is
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 128+int(syscall.SIGUSR1) {
+		t.Errorf("the supervisor of a dead proxy ended with %v, want exit status %d", err, 128+int(syscall.SIGUSR1))
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the supervisor of a dead proxy started its command")
+	}
+}
+
+// TestSuperviseKillsWhatForksWhileKilled pins a survivor of issue 35's
+// mutation audit: without a PID namespace (MRTR_SUPERVISOR_PIDNS=off, as
+// where the kernel refuses one), the supervisor kills its descendants in
+// passes until one finds none new, so what a process forks between the
+// supervisor's reading of the process tree and its kill goes too. The
+// command forks sleeps as fast as it can (3000 at most) when the proxy
+// dies.
+func TestSuperviseKillsWhatForksWhileKilled(t *testing.T) {
+	const mark = "987654"
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	script := `i=0; while [ $i -lt 3000 ]; do sleep ` + mark + ` & i=$((i+1)); if [ $i = 20 ]; then echo > ` + ready + `; fi; done; wait`
+	sup, waited, release := superviseOnDyingThread(t, os.Args[0], nil, script, supervisorPIDNSVar+"=off")
+	t.Cleanup(func() { killMarked(mark) })
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release) // the proxy dies while the command forks
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the supervisor outlived its parent thread by 10 s")
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	left := marked(mark)
+	for len(left) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		left = marked(mark)
+	}
+	if len(left) > 0 {
+		t.Errorf("%d sleeps the command (under supervisor %d) forked outlived the proxy: %v", len(left), sup, left[:min(len(left), 5)])
+	}
+}
+
+// marked lists the live processes running "sleep MARK".
+func marked(mark string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && string(b) == "sleep\x00"+mark+"\x00" && alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// killMarked SIGKILLs every process marked lists, until none is left.
+func killMarked(mark string) {
+	for range 100 {
+		left := marked(mark)
+		if len(left) == 0 {
+			return
+		}
+		for _, p := range left {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReadProcSkipsZombies pins a survivor of issue 35's mutation audit:
+// a zombie (exited, not yet reaped) or a dead process is not live, so
+// the supervisor neither counts it among its descendants nor waits for
+// it.
+func TestReadProcSkipsZombies(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "exit 0")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	pid := cmd.Process.Pid
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && b[i+2] == 'Z' {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, ok := readProc(pid); ok {
+		t.Errorf("readProc took the zombie %d for a live process", pid)
+	}
+	for _, stat := range []string{"7 (sh) Z 1 7 7 0", "7 (sh) X 1 7 7 0"} {
+		if _, ok := parseStat(stat); ok {
+			t.Errorf("parseStat(%q) took it for a live process", stat)
+		}
+	}
+	if p, ok := parseStat("7 (sh) S 1 6 7 0"); !ok || p.ppid != 1 || p.pgrp != 6 {
+		t.Errorf("parseStat of a sleeping process = %+v, %v", p, ok)
 	}
 }
