@@ -25,4 +25,7 @@ func superviseIfAsked(args []string) {
 	if len(args) > 1 && args[1] == superviseArg {
 		syscall.Exit(supervise(args[2:], os.Environ(), os.Stderr))
 	}
+	if len(args) == 2 && args[1] == probeArg {
+		syscall.Exit(probeConfinement(os.Stderr))
+	}
 }

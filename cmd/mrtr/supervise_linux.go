@@ -138,7 +138,7 @@ func supervise(args []string, environ []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mrtr: %s: prctl(PR_SET_CHILD_SUBREAPER): %v\n", superviseArg, errno)
 	}
 
-	cmd, initStatus, err := startConfined(args, env, pidns, stderr)
+	cmd, initStatus, err := startConfined(args, env, pidns)
 	if err != nil {
 		fmt.Fprintf(stderr, "mrtr: start %q: %v\n", args[1], err)
 		if errors.Is(err, fs.ErrNotExist) {

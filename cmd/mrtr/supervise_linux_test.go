@@ -602,3 +602,31 @@ func TestReadProcSkipsZombies(t *testing.T) {
 		t.Errorf("parseStat of a sleeping process = %+v, %v", p, ok)
 	}
 }
+
+// TestProxyWarnsEscapes pins the last part of issue 35 item 7: where the
+// kernel refuses the command a PID namespace of its own, the proxy says
+// at start that what the command starts can escape. The proxy runs in a
+// user namespace (unshare -Ur) whose limits of user and PID namespaces
+// are 0; where it starts the namespaces, it says nothing.
+func TestProxyWarnsEscapes(t *testing.T) {
+	unshare, err := exec.LookPath("unshare")
+	if err != nil || exec.Command(unshare, "-Ur", "true").Run() != nil {
+		t.Skip("no unshare -Ur here")
+	}
+	const limits = `echo 0 > /proc/sys/user/max_pid_namespaces && echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" "$@"`
+	for _, tc := range []struct {
+		name   string
+		script string
+		warn   bool
+	}{
+		{"refused", limits, true},
+		{"allowed", `exec "$0" "$@"`, false},
+	} {
+		p := runMrtr(t, unshare, nil, nil, "-Ur", "/bin/sh", "-c", tc.script, os.Args[0],
+			"proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--", "/bin/sh", "-c", "exec sleep 600")
+		p.waitLines(t, "mrtr proxy: waiting for the upstream command", 1)
+		if got := len(p.lines(escapesMsg)) == 1; got != tc.warn {
+			t.Errorf("%s: warned %v, want %v:\n%s", tc.name, got, tc.warn, p.logs.String())
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/mrtr-go/mrtr/internal/stdio"
@@ -29,8 +30,48 @@ const (
 	supervisorPIDNSVar = stdio.ReservedPrefix + "SUPERVISOR_PIDNS"
 )
 
-// probeArg is the hidden first argument of confinement's probe.
+// probeArg is the hidden first argument of confinement's probe: "mrtr
+// __supervise-probe" starts itself as startInit would start the init of
+// a command's namespace, and exits 0 when it could (its child, pid 1 in
+// the namespace, exits 0 at once).
 const probeArg = "__supervise-probe"
+
+// confinement reports why the supervisor of a command run as u (nil: as
+// this process) cannot run it in a PID namespace of its own, or nil when
+// it can: it runs the probe (probeArg) as u, with an empty environment
+// (this one may hold the key ring).
+func confinement(u *stdio.User) error {
+	probe := exec.Command(selfExe, probeArg)
+	probe.Env = []string{}
+	if u != nil {
+		probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.Uid, Gid: u.Gid, Groups: u.Groups}}
+	}
+	out, err := probe.CombinedOutput()
+	if err != nil {
+		if msg := strings.TrimSpace(string(out)); msg != "" {
+			return fmt.Errorf("%s", strings.SplitN(msg, "\n", 2)[0])
+		}
+		return err
+	}
+	return nil
+}
+
+// probeConfinement is the probe's side of confinement: as the init of a
+// fresh PID namespace (pid 1) it exits 0; otherwise it starts itself so,
+// as startInit would, and says why it could not.
+func probeConfinement(stderr io.Writer) int {
+	if os.Getpid() == 1 {
+		return 0
+	}
+	probe := exec.Command(selfExe, probeArg)
+	probe.Env = []string{}
+	probe.SysProcAttr = confinedAttr(os.Geteuid(), os.Getegid())
+	if err := probe.Run(); err != nil {
+		fmt.Fprintf(stderr, "%v\n", err)
+		return 1
+	}
+	return 0
+}
 
 // startConfined starts the command, args being PATH ARGV0 [ARG...], with
 // env, on this process's stdin, stdout and stderr. With pidns it tries
@@ -40,19 +81,19 @@ const probeArg = "__supervise-probe"
 // under a second instance of this supervisor as the namespace's init
 // (superviseInit); it then returns that init, and the read end of a pipe
 // on which the init reports the command's wait status. Where the kernel
-// refuses the namespaces it says so on stderr and starts the command
-// directly: a process the command starts can then escape (kill the
-// supervisor, then setsid).
-func startConfined(args, env []string, pidns bool, stderr io.Writer) (*exec.Cmd, *os.File, error) {
+// refuses the namespaces it starts the command directly: a process the
+// command starts can then escape (kill the supervisor, then setsid).
+func startConfined(args, env []string, pidns bool) (*exec.Cmd, *os.File, error) {
 	if pidns {
 		if _, err := os.Stat(args[0]); err != nil {
 			return nil, nil, err // the command's own error, said once
 		}
-		init, status, err := startInit(args, env)
-		if err == nil {
+		// Refused, the command runs directly: the proxy said so at start
+		// (confinement), and its stderr is the command's, kept for the
+		// command's own words.
+		if init, status, err := startInit(args, env); err == nil {
 			return init, status, nil
 		}
-		fmt.Fprintf(stderr, "mrtr: %s: the command runs without a PID namespace of its own (%v): what it starts can escape the supervisor\n", superviseArg, err)
 	}
 	cmd := &exec.Cmd{Path: args[0], Args: args[1:], Env: env,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
