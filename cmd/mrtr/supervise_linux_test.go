@@ -630,3 +630,46 @@ func TestProxyWarnsEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyKill9TakesTheEscapee is TestSuperviseCommandCannotEscape
+// through mrtr proxy itself, killed with SIGKILL: the command started a
+// process in a session of its own, then did kill -9 $PPID; once the
+// proxy is killed, that process is gone too. As nobody when the test
+// runs as root, as the proxy's uid otherwise (a user namespace then).
+func TestProxyKill9TakesTheEscapee(t *testing.T) {
+	bin, cred := os.Args[0], (*syscall.Credential)(nil)
+	if os.Geteuid() == 0 {
+		bin, cred = exposedBinary(t), &syscall.Credential{Uid: nobody, Gid: nobody}
+	}
+	dir, err := os.MkdirTemp("", "mrtr-escape-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "pid")
+	script := `F=` + file + `; setsid sh -c '` + outerPID + `echo $pid > $0.tmp; mv $0.tmp $0; exec sleep 600' $F & ` +
+		`while [ ! -s $F ]; do sleep 0.01; done; kill -9 $PPID; echo escapee-started >&2; exec sleep 600`
+	p := runMrtr(t, bin, cred, nil, "proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--", "/bin/sh", "-c", script)
+	childSaid(t, p, "escapee-started")
+	b, _ := os.ReadFile(file)
+	escapee, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if escapee <= 0 || !alive(escapee) {
+		t.Fatalf("the escapee (%q) does not run", b)
+	}
+	defer syscall.Kill(escapee, syscall.SIGKILL) // the test failed: leave nothing
+	if len(p.lines(escapesMsg)) != 0 {
+		t.Skipf("no PID namespace for the command here:\n%s", p.logs.String())
+	}
+	p.cmd.Process.Kill()
+	<-p.exited
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(escapee) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if alive(escapee) {
+		t.Errorf("pid %d, started by the command in a session of its own before it did kill -9 $PPID, outlived kill -9 of the proxy by 10 s", escapee)
+	}
+}
