@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -671,5 +673,50 @@ func TestProxyKill9TakesTheEscapee(t *testing.T) {
 	}
 	if alive(escapee) {
 		t.Errorf("pid %d, started by the command in a session of its own before it did kill -9 $PPID, outlived kill -9 of the proxy by 10 s", escapee)
+	}
+}
+
+// TestSuperviseInitStartsNothingOrphaned: the init of the command's
+// namespace whose parent is not the supervisor that started it (that one
+// died before the init's parent-death signal was set) starts nothing;
+// with its parent the one named, it runs the command and reports its
+// wait status on its descriptor. The init is run by unshare --fork, as
+// pid 1 of a fresh PID namespace, its parent unshare.
+func TestSuperviseInitStartsNothingOrphaned(t *testing.T) {
+	unshare, err := exec.LookPath("unshare")
+	if err != nil || exec.Command(unshare, "-Urp", "--fork", "true").Run() != nil {
+		t.Skip("no unshare -Urp here")
+	}
+	for _, tc := range []struct {
+		name, parent string // sh: unshare's pid is that of the shell that execs it
+		ran          bool
+	}{
+		{"another parent", "1", false},
+		{"its parent", "$$", true},
+	} {
+		marker := filepath.Join(t.TempDir(), "ran")
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/sh", "-c", `exec env `+stdio.SupervisorParentVar+`=`+tc.parent+` "$@"`, "sh",
+			unshare, "-Urp", "--fork", os.Args[0], superviseArg, "/bin/sh", "sh", "-c", "touch "+marker+"; exit 3")
+		cmd.ExtraFiles = []*os.File{w}
+		cmd.Env = append(os.Environ(), supervisorInitVar+"=3")
+		err = cmd.Run()
+		w.Close()
+		status, _ := io.ReadAll(r)
+		r.Close()
+		_, statErr := os.Stat(marker)
+		if ran := statErr == nil; ran != tc.ran {
+			t.Errorf("%s: the command ran: %v, want %v (%v)", tc.name, ran, tc.ran, err)
+		}
+		var ee *exec.ExitError
+		switch {
+		case tc.ran && (len(status) != 4 || syscall.WaitStatus(binary.LittleEndian.Uint32(status)).ExitStatus() != 3):
+			t.Errorf("%s: reported %x, want the command's exit status 3", tc.name, status)
+		case !tc.ran && (len(status) != 0 || !errors.As(err, &ee) || ee.ExitCode() != 128+int(syscall.SIGKILL)):
+			t.Errorf("%s: ended with %v and reported %x, want exit status %d and nothing", tc.name, err, status, 128+int(syscall.SIGKILL))
+		}
 	}
 }

@@ -112,7 +112,7 @@ func startInit(args, env []string) (*exec.Cmd, *os.File, error) {
 	}
 	defer w.Close()
 	initEnv := append(append(make([]string, 0, len(env)+2), env...),
-		stdio.SupervisorParentVar+"="+strconv.Itoa(os.Getpid()), supervisorInitVar+"=3")
+		stdio.SupervisorParentVar+"="+strconv.Itoa(procSelfPID()), supervisorInitVar+"=3")
 	init := &exec.Cmd{Path: selfExe, Args: append([]string{os.Args[0], superviseArg}, args...), Env: initEnv,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, ExtraFiles: []*os.File{w},
 		SysProcAttr: confinedAttr(os.Geteuid(), os.Getegid())}
@@ -175,9 +175,10 @@ func superviseInit(args, env []string, parent, statusFD int, stderr io.Writer) i
 	// command after exec, an ignored one would stay ignored.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTERM, syscall.SIGINT,
 		syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGALRM, syscall.SIGPIPE)
-	// Our parent, as the /proc we see (the supervisor's) names it: the
-	// namespace has no pid for it. Gone already, nothing starts.
-	if p, ok := readSelf(); !ok || p.ppid != parent {
+	// Our parent, as the /proc mounted here names it (the namespace has
+	// no pid for it; parent is its pid as the same /proc names it, see
+	// procSelfPID). Gone already, nothing starts.
+	if p, ok := readSelf(); ok && p.ppid != parent {
 		return 128 + int(syscall.SIGKILL)
 	}
 	_ = os.WriteFile("/proc/self/comm", []byte("mrtr"), 0)
@@ -219,6 +220,20 @@ func readSelf() (proc, bool) {
 		return proc{}, false
 	}
 	return parseStat(string(b))
+}
+
+// procSelfPID is this process's pid as the /proc mounted here names it
+// (the first field of /proc/self/stat), which the init of a PID namespace
+// reads its parent by; os.Getpid() where /proc cannot tell.
+func procSelfPID() int {
+	if b, err := os.ReadFile("/proc/self/stat"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			if pid, err := strconv.Atoi(f[0]); err == nil {
+				return pid
+			}
+		}
+	}
+	return os.Getpid()
 }
 
 // setDumpable sets the process's dumpable flag (prctl PR_SET_DUMPABLE).
