@@ -23,7 +23,13 @@ import (
 func TestProxyKill9LeavesNoOrphans(t *testing.T) {
 	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pids")
-	script := fmt.Sprintf(`sleep 600 & a=$!; setsid sleep 600 & echo $$ $a $! > %[1]s.tmp; mv %[1]s.tmp %[1]s; exec sleep 600`, pidFile)
+	// Each writes its pid as this test's /proc names it (read, a shell
+	// builtin, opens /proc/self/stat in the shell itself): in the
+	// command's PID namespace $$ and $! are the namespace's.
+	const self = `read -r s </proc/self/stat; echo ${s%%%% *}`
+	script := fmt.Sprintf(`sh -c '`+self+` > $0; exec sleep 600' %[1]s.1 & setsid sh -c '`+self+` > $0; exec sleep 600' %[1]s.2 & `+
+		self+` > %[1]s.0; while [ ! -s %[1]s.1 ] || [ ! -s %[1]s.2 ]; do sleep 0.01; done; `+
+		`cat %[1]s.0 %[1]s.1 %[1]s.2 > %[1]s.tmp; mv %[1]s.tmp %[1]s; exec sleep 600`, pidFile)
 
 	logs := &serverLog{url: make(chan string, 1)}
 	cmd := exec.Command(mrtrBin, "proxy", "--addr", "127.0.0.1:0", "--log-format", "json",

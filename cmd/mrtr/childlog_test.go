@@ -5,11 +5,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mrtr-go/mrtr/internal/stdio"
 )
 
 // TestProxyChildLogReadable pins issue 30 item 12 through the command: a
 // child that logs with log/slog (as mrtr serve --stdio does) has its
-// warning logged at WARN with its own message, not wrapped in an INFO
+// warning logged at WARN with its own message (child.msg under the fixed
+// message stdio.ChildRecordMsg: issue 35 item 6), not wrapped in an INFO
 // record's; and a 2025-11-25 client that closes its session ends it
 // plainly, not as an upstream that exited.
 func TestProxyChildLogReadable(t *testing.T) {
@@ -29,13 +32,23 @@ func TestProxyChildLogReadable(t *testing.T) {
 	if recs := logLines(logs, "bridge: the upstream of a legacy client session exited"); len(recs) != 0 {
 		t.Errorf("a session its client closed logged as an upstream that exited: %v", recs)
 	}
-	warns := logLines(logs, "NO KEY RING GIVEN: the test child's warning")
+	// Issue 35 item 6: under the fixed message, the child's own as
+	// child.msg and its level as child.level.
+	var warns []map[string]any
+	for _, r := range logLines(logs, stdio.ChildRecordMsg) {
+		if child, _ := r["child"].(map[string]any); child["msg"] == "NO KEY RING GIVEN: the test child's warning" {
+			warns = append(warns, r)
+		}
+	}
 	if len(warns) == 0 {
-		t.Fatalf("the child's warning is not logged with its own message:\n%s", logs)
+		t.Fatalf("the child's warning is not logged with its own message as child.msg:\n%s", logs)
+	}
+	if recs := logLines(logs, "NO KEY RING GIVEN: the test child's warning"); len(recs) != 0 {
+		t.Errorf("the child's record logged under the child's message: %v", recs)
 	}
 	for _, w := range warns {
 		child, _ := w["child"].(map[string]any)
-		if w["level"] != "WARN" || w["stream"] != "stderr" || w["upstream"] == nil || child["pid"] != "1" || w["pid"] == "1" {
+		if w["level"] != "WARN" || child["level"] != "WARN" || w["stream"] != "stderr" || w["upstream"] == nil || child["pid"] != "1" || w["pid"] == "1" {
 			t.Errorf("the child's warning logged as %v", w)
 		}
 	}

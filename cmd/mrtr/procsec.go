@@ -47,6 +47,7 @@ func upstreamUser(spec string, log *slog.Logger) (*stdio.User, error) {
 		if os.Geteuid() == 0 {
 			log.Warn("mrtr proxy: the upstream command runs as root, like the proxy: it can read the key ring; give it a user of its own with --upstream-user")
 		}
+		warnEscapes(nil, log)
 		return nil, nil
 	}
 	u, err := lookupUpstreamUser(spec)
@@ -54,5 +55,22 @@ func upstreamUser(spec string, log *slog.Logger) (*stdio.User, error) {
 		return nil, err
 	}
 	log.Info("mrtr proxy: the upstream command runs as another user", "uid", u.Uid, "gid", u.Gid, "groups", len(u.Groups))
+	warnEscapes(u, log)
 	return u, nil
+}
+
+// escapesMsg is the warning at start when the supervisor cannot run the
+// upstream command, as u, in a PID namespace of its own.
+const escapesMsg = "mrtr proxy: the upstream command cannot run in a PID namespace of its own: a process it starts can kill its supervisor and then outlive the proxy"
+
+// warnEscapes says at start, when it is so, that the supervisor cannot
+// run the command, as u, in a PID namespace of its own (the kernel or the
+// sandbox refuses user or PID namespaces; see supervise).
+func warnEscapes(u *stdio.User, log *slog.Logger) {
+	if superviseArgv() == nil {
+		return
+	}
+	if err := confinement(u); err != nil {
+		log.Warn(escapesMsg, "error", err.Error())
+	}
 }

@@ -12,7 +12,8 @@ import (
 // group, it refuses to run.
 const superviseArg = "__supervise"
 
-// superviseIfAsked runs the supervisor mode and exits when args (os.Args)
+// superviseIfAsked runs the supervisor mode, or the probe of its PID
+// namespace (probeArg, see confinement), and exits when args (os.Args)
 // ask for it; otherwise it returns. main calls it first (and the tests'
 // TestMain, as their binary is the supervisor of the commands the tests
 // run as upstreams).
@@ -24,5 +25,8 @@ const superviseArg = "__supervise"
 func superviseIfAsked(args []string) {
 	if len(args) > 1 && args[1] == superviseArg {
 		syscall.Exit(supervise(args[2:], os.Environ(), os.Stderr))
+	}
+	if len(args) == 2 && args[1] == probeArg {
+		syscall.Exit(probeConfinement(os.Stderr))
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime"
 	"strconv"
@@ -58,8 +57,16 @@ const prSetChildSubreaper = 36
 // the command exits. It is a child subreaper, so what the command's
 // children leave behind when they exit stays its child and is reaped by
 // it. It runs the command with its own stdin, stdout and stderr (no
-// copying) and removes stdio.SupervisorParentVar from the command's
-// environment.
+// copying), and no other descriptor (closeOnExecFrom), and removes
+// stdio.SupervisorParentVar from the command's environment. It is not
+// dumpable.
+//
+// Where the kernel allows, the command runs in a PID namespace of its own
+// whose init is a second instance of this supervisor (startConfined,
+// superviseInit): the command cannot signal the supervisor (kill -9
+// $PPID reaches the init, which ignores it), and when the supervisor
+// dies, however, its init goes and the kernel kills every process of the
+// namespace, what ran setsid included.
 //
 // SIGTERM, SIGINT and SIGHUP are caught and not passed on: the proxy
 // signals the whole group (stdio), so the command has the same signal
@@ -75,24 +82,40 @@ const prSetChildSubreaper = 36
 //
 // args is PATH ARGV0 [ARG...]; environ is its environment.
 func supervise(args []string, environ []string, stderr io.Writer) int {
+	// Nothing the proxy inherited reaches the command: every descriptor
+	// but 0-2 is closed on exec, before anything else can start one.
+	closeOnExecFrom(3)
 	// Catch the parent-death signal first: from here on it is not lost,
 	// and the parent pid check below covers the time before.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 
-	parent, env := -1, make([]string, 0, len(environ))
+	parent, initFD, pidns, env := -1, -1, true, make([]string, 0, len(environ))
 	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, stdio.SupervisorParentVar+"="); ok {
+		name, v, _ := strings.Cut(kv, "=")
+		switch name {
+		case stdio.SupervisorParentVar:
 			if p, err := strconv.Atoi(v); err == nil && p > 0 {
 				parent = p
 			}
-			continue
+		case supervisorInitVar:
+			if fd, err := strconv.Atoi(v); err == nil && fd > 2 {
+				initFD = fd
+			}
+		case supervisorPIDNSVar:
+			pidns = v != "off"
+		default:
+			env = append(env, kv)
 		}
-		env = append(env, kv)
 	}
 	if parent < 0 || len(args) < 2 {
 		fmt.Fprintln(stderr, "mrtr: "+superviseArg+" is internal to mrtr proxy; it is not a command")
 		return 2
+	}
+	if initFD >= 0 && os.Getpid() == 1 {
+		// Started by a supervisor as the init of the command's PID
+		// namespace (see startConfined).
+		return superviseInit(args, env, parent, initFD, stderr)
 	}
 	// Killing the group must not hit anyone else: the group is ours only
 	// when we lead it (stdio starts us with Setpgid).
@@ -107,13 +130,16 @@ func supervise(args []string, environ []string, stderr io.Writer) int {
 	// Named mrtr in ps -o comm, not exe (it was started as /proc/self/exe):
 	// /proc/self is the main thread, whichever thread this runs on.
 	_ = os.WriteFile("/proc/self/comm", []byte("mrtr"), 0)
+	// Not dumpable: a command of the same uid must not write this
+	// process's memory (/proc/PID/mem), which would make it the
+	// supervisor.
+	_ = undumpable()
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		fmt.Fprintf(stderr, "mrtr: %s: prctl(PR_SET_CHILD_SUBREAPER): %v\n", superviseArg, errno)
 	}
 
-	cmd := &exec.Cmd{Path: args[0], Args: args[1:], Env: env,
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
-	if err := cmd.Start(); err != nil {
+	cmd, initStatus, err := startConfined(args, env, pidns)
+	if err != nil {
 		fmt.Fprintf(stderr, "mrtr: start %q: %v\n", args[1], err)
 		if errors.Is(err, fs.ErrNotExist) {
 			return 127
@@ -124,11 +150,7 @@ func supervise(args []string, environ []string, stderr io.Writer) int {
 	// The command has its own copies now: let go of stdin and stdout, so
 	// the proxy sees stdout end when the command (and what it started)
 	// closes it, not only when the supervisor exits.
-	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
-		syscall.Dup3(int(null.Fd()), 0, 0)
-		syscall.Dup3(int(null.Fd()), 1, 0)
-		null.Close()
-	}
+	releaseStdio()
 
 	// Reap every child: the command, and what it leaves behind as it
 	// exits (reparented here, the subreaper); report the command's end.
@@ -164,6 +186,12 @@ func supervise(args []string, environ []string, stderr io.Writer) int {
 			}
 			// SIGTERM, SIGINT, SIGHUP: the group's, the command has it too.
 		case ws := <-status:
+			if initStatus != nil {
+				// The init of the command's namespace ended, and every
+				// process of the namespace with it: the command's end is
+				// what it reported, or else its own.
+				ws = commandStatus(initStatus, ws)
+			}
 			// What the command leaves behind goes with it, even what
 			// left the group (the proxy kills the group itself).
 			killDescendants()
@@ -173,6 +201,15 @@ func supervise(args []string, environ []string, stderr io.Writer) int {
 			}
 			return ws.ExitStatus()
 		}
+	}
+}
+
+// releaseStdio replaces stdin and stdout by /dev/null.
+func releaseStdio() {
+	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+		syscall.Dup3(int(null.Fd()), 0, 0)
+		syscall.Dup3(int(null.Fd()), 1, 0)
+		null.Close()
 	}
 }
 

@@ -5,6 +5,8 @@ package main
 import (
 	"fmt"
 	"io"
+
+	"github.com/mrtr-go/mrtr/internal/stdio"
 )
 
 // superviseArgv is nil outside Linux: without a parent-death signal the
@@ -17,3 +19,13 @@ func supervise(_ []string, _ []string, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "mrtr: "+superviseArg+": only on Linux")
 	return 2
 }
+
+// probeArg is the hidden first argument of confinement's probe.
+const probeArg = "__supervise-probe"
+
+// probeConfinement is not available outside Linux.
+func probeConfinement(stderr io.Writer) int { return supervise(nil, nil, stderr) }
+
+// confinement is nil outside Linux: no command is supervised there, and
+// the documentation says what its children can do.
+func confinement(*stdio.User) error { return nil }

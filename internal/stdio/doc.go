@@ -23,8 +23,9 @@
 //     "stream"="stderr", cut to StderrLineBytes with a marker; a line that
 //     is itself a structured log record (logfmt with level= and msg=, or
 //     a JSON object with "level" and "msg", as log/slog and pino write
-//     them) is logged at its own level with its own message, sanitised,
-//     its other attributes in the group "child". At most
+//     them) is logged under ChildRecordMsg at its own level, at most
+//     MaxChildLevel, its message, level and other attributes, sanitised,
+//     in the group "child" (child.msg, child.level). At most
 //     Config.StderrBurst lines at once and Config.StderrRate a second
 //     after that; the lines dropped beyond are counted in one Warn
 //     record. What the child writes there is its own: the proxy's

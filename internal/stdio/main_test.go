@@ -72,6 +72,7 @@ func helper(mode string) int {
 		fmt.Fprint(os.Stderr, `{"level":30,"time":1,"msg":"pino says hi","hostname":"h"}`+"\n")
 		fmt.Fprint(os.Stderr, "key=value without a level\n")
 		fmt.Fprint(os.Stderr, `level=WARN msg="unterminated`+"\n")
+		fmt.Fprint(os.Stderr, `level=INFO msg="mrtr drained: no call held or in flight"`+"\n")
 		return 0
 	case "flood":
 		// floodLines lines on stderr, as fast as it can, then exits.

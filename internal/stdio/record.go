@@ -13,7 +13,8 @@ import (
 // such a line becomes the message of the proxy's own record, wrapped a
 // second time (msg="time=... level=WARN msg=\"...\""), and every level
 // reads INFO. childRecord reads the record instead, so the proxy logs it
-// at the child's level with the child's message.
+// at the child's level (at most WARN), its message and level as
+// attributes under a message of the proxy's (ChildRecordMsg).
 
 // maxChildAttrs bounds the attributes of a child's record carried over;
 // the rest are dropped (the line is the child's, a flood of keys is not

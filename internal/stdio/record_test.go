@@ -1,6 +1,7 @@
 package stdio
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -13,16 +14,25 @@ import (
 // INFO record's message; its attributes go in the group "child" (a child's
 // pid= cannot pass for the proxy's), escapes sanitised; a line that only
 // looks structured is logged as it is.
+//
+// And issue 35 item 6: a child's record is logged under the fixed message
+// ChildRecordMsg, its own message and level as child.msg and child.level,
+// at most at WARN: a child that writes the proxy's own drain message
+// (`level=INFO msg="mrtr drained: no call held or in flight"`) does not
+// get a record with that message, and its ERROR is no error of the proxy.
 func TestStderrStructuredRecords(t *testing.T) {
 	var buf syncBuffer
 	c := start(t, "slog", Config{Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err := waitDone(t, c); err != nil {
 		t.Fatalf("Err = %v", err)
 	}
-	var got [][3]string
+	var got [][4]string
 	for _, r := range buf.records(t) {
 		if r["stream"] != "stderr" {
 			continue
+		}
+		if strings.HasPrefix(r["msg"].(string), "mrtr drained") {
+			t.Errorf("a child's record logged under the proxy's own message: %v", r)
 		}
 		child, _ := r["child"].(map[string]any)
 		var attrs []string
@@ -31,18 +41,24 @@ func TestStderrStructuredRecords(t *testing.T) {
 				attrs = append(attrs, k+"="+v.(string))
 			}
 		}
-		got = append(got, [3]string{r["level"].(string), r["msg"].(string), strings.Join(attrs, " ")})
+		msg, level := r["msg"].(string), ""
+		if msg == ChildRecordMsg {
+			msg, _ = child["msg"].(string)
+			level, _ = child["level"].(string)
+		}
+		got = append(got, [4]string{r["level"].(string), level, msg, strings.Join(attrs, " ")})
 		if r["pid"] != float64(c.Pid()) {
 			t.Errorf("record %v: pid %v, want the child's %d", r["msg"], r["pid"], c.Pid())
 		}
 	}
-	want := [][3]string{
-		{"WARN", "NO KEY RING GIVEN: sealing with an ephemeral key", "pid=1 stream=stdout"},
-		{"ERROR", `upstream \x1b[2Jdown`, "attempt=3"},
-		{"DEBUG", "quiet", ""},
-		{"INFO", "pino says hi", "hostname=h"},
-		{"INFO", "key=value without a level", ""},
-		{"INFO", `level=WARN msg="unterminated`, ""},
+	want := [][4]string{ // the proxy's level, the child's, its message, its attributes
+		{"WARN", "WARN", "NO KEY RING GIVEN: sealing with an ephemeral key", "pid=1 stream=stdout"},
+		{"WARN", "ERROR", `upstream \x1b[2Jdown`, "attempt=3"},
+		{"DEBUG", "DEBUG", "quiet", ""},
+		{"INFO", "INFO", "pino says hi", "hostname=h"},
+		{"INFO", "", "key=value without a level", ""},
+		{"INFO", "", `level=WARN msg="unterminated`, ""},
+		{"INFO", "INFO", "mrtr drained: no call held or in flight", ""},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("records %q, want %q", got, want)
@@ -50,6 +66,25 @@ func TestStderrStructuredRecords(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("record %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+// TestChildRecordAttrs: a child's time is not carried (the proxy's record
+// has its own), nor its level and message among the attributes, and at
+// most maxChildAttrs attributes are (issue 35's mutation audit).
+func TestChildRecordAttrs(t *testing.T) {
+	line := `time=2026-12-02T00:00:00Z ts=1 timestamp=2 level=INFO msg=m`
+	for i := range maxChildAttrs + 4 {
+		line += fmt.Sprintf(" k%d=v%d", i, i)
+	}
+	_, _, attrs, ok := childRecord(line)
+	if !ok || len(attrs) != maxChildAttrs {
+		t.Fatalf("%d attributes kept (ok %v), want %d", len(attrs), ok, maxChildAttrs)
+	}
+	for i, a := range attrs {
+		if want := fmt.Sprintf("k%d", i); a.Key != want {
+			t.Errorf("attribute %d is %s, want %s (time, level and msg dropped, the first kept)", i, a.Key, want)
 		}
 	}
 }
@@ -71,6 +106,12 @@ func TestChildRecord(t *testing.T) {
 		{`just words`, false, 0, ""},
 		{`level=INFO msg="a"b`, false, 0, ""},
 		{`level=INFO msg="\u202eevil"`, true, slog.LevelInfo, `\u+202Eevil`},
+		// The mutation audit's survivors (issue 35): the first level and
+		// message win, a quoted value must end at a space, escaped quotes
+		// do not end it.
+		{`level=INFO level=ERROR msg=first msg=second`, true, slog.LevelInfo, "first"},
+		{`level=INFO msg="a"b=c`, false, 0, ""},
+		{`level=INFO msg="say \"hi\" now" k="\\"`, true, slog.LevelInfo, `say "hi" now`},
 	} {
 		level, msg, _, ok := childRecord(tc.line)
 		if ok != tc.ok || level != tc.level || msg != tc.msg {

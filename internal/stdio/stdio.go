@@ -36,6 +36,20 @@ const (
 // lines dropped over the rate limit (attribute "dropped_lines").
 const StderrDroppedMsg = "stderr lines of the upstream dropped over the rate limit"
 
+// ChildRecordMsg is the message under which a structured log record the
+// child wrote on stderr is logged: the child's message is its attribute
+// child.msg and its level child.level, so that a child can never write a
+// record with a message of the proxy's own (an alert keyed on "mrtr
+// drained: ..." is not set off by a child, or by a caller whose text a
+// server echoes to stderr). The record's level is the child's, at most
+// MaxChildLevel.
+const ChildRecordMsg = "upstream log record"
+
+// MaxChildLevel caps the level a child's record is logged at: a child's
+// ERROR is the proxy's WARN (the proxy did not fail), and an alert on the
+// proxy's errors is not set off by a child.
+const MaxChildLevel = slog.LevelWarn
+
 // StderrLineBytes caps one logged stderr line; the rest of a longer line is
 // dropped and TruncatedMarker is appended to what is kept.
 const StderrLineBytes = 4 << 10
@@ -651,13 +665,12 @@ func (c *Child) readStderr(r *os.File, log *slog.Logger, lim *lineBucket) {
 		if content <= StderrLineBytes {
 			line := string(head[:content])
 			if level, msg, attrs, ok := childRecord(line); ok {
-				// A structured record: the child's level and message; its
-				// other attributes apart, so they cannot pass for ours.
-				args := []slog.Attr{}
-				if len(attrs) > 0 {
-					args = append(args, slog.Attr{Key: "child", Value: slog.GroupValue(attrs...)})
-				}
-				log.LogAttrs(ctx, level, msg, args...)
+				// A structured record: under a message of its own, the
+				// child's message, level and other attributes apart, so
+				// none can pass for ours; at the child's level, at most
+				// WARN.
+				child := append([]slog.Attr{slog.String("msg", msg), slog.String("level", level.String())}, attrs...)
+				log.LogAttrs(ctx, min(level, MaxChildLevel), ChildRecordMsg, slog.Attr{Key: "child", Value: slog.GroupValue(child...)})
 			} else {
 				log.LogAttrs(ctx, slog.LevelInfo, line)
 			}

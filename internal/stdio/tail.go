@@ -38,8 +38,11 @@ func (t *tail) Write(p []byte) (int, error) {
 		t.buf = make([]byte, 0, t.max)
 	}
 	if n >= t.max {
+		// Only p's end is kept: what was held before is dropped, and so
+		// is p's start when p is longer than the buffer. A first write
+		// of exactly max drops nothing.
+		t.cut = t.cut || len(t.buf) > 0 || n > t.max
 		t.buf = append(t.buf[:0], p[n-t.max:]...)
-		t.cut = true
 		return n, nil
 	}
 	if over := len(t.buf) + n - t.max; over > 0 {

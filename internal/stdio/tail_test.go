@@ -72,6 +72,46 @@ func TestTailBounds(t *testing.T) {
 	}
 }
 
+// TestTailEdges pins the mutation audit's survivors in tail (issue 35):
+// a first write of exactly the bound keeps its first line (nothing was
+// dropped), a write that fills the buffer exactly drops nothing, one
+// that overflows it marks the first line kept as partial, a line longer
+// than the buffer is not kept in part, and a write longer than the
+// bound after others keeps its end and drops its partial first line.
+func TestTailEdges(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		writes []string
+		want   []string
+	}{
+		{"first write of exactly max", []string{"first\nsecond!\n"}, []string{"first", "second!"}},
+		{"fills exactly", []string{"first\n", "second!\n"}, []string{"first", "second!"}},
+		{"overflows by one", []string{"first\n", "second\n", "xy"}, []string{"second", "xy"}},
+		{"overflows mid-line", []string{"abcdefghij\n", "klmn"}, []string{"klmn"}},
+		{"one long line", []string{"0123456789", "abcdefghijklmnop"}, nil},
+		{"exactly max after more", []string{"ab", "cdef\nghijklmno"}, []string{"ghijklmno"}},
+		{"longer than max after more", []string{"ab\n", "0123456789\nabcdefghijk"}, []string{"abcdefghijk"}},
+	} {
+		tl := tail{max: 14}
+		for _, w := range tc.writes {
+			fmt.Fprint(&tl, w)
+		}
+		if got := tl.lines(TailLines); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: lines = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRedactBound: a value of exactly redactMin bytes is redacted, a
+// shorter one is not (issue 35's mutation audit).
+func TestRedactBound(t *testing.T) {
+	env := []string{"MRTR_A=" + strings.Repeat("s", redactMin), "MRTR_B=" + strings.Repeat("t", redactMin-1)}
+	got := redact([]string{"a " + strings.Repeat("s", redactMin) + " b " + strings.Repeat("t", redactMin-1)}, env)
+	if want := "a [redacted] b " + strings.Repeat("t", redactMin-1); got[0] != want {
+		t.Errorf("redact = %q, want %q", got[0], want)
+	}
+}
+
 func TestSanitiseAndRedact(t *testing.T) {
 	for in, want := range map[string]string{
 		"plain text":          "plain text",

@@ -2,12 +2,13 @@ package termtext
 
 import (
 	"fmt"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
 // JSON returns encoded JSON (as encoding/json writes it) with DEL, the C1
-// controls and the bidirectional formatting characters written as \u
-// escapes, which encoding/json leaves raw; it already escapes the C0
+// controls and the characters Clean drops as format characters written
+// as \u escapes, which encoding/json leaves raw; it already escapes the C0
 // controls. These characters can only stand inside JSON strings, so the
 // values a reader decodes stay exactly the same: a script gets the
 // server's exact text, a person reading the JSON on a terminal gets no
@@ -25,7 +26,12 @@ func JSON(b []byte) []byte {
 			i += max(n, 1)
 			continue
 		case r >= 0x7f && drop(r):
-			out = fmt.Appendf(out, `\u%04x`, r)
+			if r > 0xffff { // a tag character: JSON escapes UTF-16 units
+				r1, r2 := utf16.EncodeRune(r)
+				out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+			} else {
+				out = fmt.Appendf(out, `\u%04x`, r)
+			}
 		default:
 			out = append(out, b[i:i+n]...)
 		}

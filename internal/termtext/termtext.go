@@ -16,15 +16,22 @@ import (
 	"unicode/utf8"
 )
 
-// Clean returns s without control characters and bidirectional
-// formatting characters, keeping newlines and tabs:
+// Clean returns s without control characters and format characters,
+// keeping newlines and tabs:
 //
 //   - an escape sequence (ESC or a C1 introducer, and everything up to
 //     its final byte or, for a string sequence such as OSC, its
 //     terminator) goes whole, so "\x1b[31mred\x1b[0m" reads "red";
 //   - every other C0 control but \n and \t (\r among them: it lets
 //     text overwrite the line), DEL, and every C1 control goes;
-//   - bidirectional overrides, embeddings, isolates and marks go;
+//   - format characters (Unicode category Cf) go: bidirectional
+//     overrides, embeddings, isolates and marks, zero-width spaces and
+//     joiners (U+200B-U+200D, U+2060), the byte order mark U+FEFF, the
+//     soft hyphen U+00AD and the tag characters U+E0000-U+E007F, which
+//     hide text or make it read in another order than it is stored;
+//   - the line and paragraph separators U+2028 and U+2029 go (a
+//     terminal does not break the line on them, a reader of the text
+//     may);
 //   - a byte that is not UTF-8 becomes U+FFFD.
 //
 // Text without any of these comes back unchanged, so Clean is
@@ -91,10 +98,12 @@ func safeSlow(s string) bool {
 	return true
 }
 
-// drop reports whether r is a control or bidirectional formatting
-// character (\n and \t included: callers keep those themselves).
+// drop reports whether r is a control, format (bidirectional formatting,
+// zero-width, tag) or line-separating character (\n and \t included:
+// callers keep those themselves).
 func drop(r rune) bool {
-	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
+	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Bidi_Control, r) ||
+		r == '\u2028' || r == '\u2029'
 }
 
 // skipSequence returns the index just past the escape sequence that

@@ -36,6 +36,61 @@ func TestClean(t *testing.T) {
 	}
 }
 
+// TestCleanFormatCharacters pins issue 35 item 13: zero-width and other
+// format characters (Unicode Cf), the line and paragraph separators and
+// the tag characters go, as stdio's sanitise drops them from a child's
+// stderr: they hide text ("pa\u200bss" reads "pass" and is not it) or
+// carry it unseen (tag characters spell ASCII invisibly).
+func TestCleanFormatCharacters(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"pa\u200bss", "pass"},                               // zero-width space
+		{"a\u200cb\u200dc\u2060d", "abcd"},                   // ZWNJ, ZWJ, word joiner
+		{"\ufeffbom", "bom"},                                 // byte order mark
+		{"soft\u00adhyphen", "softhyphen"},                   // soft hyphen
+		{"one\u2028two\u2029three", "onetwothree"},           // line and paragraph separators
+		{"hi\U000E0001\U000E0069\U000E007Fthere", "hithere"}, // tag characters
+		{"\u061cx\u180ey", "xy"},                             // Arabic letter mark, Mongolian vowel separator
+	} {
+		if got := Clean(tc.in); got != tc.want {
+			t.Errorf("Clean(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if got := Line(tc.in); got != tc.want {
+			t.Errorf("Line(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	// JSON keeps the values and writes these as escapes, a character
+	// beyond U+FFFF as its UTF-16 surrogate pair.
+	v := map[string]string{"s": "a\u200bb\U000E0041c\u00ad"}
+	b, _ := json.Marshal(v)
+	j := JSON(b)
+	var back map[string]string
+	if err := json.Unmarshal(j, &back); err != nil || back["s"] != v["s"] {
+		t.Fatalf("JSON(%s) = %s: decodes to %q, %v", b, j, back["s"], err)
+	}
+	if bad(string(j), false) || !strings.Contains(string(j), `\udb40\udc41`) {
+		t.Errorf("JSON(%s) = %s, want format characters escaped", b, j)
+	}
+}
+
+// TestCleanMutants pins what the mutation audit found untested (issue
+// 35): DEL in text with nothing else to remove (the fast path), a CSI
+// sequence whose final byte is '~' (the editing keys' F-key sequences),
+// and the two-character ESC Fp escapes (ESC 7 and ESC 8, save and
+// restore the cursor: with them text can overwrite what was printed).
+func TestCleanMutants(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"del\x7fete", "delete"},               // DEL alone, plain ASCII otherwise
+		{"\x7f", ""},                           //
+		{"a\x1b[3~b\x1b[15;2~c", "abc"},        // CSI ... ~
+		{"a\x1b7FAIL\x1b8pass", "aFAILpass"},   // ESC 7, ESC 8 (DECSC, DECRC)
+		{"a\x1b=b\x1b>c\x1b0d\x1b?e", "abcde"}, // the rest of Fp: 0x30-0x3F
+	} {
+		if got := Clean(tc.in); got != tc.want {
+			t.Errorf("Clean(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestLine(t *testing.T) {
 	if got := Line("  two\nlines\tand\x1b[2J a\r\ntab "); got != "two lines and a tab" {
 		t.Errorf("Line: %q", got)
@@ -72,7 +127,8 @@ func bad(s string, allowNewline bool) bool {
 		if (r == '\n' || r == '\t') && allowNewline {
 			continue
 		}
-		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || unicode.Is(unicode.Cf, r) ||
+			r == '\u2028' || r == '\u2029' {
 			return true
 		}
 	}
@@ -84,7 +140,7 @@ func bad(s string, allowNewline bool) bool {
 // Clean and Line are idempotent; text with nothing to remove is kept
 // as is; JSON keeps every value and leaves no such character raw.
 func FuzzClean(f *testing.F) {
-	for _, s := range []string{"", "plain", "\x1b]52;c;eA==\x07", "\x1b[2J", "\u009b31m", "\u202e", "\xff", "a\r\nb\tc", "\x1b]x\x1b\\"} {
+	for _, s := range []string{"", "plain", "\x1b]52;c;eA==\x07", "\x1b[2J", "\u009b31m", "\u202e", "\xff", "a\r\nb\tc", "\x1b]x\x1b\\", "\u200b\U000E0041\u2028"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
