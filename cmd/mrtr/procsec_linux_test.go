@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrtr-go/mrtr/internal/stdio"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -101,9 +102,13 @@ func childSaid(t *testing.T, p *child, done string) []string {
 		var l struct {
 			Msg    string
 			Stream string
+			Child  struct{ Msg string }
 		}
 		if json.Unmarshal([]byte(line), &l) == nil && l.Stream == "stderr" {
-			said = append(said, l.Msg)
+			if l.Msg != stdio.ChildRecordMsg {
+				t.Errorf("a child's line logged under %q, want %q", l.Msg, stdio.ChildRecordMsg)
+			}
+			said = append(said, l.Child.Msg)
 		}
 	}
 	return said

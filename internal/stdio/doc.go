@@ -19,8 +19,11 @@
 //     order. A line longer than Config.MaxMessageBytes is a protocol error:
 //     the child is stopped, Err reports ErrMessageTooLong, and no more than
 //     about MaxMessageBytes is ever held for one line.
-//   - Each stderr line is logged to Config.Logger at Info, with "pid" and
-//     "stream"="stderr", cut to StderrLineBytes with a marker; a line that
+//   - Each stderr line is logged to Config.Logger under ChildRecordMsg,
+//     the line itself as child.msg, with "pid" and "stream"="stderr", cut
+//     to StderrLineBytes with a marker, at Info (at Warn for a line npm
+//     marks as an error or a warning: "npm ERR!", "npm error", "npm WARN",
+//     "npm warn"); a line that
 //     is itself a structured log record (logfmt with level= and msg=, or
 //     a JSON object with "level" and "msg", as log/slog and pino write
 //     them) is logged under ChildRecordMsg at its own level, at most

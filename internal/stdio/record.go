@@ -181,3 +181,18 @@ func quotedEnd(s string) int {
 	}
 	return -1
 }
+
+// unstructuredLevel is the level of a stderr line that is no record
+// (childRecord): WARN for a line npm marks as an error or a warning
+// ("npm ERR!" before npm 9, "npm error" and "npm warn" since, after
+// leading blanks; never above WARN, as a child's own level), INFO
+// otherwise.
+func unstructuredLevel(line string) slog.Level {
+	s := strings.TrimLeft(line, " \t")
+	for _, p := range [...]string{"npm ERR!", "npm error", "npm WARN", "npm warn"} {
+		if strings.HasPrefix(s, p) {
+			return slog.LevelWarn
+		}
+	}
+	return slog.LevelInfo
+}

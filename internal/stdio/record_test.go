@@ -153,3 +153,23 @@ func FuzzChildRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestUnstructuredLevel (issue 39, item 8): a child's stderr line that is
+// no record but that npm marks as an error or a warning is logged as a
+// warning; any other such line at INFO.
+func TestUnstructuredLevel(t *testing.T) {
+	for line, want := range map[string]slog.Level{
+		"npm ERR! code E404":                      slog.LevelWarn,
+		"npm error code ENOENT":                   slog.LevelWarn,
+		"  npm error path /x":                     slog.LevelWarn,
+		"npm WARN deprecated inflight@1.0.6":      slog.LevelWarn,
+		"npm warn exec The following package was": slog.LevelWarn,
+		"Secure MCP Filesystem Server running":    slog.LevelInfo,
+		"an npm error somewhere in the middle":    slog.LevelInfo,
+		"npm":                                     slog.LevelInfo,
+	} {
+		if got := unstructuredLevel(line); got != want {
+			t.Errorf("%q: %v, want %v", line, got, want)
+		}
+	}
+}

@@ -36,9 +36,9 @@ const (
 // lines dropped over the rate limit (attribute "dropped_lines").
 const StderrDroppedMsg = "stderr lines of the upstream dropped over the rate limit"
 
-// ChildRecordMsg is the message under which a structured log record the
-// child wrote on stderr is logged: the child's message is its attribute
-// child.msg and its level child.level, so that a child can never write a
+// ChildRecordMsg is the message under which every line the child wrote on
+// stderr is logged: a structured record's message is its attribute
+// child.msg and its level child.level, a plain line is child.msg itself, so that a child can never write a
 // record with a message of the proxy's own (an alert keyed on "mrtr
 // drained: ..." is not set off by a child, or by a caller whose text a
 // server echoes to stderr). The record's level is the child's, at most
@@ -672,12 +672,15 @@ func (c *Child) readStderr(r *os.File, log *slog.Logger, lim *lineBucket) {
 				child := append([]slog.Attr{slog.String("msg", msg), slog.String("level", level.String())}, attrs...)
 				log.LogAttrs(ctx, min(level, MaxChildLevel), ChildRecordMsg, slog.Attr{Key: "child", Value: slog.GroupValue(child...)})
 			} else {
-				log.LogAttrs(ctx, slog.LevelInfo, line)
+				// A plain line: under the same message, the line as
+				// child.msg, so that an echoed "mrtr drained: ..." is
+				// never a record of ours either.
+				log.LogAttrs(ctx, unstructuredLevel(line), ChildRecordMsg, slog.Attr{Key: "child", Value: slog.GroupValue(slog.String("msg", line))})
 			}
 		} else {
 			// Longer than the cap: keep the head, count and drop the rest.
 			text := validPrefix(string(head[:StderrLineBytes])) + TruncatedMarker
-			log.LogAttrs(ctx, slog.LevelInfo, text, slog.Int("line_bytes", content))
+			log.LogAttrs(ctx, unstructuredLevel(text), ChildRecordMsg, slog.Attr{Key: "child", Value: slog.GroupValue(slog.String("msg", text))}, slog.Int("line_bytes", content))
 		}
 		head, n, cr = head[:0], 0, false
 	}

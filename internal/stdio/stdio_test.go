@@ -312,7 +312,7 @@ func (s *syncBuffer) waitFor(t *testing.T, msg string) {
 	deadline := time.Now().Add(patience)
 	for {
 		for _, r := range s.records(t) {
-			if r["msg"] == msg {
+			if lineMsg(r) == msg {
 				return
 			}
 		}
@@ -362,7 +362,10 @@ func TestStderrLogged(t *testing.T) {
 		if r["level"] != "INFO" || r["stream"] != "stderr" || r["pid"] != float64(c.Pid()) {
 			t.Errorf("record %d = %v, want level INFO, stream stderr, pid %d", i, r, c.Pid())
 		}
-		msg, _ := r["msg"].(string)
+		if r["msg"] != ChildRecordMsg {
+			t.Errorf("record %d msg = %q, want %q with the line as child.msg", i, r["msg"], ChildRecordMsg)
+		}
+		msg := lineMsg(r)
 		if msg != want[i].msg {
 			t.Errorf("record %d msg = %.40q… (%d bytes), want %.40q… (%d bytes)", i, msg, len(msg), want[i].msg, len(want[i].msg))
 		}
@@ -373,7 +376,7 @@ func TestStderrLogged(t *testing.T) {
 			t.Errorf("record %d line_bytes = %v, want %v", i, got, want[i].bytes)
 		}
 	}
-	if got := len(recs[1]["msg"].(string)); got > StderrLineBytes+len(TruncatedMarker) {
+	if got := len(lineMsg(recs[1])); got > StderrLineBytes+len(TruncatedMarker) {
 		t.Errorf("cut line is %d bytes", got)
 	}
 }
@@ -510,7 +513,7 @@ func TestStopKillsStubbornGroup(t *testing.T) {
 	}
 	var saw []string
 	for _, r := range buf.records(t) {
-		saw = append(saw, r["msg"].(string))
+		saw = append(saw, lineMsg(r))
 	}
 	if strings.Join(saw, ",") != "stdin EOF,got SIGTERM" {
 		t.Errorf("the child saw %q, want stdin EOF then SIGTERM", saw)
@@ -630,7 +633,7 @@ func TestStderrFlood(t *testing.T) {
 	elapsed := time.Since(began)
 	lines, dropped, drops := 0, 0, 0
 	for _, r := range buf.records(t) {
-		switch r["msg"] {
+		switch lineMsg(r) {
 		case "y":
 			lines++
 		case StderrDroppedMsg:
@@ -679,7 +682,7 @@ func TestStderrDroppedThenFlowing(t *testing.T) {
 	}
 	var got []string
 	for _, r := range buf.records(t) {
-		msg := r["msg"].(string)
+		msg := lineMsg(r)
 		if n, ok := r["dropped_lines"].(float64); ok {
 			msg = fmt.Sprintf("%s: %v", msg, n)
 		}
@@ -693,4 +696,15 @@ func TestStderrDroppedThenFlowing(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("logged %d records, ending %q; want %d, ending %q", len(got), got[max(0, len(got)-3):], len(want), want[len(want)-3:])
 	}
+}
+
+// lineMsg is the text a record logs: a child's line (child.msg, under
+// ChildRecordMsg), or the proxy's own message.
+func lineMsg(r map[string]any) string {
+	if child, ok := r["child"].(map[string]any); ok && r["msg"] == ChildRecordMsg {
+		msg, _ := child["msg"].(string)
+		return msg
+	}
+	msg, _ := r["msg"].(string)
+	return msg
 }
