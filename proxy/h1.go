@@ -175,6 +175,7 @@ func (t *h1Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		closeBody(r)
 		return nil, err
 	}
+	gotConn(ctx, cn)
 	b, err := appendRequest(cn.wbuf[:0], r)
 	if err != nil {
 		t.put(cn) // nothing was written on it
@@ -198,6 +199,15 @@ func (t *h1Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		if cn, err = t.dialConn(ctx); err != nil {
 			return nil, err
 		}
+		gotConn(ctx, cn)
+	}
+}
+
+// gotConn calls httptrace's GotConn hook, as *http.Transport does: the
+// proxy closes the connection of an answer that was not its request's.
+func gotConn(ctx context.Context, cn *h1Conn) {
+	if tr := httptrace.ContextClientTrace(ctx); tr != nil && tr.GotConn != nil {
+		tr.GotConn(httptrace.GotConnInfo{Conn: cn.c, Reused: cn.reused})
 	}
 }
 
