@@ -330,6 +330,10 @@ func (h *Handler) checkPassed(resp *http.Response) error {
 	}
 	ctx := resp.Request.Context()
 	if mcpwire.IsEventStream(resp.Header.Get("Content-Type")) {
+		// Its events may change length: the stream's length is no longer
+		// the upstream's.
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
 		resp.Body = &idStream{h: h, ctx: ctx, x: req.x, method: req.method, body: resp.Body,
 			er: mcpwire.NewEventReader(resp.Body, int(min(max(h.maxHeld, maxPassedJSON), math.MaxInt)))}
 		return nil
@@ -383,6 +387,7 @@ func (h *Handler) restoreBody(ctx context.Context, x *exchange, b []byte) ([]byt
 		}
 		v = foreign
 	case nullError:
+		x.discard()
 		h.log.ErrorContext(ctx, "proxy: upstream failed", "step", "read the upstream response", "sent", true, "error", errNullID)
 		return errorBody(x.caller, mcpwire.CodeInternalError, msgNullID, nil), v
 	}
@@ -466,7 +471,8 @@ func (s *idStream) event(ev *mcpwire.Event) []byte {
 			return mcpwire.AppendEvent(nil, ev.Other, out)
 		}
 	case nullError:
-		s.final = true
+		s.final, s.done = true, true // its connection is closed: the stream ends here
+		s.x.discard()
 		s.h.log.ErrorContext(s.ctx, "proxy: upstream failed", "method", s.method, "step", "read the upstream event stream", "sent", true, "error", errNullID)
 		return mcpwire.AppendEvent(nil, ev.Other, errorBody(s.x.caller, mcpwire.CodeInternalError, msgNullID, nil))
 	}

@@ -928,8 +928,16 @@ func answerOutcome(out []byte) (mrtr.CallOutcome, int) {
 func (h *Handler) finishMessage(ctx context.Context, c *call, b []byte, msg object) (out []byte, status int, release error) {
 	id := c.req.id
 	resp, err := parseResponse(b, msg)
+	if t := mcpwire.TrimSpace(b); err != nil && len(t) > 0 && t[0] == '[' {
+		err = errForeign // a batch: no response of this request's
+		c.refused = true
+	}
 	if err != nil {
 		c.x.discard() // not a message this request's, whatever it is
+		if c.refused {
+			h.log.ErrorContext(ctx, "proxy: upstream failed", "method", c.req.method, "target", mcpwire.Shown(c.target), "step", "read the upstream response", "sent", true, "error", err)
+			return errorBody(id, mrtr.CodeInternalError, msgForeign, nil), http.StatusOK, nil
+		}
 		h.log.ErrorContext(ctx, "proxy: upstream answered garbage", "method", c.req.method, "target", mcpwire.Shown(c.target), "error", err)
 		return errorBody(id, mrtr.CodeInternalError, "upstream answered an invalid message", nil), http.StatusOK, nil
 	}
@@ -938,6 +946,7 @@ func (h *Handler) finishMessage(ctx context.Context, c *call, b []byte, msg obje
 	// would be sealed under this caller's binding.
 	switch c.x.judge(resp.msg) {
 	case nullError:
+		c.x.discard()
 		h.log.ErrorContext(ctx, "proxy: upstream failed", "method", c.req.method, "target", mcpwire.Shown(c.target), "step", "read the upstream response", "sent", true, "error", errNullID)
 		return errorBody(id, mrtr.CodeInternalError, msgNullID, nil), http.StatusOK, nil
 	case foreign:
