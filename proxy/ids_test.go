@@ -244,18 +244,22 @@ func countingUpstream(t *testing.T, answer func(w http.ResponseWriter, m rpcMsg)
 func TestForeignResponseRefused(t *testing.T) {
 	const pause = `"result":{"resultType":"input_required","inputRequests":{"confirm":{"method":"elicitation/create","params":{"message":"ok?","requestedSchema":{"type":"object"}}}},"requestState":"theirs"}`
 	for _, tc := range []struct {
-		name  string
-		sse   bool
-		body  func(id string) string // the upstream's answer to id
-		msg   string
+		name string
+		sse  bool
+		body func(id string) string // the upstream's answer to id
+		msg  string
 	}{
 		{"other id", false, func(string) string { return `{"jsonrpc":"2.0","id":"mrtr-0-1",` + pause + `}` }, "not this request's"},
 		{"caller's id", false, func(string) string { return `{"jsonrpc":"2.0","id":5,` + pause + `}` }, "not this request's"},
 		{"batch", false, func(id string) string { return `[{"jsonrpc":"2.0","id":` + id + `,` + pause + `}]` }, "not this request's"},
-		{"null id", false, func(string) string { return `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}` }, "names no request"},
+		{"null id", false, func(string) string {
+			return `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}`
+		}, "names no request"},
 		{"sse other id", true, func(string) string { return `{"jsonrpc":"2.0","id":"x",` + pause + `}` }, "not this request's"},
 		{"sse batch", true, func(id string) string { return `[{"jsonrpc":"2.0","id":` + id + `,` + pause + `}]` }, "not this request's"},
-		{"sse null id", true, func(string) string { return `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}` }, "names no request"},
+		{"sse null id", true, func(string) string {
+			return `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}`
+		}, "names no request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up, conns := countingUpstream(t, func(w http.ResponseWriter, m rpcMsg) {
