@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -55,9 +56,8 @@ func newIDSource() *idSource {
 	return &idSource{prefix: append(p, '-')}
 }
 
-// next returns a fresh id, a JSON string.
-func (s *idSource) next() json.RawMessage {
-	b := make([]byte, 0, len(s.prefix)+21)
+// appendNext appends a fresh id, a JSON string, to b.
+func (s *idSource) appendNext(b []byte) json.RawMessage {
 	b = append(b, s.prefix...)
 	b = strconv.AppendUint(b, s.n.Add(1), 10)
 	return append(b, '"')
@@ -73,10 +73,14 @@ type exchange struct {
 
 	mu   sync.Mutex
 	conn net.Conn // the connection of the latest attempt (httptrace GotConn)
+
+	buf [48]byte // sent's bytes: one allocation for both
 }
 
 func (h *Handler) newExchange(caller json.RawMessage, method string) *exchange {
-	return &exchange{caller: caller, sent: h.ids.next(), listen: method == methodListen}
+	x := &exchange{caller: caller, listen: method == methodListen}
+	x.sent = h.ids.appendNext(x.buf[:0])
+	return x
 }
 
 // trace adds x's GotConn hook to a client trace.
@@ -234,46 +238,64 @@ type cancelKey struct {
 // under, for notifications/cancelled. Safe for concurrent use.
 type inflight struct {
 	mu sync.Mutex
-	m  map[cancelKey][]json.RawMessage // the latest last
+	m  map[cancelKey]liveIDs
+}
+
+// liveIDs are the ids of the requests in flight under one key: nearly
+// always one (two callers sharing a principal and session may use one id
+// at once), the latest last.
+type liveIDs struct {
+	first json.RawMessage
+	more  []json.RawMessage
 }
 
 func (f *inflight) add(k cancelKey, sent json.RawMessage) {
 	f.mu.Lock()
 	if f.m == nil {
-		f.m = make(map[cancelKey][]json.RawMessage)
+		f.m = make(map[cancelKey]liveIDs)
 	}
-	f.m[k] = append(f.m[k], sent)
+	if l, ok := f.m[k]; ok {
+		l.more = append(l.more, sent)
+		f.m[k] = l
+	} else {
+		f.m[k] = liveIDs{first: sent}
+	}
 	f.mu.Unlock()
 }
 
 func (f *inflight) remove(k cancelKey, sent json.RawMessage) {
 	f.mu.Lock()
-	ids := f.m[k]
-	for i, s := range ids {
-		if bytes.Equal(s, sent) {
-			ids = append(ids[:i], ids[i+1:]...)
-			break
+	defer f.mu.Unlock()
+	l, ok := f.m[k]
+	if !ok {
+		return
+	}
+	if i := slices.IndexFunc(l.more, func(s json.RawMessage) bool { return bytes.Equal(s, sent) }); i >= 0 {
+		l.more = slices.Delete(l.more, i, i+1)
+	} else if bytes.Equal(l.first, sent) {
+		if len(l.more) == 0 {
+			delete(f.m, k)
+			return
 		}
+		l.first, l.more = l.more[0], slices.Delete(l.more, 0, 1)
 	}
-	if len(ids) == 0 {
-		delete(f.m, k)
-	} else {
-		f.m[k] = ids
-	}
-	f.mu.Unlock()
+	f.m[k] = l
 }
 
 // lookup returns the id the latest request in flight under k was sent
-// with (two callers sharing a principal and session may both use one id:
-// the latest is the one its caller more likely means).
+// with (of two sharing k, the latest is the one its caller more likely
+// means).
 func (f *inflight) lookup(k cancelKey) (json.RawMessage, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ids := f.m[k]
-	if len(ids) == 0 {
+	l, ok := f.m[k]
+	switch {
+	case !ok:
 		return nil, false
+	case len(l.more) > 0:
+		return l.more[len(l.more)-1], true
 	}
-	return ids[len(ids)-1], true
+	return l.first, true
 }
 
 // requestWithID returns req's body with the proxy's id in place of the
