@@ -465,9 +465,9 @@ func (s *idStream) event(ev *mcpwire.Event) []byte {
 	if len(d) == 0 {
 		return raw
 	}
-	v := foreign
+	v := foreign // a batch
 	var msg object
-	if d[0] == '{' {
+	if d[0] != '[' {
 		m, err := mcpwire.ParseObject(d)
 		if err != nil {
 			return raw // no message: nothing to misplace

@@ -313,7 +313,8 @@ func TestSecondResponseDropped(t *testing.T) {
 
 // TestServerRequestIDsKept: a 2025-11-25 server's request in a per-POST
 // stream reaches the caller with the server's id, and the caller's answer
-// to it reaches the server unchanged; progress tokens are untouched.
+// to it reaches the server unchanged; progress tokens are untouched, and
+// so is an event that holds no JSON.
 func TestServerRequestIDsKept(t *testing.T) {
 	const serverReq = `{"jsonrpc":"2.0","id":0,"method":"elicitation/create","params":{"message":"ok?","requestedSchema":{"type":"object"}}}`
 	const progress = `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`
@@ -323,12 +324,12 @@ func TestServerRequestIDsKept(t *testing.T) {
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprintf(w, "data: %s\n\ndata: %s\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}\n\n", serverReq, progress, m.ID)
+		fmt.Fprintf(w, "data: %s\n\ndata: not json\n\ndata: %s\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}\n\n", serverReq, progress, m.ID)
 	})
 	px := startProxy(t, up.url(), nil, nil, nil)
 	hd := http.Header{"Mcp-Session-Id": {"s1"}}
 	r := send(t, px.URL, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"progressToken":1}}}`, hd)
-	if !bytes.Contains(r.raw, []byte(serverReq)) || !bytes.Contains(r.raw, []byte(progress)) || string(r.id) != "1" {
+	if !bytes.Contains(r.raw, []byte(serverReq)) || !bytes.Contains(r.raw, []byte(progress)) || !bytes.Contains(r.raw, []byte("data: not json\n")) || string(r.id) != "1" {
 		t.Fatalf("stream: %s", r.raw)
 	}
 	const answer = `{"jsonrpc":"2.0","id":0,"result":{"action":"accept","content":{}}}`
