@@ -74,7 +74,8 @@ type exchange struct {
 	mu   sync.Mutex
 	conn net.Conn // the connection of the latest attempt (httptrace GotConn)
 
-	buf [48]byte // sent's bytes: one allocation for both
+	buf   [48]byte              // sent's bytes: one allocation for both
+	trace httptrace.ClientTrace // its hooks, in the same allocation
 }
 
 func (h *Handler) newExchange(caller json.RawMessage, method string) *exchange {

@@ -392,7 +392,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		key.id = string(req.id)
 		h.live.add(key, x.sent)
 		defer h.live.remove(key, x.sent)
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: x.gotConn})
+		x.trace.GotConn = x.gotConn
+		ctx = httptrace.WithClientTrace(ctx, &x.trace)
 	case req.method == methodCancelled:
 		var ok bool
 		if out, ok = h.cancelled(key, req); !ok {
@@ -724,12 +725,14 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		// *bytes.Reader goes out with them in one, and the transport
 		// reports the headers written, before any byte of the body
 		// (every attempt: a retry is tracked too).
-		tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: sent.wrote, GotConn: c.x.gotConn})
+		c.x.trace.WroteHeaders, c.x.trace.GotConn = sent.wrote, c.x.gotConn
+		tctx := httptrace.WithClientTrace(ctx, &c.x.trace)
 		up, err = http.NewRequestWithContext(tctx, http.MethodPost, "", bytes.NewReader(body))
 	} else {
 		// A transport of the caller's own may still hand the request to
 		// an *http.Transport (the bridge's pass-through does).
-		tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: c.x.gotConn})
+		c.x.trace.GotConn = c.x.gotConn
+		tctx := httptrace.WithClientTrace(ctx, &c.x.trace)
 		up, err = http.NewRequestWithContext(tctx, http.MethodPost, "", sent.reader())
 		if err == nil {
 			up.ContentLength = int64(len(body))
