@@ -250,19 +250,33 @@ type liveIDs struct {
 	more  []json.RawMessage
 }
 
-func (f *inflight) add(k cancelKey, sent json.RawMessage) {
+// add records a request in flight under k, sent as sent. Within a
+// 2025-11-25 session (k.session set) an id names one request at a time,
+// as JSON-RPC wants it: add refuses (false) a second one under k. Without
+// a session, callers of one principal (all anonymous ones together) share
+// k, and each numbers its own requests, so two may use one id at once.
+func (f *inflight) add(k cancelKey, sent json.RawMessage) bool {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.m == nil {
 		f.m = make(map[cancelKey]liveIDs)
 	}
-	if l, ok := f.m[k]; ok {
+	l, ok := f.m[k]
+	switch {
+	case ok && k.session != "":
+		return false
+	case ok:
 		l.more = append(l.more, sent)
 		f.m[k] = l
-	} else {
+	default:
 		f.m[k] = liveIDs{first: sent}
 	}
-	f.mu.Unlock()
+	return true
 }
+
+// msgIDInUse is the answer to a request of a 2025-11-25 session whose id
+// names a request of that session still in flight.
+const msgIDInUse = "invalid request: this id is in use by a request in flight"
 
 func (f *inflight) remove(k cancelKey, sent json.RawMessage) {
 	f.mu.Lock()

@@ -468,3 +468,43 @@ type pauseCounter struct {
 }
 
 func (p *pauseCounter) Paused(context.Context, mrtr.PauseEvent) { p.n.Add(1) }
+
+// TestIDInUse: within a 2025-11-25 session an id names one request at a
+// time: a second request under the id of one in flight is refused
+// (-32600) before it reaches the upstream, on both paths. Without a
+// session, callers who share a principal number their requests each on
+// their own: two with one id at once both get their own answers.
+func TestIDInUse(t *testing.T) {
+	entered := make(chan struct{}, 4)
+	release := make(chan struct{})
+	up := newScripted(t, func(w http.ResponseWriter, m rpcMsg) {
+		if name, _ := m.str("name"); name == "wait" {
+			entered <- struct{}{}
+			<-release
+		}
+		writeResult(w, m.ID, complete(m.Method))
+	})
+	px := startProxy(t, up.url(), nil, nil, nil)
+	for _, session := range []string{"s1", ""} {
+		hd := http.Header{"Mcp-Session-Id": {session}}
+		if session == "" {
+			hd = nil
+		}
+		first := make(chan reply, 1)
+		go func() { first <- send(t, px.URL, rpcBody(3, "tools/call", `"name":"wait"`), hd) }()
+		<-entered
+		for _, method := range []string{"tools/call", "tools/list"} {
+			r := send(t, px.URL, rpcBody(3, method, `"name":"now"`), hd)
+			switch {
+			case session != "" && (r.err == nil || r.err.Code != -32600 || string(r.id) != "3"):
+				t.Errorf("session %q, %s under an id in flight: %s; want -32600", session, method, r.raw)
+			case session == "" && (r.err != nil || r.text() != method || string(r.id) != "3"):
+				t.Errorf("no session, %s under an id another caller has in flight: %s; want its answer", method, r.raw)
+			}
+		}
+		release <- struct{}{}
+		if r := <-first; r.text() != "tools/call" || string(r.id) != "3" {
+			t.Errorf("session %q, the call in flight: %s", session, r.raw)
+		}
+	}
+}

@@ -390,7 +390,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		req.x = x
 		key.id = string(req.id)
-		h.live.add(key, x.sent)
+		if !h.live.add(key, x.sent) {
+			writeError(w, http.StatusOK, req.id, mcpwire.CodeInvalidRequest, msgIDInUse, nil)
+			return
+		}
 		defer h.live.remove(key, x.sent)
 		x.trace.GotConn = x.gotConn
 		ctx = httptrace.WithClientTrace(ctx, &x.trace)
@@ -498,7 +501,6 @@ type call struct {
 	req    *rpcRequest
 	flow   *mrtr.Flow
 	target string
-	who    reqstate.Principal
 	// x is the request as sent upstream, under the proxy's id; refused
 	// is set once an answer was not the request's (finishMessage).
 	x       *exchange
@@ -572,12 +574,21 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	if h.peers != nil && mreq.RequestState != "" && h.routed(w, r, req, mreq) { // peers.go
 		return
 	}
+	// Sent under the proxy's own id (ids.go), recorded before the guard
+	// runs: a request refused here spends no token.
+	x := h.newExchange(req.id, req.method)
+	key := cancelKey{who: principal, session: r.Header.Get("Mcp-Session-Id"), id: string(req.id)}
+	if !h.live.add(key, x.sent) {
+		writeError(w, http.StatusOK, req.id, mcpwire.CodeInvalidRequest, msgIDInUse, nil)
+		return
+	}
+	defer h.live.remove(key, x.sent)
 	fl, err := h.guard.Begin(ctx, mreq)
 	if err != nil {
 		writeGuardError(w, req.id, err)
 		return
 	}
-	c := &call{req: req, flow: fl, target: target, who: principal}
+	c := &call{req: req, flow: fl, target: target, x: x}
 	// A transport that serves callers separately (the bridge) learns the
 	// caller through the upstream request's context.
 	release := h.forward(w, r.WithContext(bridge.WithCaller(ctx, principal)), c)
@@ -698,9 +709,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 			return h.fail(w, r, c, "rebuild the upstream request", err, false)
 		}
 	}
-	// Sent under the proxy's own id, fresh for this attempt (ids.go).
+	// Sent under the proxy's own id, fresh for this call (pausable).
 	var err error
-	c.x = h.newExchange(c.req.id, c.req.method)
 	if b, ok := withID(body, c.x.sent); ok {
 		body = b
 	} else {
@@ -713,9 +723,6 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 			return h.fail(w, r, c, "rebuild the upstream request", err, false)
 		}
 	}
-	key := cancelKey{who: c.who, session: r.Header.Get("Mcp-Session-Id"), id: string(c.req.id)}
-	h.live.add(key, c.x.sent)
-	defer h.live.remove(key, c.x.sent)
 	sent := &sentBody{b: body}
 	var up *http.Request
 	if h.stdTransport {
