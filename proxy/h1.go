@@ -44,7 +44,8 @@ import (
 // a socket this platform can peek at, see connAlive) is never kept; a
 // request on a reused connection that fails before any byte was written
 // is sent again on a new one, as *http.Transport does; httptrace's
-// WroteHeaders hook is called once the request may have left. It sends no
+// WroteHeaders hook is called once the request may have left, and its
+// GotConn hook with the connection a request goes out on. It sends no
 // Accept-Encoding of its own and no default User-Agent, as the proxy's
 // requests carry none (outHeader, httputil.ReverseProxy). New builds it
 // only where the platform can peek at a socket (LeanTransportSupported).

@@ -78,13 +78,16 @@ type exchange struct {
 	trace httptrace.ClientTrace // its hooks, in the same allocation
 }
 
+// newExchange is a request of the caller's id and method, given a fresh id
+// of the proxy's own.
 func (h *Handler) newExchange(caller json.RawMessage, method string) *exchange {
 	x := &exchange{caller: caller, listen: method == methodListen}
 	x.sent = h.ids.appendNext(x.buf[:0])
 	return x
 }
 
-// trace adds x's GotConn hook to a client trace.
+// gotConn records the connection of the latest attempt (httptrace's
+// GotConn hook).
 func (x *exchange) gotConn(i httptrace.GotConnInfo) {
 	x.mu.Lock()
 	x.conn = i.Conn
