@@ -18,6 +18,7 @@ import (
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/proxy"
+	"github.com/mrtr-go/mrtr/replay"
 )
 
 // strayUpstream is an HTTP/1.1 upstream on a raw socket that answers every
@@ -507,4 +508,28 @@ func TestIDInUse(t *testing.T) {
 			t.Errorf("session %q, the call in flight: %s", session, r.raw)
 		}
 	}
+}
+
+// TestForeignErrorSpendsToken: a resume answered with another request's
+// error (here an HTTP 400 under another id) may have run on the upstream,
+// its own answer lost: the token stays spent, as after any answer the
+// proxy cannot trust, and is not released as an upstream error would
+// release it.
+func TestForeignErrorSpendsToken(t *testing.T) {
+	up := newScripted(t, func(w http.ResponseWriter, m rpcMsg) {
+		if _, resumed := m.Params["requestState"]; !resumed {
+			writeResult(w, m.ID, inputRequired("s1"))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(`{"jsonrpc":"2.0","id":"mrtr-0-9","error":{"code":-32602,"message":"theirs"}}`))
+	})
+	px := startProxy(t, up.url(), nil, &mrtr.Options{Store: replay.NewMemory(nil)}, nil)
+	tok := pause(t, px.URL, "t", nil)
+	resume := callReq{name: "t", state: ptr(tok), responses: confirmed()}
+	if r := post(t, px.URL, resume); r.err == nil || r.err.Code != -32603 || bytes.Contains(r.raw, []byte("theirs")) {
+		t.Fatalf("resume: %s; want the proxy's -32603", r.raw)
+	}
+	wantReject(t, post(t, px.URL, resume), "replayed")
 }

@@ -767,11 +767,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		h.log.WarnContext(ctx, "proxy: upstream answered an HTTP error", "method", c.req.method, "target", mcpwire.Shown(c.target), "status", resp.StatusCode)
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, h.maxHeld))
 		status := resp.StatusCode
-		switch out, v := h.restoreBody(ctx, c.x, b); v {
-		case foreign:
-			b, status = out, http.StatusOK
-		default:
-			b = out
+		b, v := h.restoreBody(ctx, c.x, b)
+		if v == foreign {
+			status = http.StatusOK
 		}
 		if h.watched {
 			code := mrtr.CodeInternalError // an HTTP error without a JSON-RPC one
@@ -786,10 +784,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		copyHeader(w.Header(), resp.Header)
 		w.WriteHeader(status)
 		_, _ = w.Write(b)
-		if rpcError(b) {
+		if v != foreign && v != nullError && rpcError(b) {
 			return errUpstreamRPC
 		}
-		return nil // it may have run the call before failing
+		return nil // it may have run the call before failing (an answer not its own: it may have run it)
 	}
 	if mcpwire.IsEventStream(resp.Header.Get("Content-Type")) {
 		return h.relaySSE(ctx, w, resp, c)
