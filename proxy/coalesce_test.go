@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/internal/mcpwire"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -52,7 +53,11 @@ const (
 // final event with a function that sends an event.
 func sseUpstream(t *testing.T, before func(send func(data string))) string {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+		b, _ := io.ReadAll(r.Body)
+		id := `1`
+		if m, err := mcpwire.ParseObject(b); err == nil {
+			id = string(m["id"])
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush() // go-sdk sends its header at once
@@ -63,7 +68,7 @@ func sseUpstream(t *testing.T, before func(send func(data string))) string {
 		if before != nil {
 			before(send)
 		}
-		send(pauseEvent)
+		send(strings.Replace(pauseEvent, `"id":1`, `"id":`+id, 1)) // the id it was sent
 	}))
 	t.Cleanup(up.Close)
 	return up.URL

@@ -49,6 +49,22 @@
 // event flushed as it arrives), 2025-11-25 sessions (initialize,
 // Mcp-Session-Id, the GET stream, DELETE), subscriptions/listen.
 //
+// # Responses belong to their request
+//
+// Every request goes to the upstream under a JSON-RPC id of the proxy's
+// own, new for each request, and its response comes back with the caller's
+// id byte for byte (1 stays 1, "1" stays "1"). A response with any other
+// id (a stray one on a kept-alive connection, a batch, a second response
+// in a stream) never reaches the caller, who gets -32603 with its own id,
+// and the connection it came on is closed; an error with a null id becomes
+// the proxy's -32603. The id is checked before an input_required is
+// sealed. Server-to-client requests keep the server's ids and the caller's
+// answers to them pass as they are; a caller's notifications/cancelled is
+// passed on, naming the id its request was sent under, only while a
+// request of that principal and session with that id is in flight; a
+// listen stream's subscriptionId is the caller's id again; progress tokens
+// are untouched. A JSON response is held whole (up to 64 MiB) to check it.
+//
 // # HTTP methods
 //
 // POST carries every MCP message and is read and checked as above. GET,

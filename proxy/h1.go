@@ -44,7 +44,8 @@ import (
 // a socket this platform can peek at, see connAlive) is never kept; a
 // request on a reused connection that fails before any byte was written
 // is sent again on a new one, as *http.Transport does; httptrace's
-// WroteHeaders hook is called once the request may have left. It sends no
+// WroteHeaders hook is called once the request may have left, and its
+// GotConn hook with the connection a request goes out on. It sends no
 // Accept-Encoding of its own and no default User-Agent, as the proxy's
 // requests carry none (outHeader, httputil.ReverseProxy). New builds it
 // only where the platform can peek at a socket (LeanTransportSupported).
@@ -175,6 +176,7 @@ func (t *h1Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		closeBody(r)
 		return nil, err
 	}
+	gotConn(ctx, cn)
 	b, err := appendRequest(cn.wbuf[:0], r)
 	if err != nil {
 		t.put(cn) // nothing was written on it
@@ -198,6 +200,15 @@ func (t *h1Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		if cn, err = t.dialConn(ctx); err != nil {
 			return nil, err
 		}
+		gotConn(ctx, cn)
+	}
+}
+
+// gotConn calls httptrace's GotConn hook, as *http.Transport does: the
+// proxy closes the connection of an answer that was not its request's.
+func gotConn(ctx context.Context, cn *h1Conn) {
+	if tr := httptrace.ContextClientTrace(ctx); tr != nil && tr.GotConn != nil {
+		tr.GotConn(httptrace.GotConnInfo{Conn: cn.c, Reused: cn.reused})
 	}
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -172,9 +173,14 @@ func TestH1StrayBytesPeeked(t *testing.T) {
 // written on a reused connection": an idle connection that passes the
 // peek but fails the write before any byte (here: its sending side shut,
 // the upstream keeping it open) is what *http.Transport sends again on;
-// so does h1, on a new connection, and the call succeeds.
+// so does h1, on a new connection, and the call succeeds. The upstream
+// keeps the connection open until the test ends: one that closed it after
+// the client's FIN would, on a busy machine, be seen closed by the peek
+// first, and the redial never tried.
 func TestH1RedialNothingWritten(t *testing.T) {
 	conns := new(atomic.Int32)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
 	url := serveConns(t, "/mcp", func(c net.Conn) {
 		defer c.Close()
 		conns.Add(1)
@@ -184,7 +190,7 @@ func TestH1RedialNothingWritten(t *testing.T) {
 			if err != nil {
 				// Keep the connection open after the client's FIN: the
 				// peek sees nothing wrong with it.
-				_, _ = io.Copy(io.Discard, c)
+				<-stop
 				return
 			}
 			_, _ = io.Copy(io.Discard, r.Body)
@@ -206,9 +212,15 @@ func TestH1RedialNothingWritten(t *testing.T) {
 	if n := conns.Load(); n != 2 {
 		t.Fatalf("%d connections, want 2", n)
 	}
-	// A write that fails on a new connection is not sent again.
+	// A write that fails on a new connection is not sent again. A second
+	// dial fails, so that a transport that would redial without end (the
+	// mutant at h1.go's redial) stops and says so instead of hanging.
 	h1, u = testH1(t, url, nil)
+	var dials atomic.Int32
 	h1.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dials.Add(1) > 1 {
+			return nil, errors.New("test: dialed again")
+		}
 		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		if err == nil {
 			_ = c.(*net.TCPConn).CloseWrite()
@@ -218,6 +230,9 @@ func TestH1RedialNothingWritten(t *testing.T) {
 	if resp, err := h1.RoundTrip(postTo(t, t.Context(), u, "{}")); err == nil {
 		resp.Body.Close()
 		t.Fatal("a request whose write failed on a new connection succeeded")
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("a request whose write failed on a new connection was sent again: %d dials, want 1", n)
 	}
 }
 

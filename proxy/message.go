@@ -24,6 +24,9 @@ type rpcRequest struct {
 	method string
 	params object // nil when absent
 	body   []byte // as received; forwarded as is when nothing in it changes
+	// x is the request as the pass-through path sent it upstream, under
+	// the proxy's own id; nil for a notification or a response.
+	x *exchange
 }
 
 var errBadRequest = errors.New("not a JSON-RPC message")

@@ -193,6 +193,10 @@ type Handler struct {
 	// trace context, clientInfo and request id of each call, and how it
 	// was answered (reported only then: reading it costs a scan).
 	watched bool
+	// ids makes the JSON-RPC ids of the requests sent upstream (ids.go);
+	// live maps the ones in flight for notifications/cancelled.
+	ids  *idSource
+	live inflight
 }
 
 // New returns a proxy to opts.Upstream. It returns an error for an
@@ -221,6 +225,7 @@ func New(opts Options) (*Handler, error) {
 		log:       opts.Logger,
 
 		flushDelay: flushDelay,
+		ids:        newIDSource(),
 	}
 	if opts.Peers != nil {
 		h.peers = newPeers(opts.Peers)
@@ -279,11 +284,12 @@ func New(opts Options) (*Handler, error) {
 		h.slowStore = !fast && !(ok && lc.LocalCommit())
 	}
 	h.rp = &httputil.ReverseProxy{
-		Rewrite:       h.rewrite,
-		Transport:     tr,
-		FlushInterval: -1, // relay every frame as it arrives
-		ErrorLog:      log.New(&slogWriter{h.log}, "", 0),
-		ErrorHandler:  h.passThroughFailed,
+		Rewrite:        h.rewrite,
+		ModifyResponse: h.checkPassed, // ids.go
+		Transport:      tr,
+		FlushInterval:  -1, // relay every frame as it arrives
+		ErrorLog:       log.New(&slogWriter{h.log}, "", 0),
+		ErrorHandler:   h.passThroughFailed,
 	}
 	return h, nil
 }
@@ -365,17 +371,48 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.pausable(w, r, req)
 		return
 	}
+	principal, err := h.principal(r)
+	if err != nil {
+		writeError(w, http.StatusUnauthorized, req.id, mcpwire.CodeInvalidRequest, "unauthorized", nil)
+		return
+	}
 	out := req.body
 	ctx := context.WithValue(r.Context(), idKey{}, req)
+	key := cancelKey{who: principal, session: r.Header.Get("Mcp-Session-Id")}
+	switch {
+	case req.id != nil && req.method != "":
+		// A request: sent under the proxy's own id (ids.go), a client's
+		// response to a server's request passes as it is.
+		x := h.newExchange(req.id, req.method)
+		if out, err = requestWithID(req, x.sent); err != nil {
+			writeError(w, http.StatusBadRequest, req.id, mcpwire.CodeInvalidRequest, "invalid request", nil)
+			return
+		}
+		req.x = x
+		key.id = string(req.id)
+		if !h.live.add(key, x.sent) {
+			writeError(w, http.StatusOK, req.id, mcpwire.CodeInvalidRequest, msgIDInUse, nil)
+			return
+		}
+		defer h.live.remove(key, x.sent)
+		x.trace.GotConn = x.gotConn
+		ctx = httptrace.WithClientTrace(ctx, &x.trace)
+	case req.method == methodCancelled:
+		var ok bool
+		if out, ok = h.cancelled(key, req); !ok {
+			// No request of this caller's is in flight under that id: there
+			// is nothing to cancel, and the notification must not reach a
+			// request of another's.
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+	}
 	if h.timeout > 0 && req.method != methodListen && req.id != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, h.timeout)
 		defer cancel()
 	}
-	r2 := h.withCaller(w, r.Clone(ctx), req.id)
-	if r2 == nil {
-		return
-	}
+	r2 := r.Clone(bridge.WithCaller(ctx, principal))
 	r2.Body = io.NopCloser(bytes.NewReader(out))
 	r2.ContentLength = int64(len(out))
 	r2.GetBody = nil
@@ -425,6 +462,11 @@ type idKey struct{}
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL = h.target(pr.In.URL)
 	pr.Out.Host = ""
+	if req, _ := pr.In.Context().Value(idKey{}).(*rpcRequest); req != nil && req.x != nil {
+		// The answer is read to check its id: in plain bytes, which the
+		// transport negotiates and decodes itself.
+		pr.Out.Header.Del("Accept-Encoding")
+	}
 	setForwarded(pr.Out.Header, pr.In)
 	if !h.fwdAuth {
 		pr.Out.Header.Del("Authorization")
@@ -459,6 +501,10 @@ type call struct {
 	req    *rpcRequest
 	flow   *mrtr.Flow
 	target string
+	// x is the request as sent upstream, under the proxy's id; refused
+	// is set once an answer was not the request's (finishMessage).
+	x       *exchange
+	refused bool
 }
 
 // errUpstreamRPC releases a reservation: the upstream answered a resume
@@ -528,12 +574,21 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	if h.peers != nil && mreq.RequestState != "" && h.routed(w, r, req, mreq) { // peers.go
 		return
 	}
+	// Sent under the proxy's own id (ids.go), recorded before the guard
+	// runs: a request refused here spends no token.
+	x := h.newExchange(req.id, req.method)
+	key := cancelKey{who: principal, session: r.Header.Get("Mcp-Session-Id"), id: string(req.id)}
+	if !h.live.add(key, x.sent) {
+		writeError(w, http.StatusOK, req.id, mcpwire.CodeInvalidRequest, msgIDInUse, nil)
+		return
+	}
+	defer h.live.remove(key, x.sent)
 	fl, err := h.guard.Begin(ctx, mreq)
 	if err != nil {
 		writeGuardError(w, req.id, err)
 		return
 	}
-	c := &call{req: req, flow: fl, target: target}
+	c := &call{req: req, flow: fl, target: target, x: x}
 	// A transport that serves callers separately (the bridge) learns the
 	// caller through the upstream request's context.
 	release := h.forward(w, r.WithContext(bridge.WithCaller(ctx, principal)), c)
@@ -654,9 +709,22 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 			return h.fail(w, r, c, "rebuild the upstream request", err, false)
 		}
 	}
+	// Sent under the proxy's own id, fresh for this call (pausable).
+	var err error
+	if b, ok := withID(body, c.x.sent); ok {
+		body = b
+	} else {
+		rq := *c.req
+		rq.body = body
+		if rq.msg, err = mcpwire.ParseObject(body); err != nil {
+			return h.fail(w, r, c, "rebuild the upstream request", err, false)
+		}
+		if body, err = requestWithID(&rq, c.x.sent); err != nil {
+			return h.fail(w, r, c, "rebuild the upstream request", err, false)
+		}
+	}
 	sent := &sentBody{b: body}
 	var up *http.Request
-	var err error
 	if h.stdTransport {
 		// An *http.Transport writes the headers of a body it does not
 		// know to be in memory on their own, ahead of the body (net/http
@@ -664,10 +732,15 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		// *bytes.Reader goes out with them in one, and the transport
 		// reports the headers written, before any byte of the body
 		// (every attempt: a retry is tracked too).
-		tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: sent.wrote})
+		c.x.trace.WroteHeaders, c.x.trace.GotConn = sent.wrote, c.x.gotConn
+		tctx := httptrace.WithClientTrace(ctx, &c.x.trace)
 		up, err = http.NewRequestWithContext(tctx, http.MethodPost, "", bytes.NewReader(body))
 	} else {
-		up, err = http.NewRequestWithContext(ctx, http.MethodPost, "", sent.reader())
+		// A transport of the caller's own may still hand the request to
+		// an *http.Transport (the bridge's pass-through does).
+		c.x.trace.GotConn = c.x.gotConn
+		tctx := httptrace.WithClientTrace(ctx, &c.x.trace)
+		up, err = http.NewRequestWithContext(tctx, http.MethodPost, "", sent.reader())
 		if err == nil {
 			up.ContentLength = int64(len(body))
 			up.GetBody = func() (io.ReadCloser, error) { return sent.reader(), nil } // a transport's retry is tracked too
@@ -693,6 +766,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 		// unknown session, ...): its answer goes to the client as is.
 		h.log.WarnContext(ctx, "proxy: upstream answered an HTTP error", "method", c.req.method, "target", mcpwire.Shown(c.target), "status", resp.StatusCode)
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, h.maxHeld))
+		status := resp.StatusCode
+		b, v := h.restoreBody(ctx, c.x, b)
+		if v == foreign {
+			status = http.StatusOK
+		}
 		if h.watched {
 			code := mrtr.CodeInternalError // an HTTP error without a JSON-RPC one
 			if o, c := answerOutcome(b); o == mrtr.OutcomeError {
@@ -704,12 +782,12 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) error
 			}
 		}
 		copyHeader(w.Header(), resp.Header)
-		w.WriteHeader(resp.StatusCode)
+		w.WriteHeader(status)
 		_, _ = w.Write(b)
-		if rpcError(b) {
+		if v != foreign && v != nullError && rpcError(b) {
 			return errUpstreamRPC
 		}
-		return nil // it may have run the call before failing
+		return nil // it may have run the call before failing (an answer not its own: it may have run it)
 	}
 	if mcpwire.IsEventStream(resp.Header.Get("Content-Type")) {
 		return h.relaySSE(ctx, w, resp, c)
@@ -858,10 +936,46 @@ func answerOutcome(out []byte) (mrtr.CallOutcome, int) {
 func (h *Handler) finishMessage(ctx context.Context, c *call, b []byte, msg object) (out []byte, status int, release error) {
 	id := c.req.id
 	resp, err := parseResponse(b, msg)
+	if t := mcpwire.TrimSpace(b); err != nil && len(t) > 0 && t[0] == '[' {
+		err = errForeign // a batch: no response of this request's
+		c.refused = true
+	}
 	if err != nil {
+		c.x.discard() // not a message this request's, whatever it is
+		if c.refused {
+			h.log.ErrorContext(ctx, "proxy: upstream failed", "method", c.req.method, "target", mcpwire.Shown(c.target), "step", "read the upstream response", "sent", true, "error", err)
+			return errorBody(id, mrtr.CodeInternalError, msgForeign, nil), http.StatusOK, nil
+		}
 		h.log.ErrorContext(ctx, "proxy: upstream answered garbage", "method", c.req.method, "target", mcpwire.Shown(c.target), "error", err)
 		return errorBody(id, mrtr.CodeInternalError, "upstream answered an invalid message", nil), http.StatusOK, nil
 	}
+	// The id is checked before anything of the answer is used, an
+	// input_required sealed above all: a response of another request's
+	// would be sealed under this caller's binding.
+	switch c.x.judge(resp.msg) {
+	case nullError:
+		c.x.discard()
+		h.log.ErrorContext(ctx, "proxy: upstream failed", "method", c.req.method, "target", mcpwire.Shown(c.target), "step", "read the upstream response", "sent", true, "error", errNullID)
+		return errorBody(id, mrtr.CodeInternalError, msgNullID, nil), http.StatusOK, nil
+	case foreign:
+		c.refused = true
+		c.x.discard()
+		h.log.ErrorContext(ctx, "proxy: upstream failed", "method", c.req.method, "target", mcpwire.Shown(c.target), "step", "read the upstream response", "sent", true, "error", errForeign)
+		return errorBody(id, mrtr.CodeInternalError, msgForeign, nil), http.StatusOK, nil
+	}
+	b, ok := c.x.restoreIDs(b, resp.msg, ours)
+	if !ok {
+		return errorBody(id, mcpwire.CodeInternalError, mcpwire.InternalMessage, nil), http.StatusOK, nil
+	}
+	resp.msg["id"] = id
+	return h.finishResponse(ctx, c, b, resp)
+}
+
+// finishResponse is finishMessage for the request's own response, its id
+// already the caller's.
+func (h *Handler) finishResponse(ctx context.Context, c *call, b []byte, resp *rpcResponse) (out []byte, status int, release error) {
+	id := c.req.id
+	var err error
 	if resp.result == nil {
 		return b, 0, errUpstreamRPC
 	}

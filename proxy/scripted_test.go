@@ -37,7 +37,14 @@ type scripted struct {
 func newScripted(t *testing.T, answer func(w http.ResponseWriter, m rpcMsg)) *scripted {
 	t.Helper()
 	s := &scripted{}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.srv = httptest.NewServer(s.handler(answer))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// handler answers every POST with answer, recording what reached it.
+func (s *scripted) handler(answer func(w http.ResponseWriter, m rpcMsg)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var m rpcMsg
 		if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
 			http.Error(w, "bad json", http.StatusBadRequest)
@@ -48,9 +55,7 @@ func newScripted(t *testing.T, answer func(w http.ResponseWriter, m rpcMsg)) *sc
 		s.got = append(s.got, m)
 		s.mu.Unlock()
 		answer(w, m)
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
+	})
 }
 
 func (s *scripted) url() string { return s.srv.URL + "/mcp" }

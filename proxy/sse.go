@@ -145,10 +145,29 @@ func (h *Handler) relaySSE(ctx context.Context, w http.ResponseWriter, resp *htt
 			}
 			return release
 		}
-		if !final && len(ev.Data) > 0 {
-			if msg, err := mcpwire.ParseObject(ev.Data); err == nil && isResponse(msg) {
+		if d := mcpwire.TrimSpace(ev.Data); len(d) > 0 {
+			msg, err := mcpwire.ParseObject(d)
+			resp := err == nil && isResponse(msg)
+			if d[0] == '[' || (resp && final) {
+				// A batch, or a second response: not this request's, never
+				// relayed. The stream ends here, its connection closed.
+				c.x.discard()
+				h.log.ErrorContext(ctx, "proxy: upstream failed", "method", c.req.method, "target", mcpwire.Shown(c.target),
+					"upstream", h.up.Redacted(), "step", "read the upstream event stream", "sent", true, "error", errForeign)
+				if !final {
+					_ = sw.write(mcpwire.AppendEvent(nil, nil, errorBody(c.req.id, mrtr.CodeInternalError, msgForeign, nil)), false)
+				}
+				return release
+			}
+			if resp {
 				out, status, r := h.finish(ctx, c, ev.Data, msg)
 				release, final = r, true
+				if c.refused {
+					// Another request's response: the stream ends with the
+					// proxy's error in its place.
+					_ = sw.write(mcpwire.AppendEvent(nil, nil, out), false)
+					return release
+				}
 				if status != 0 && status != http.StatusOK && sw.asJSON(status, out) {
 					// An answer with its own HTTP status (-32021 is 400 on the
 					// 2026-07-28 wire) before anything of the stream left: sent

@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -16,8 +17,10 @@ func TestPausableUpstreamURL(t *testing.T) {
 		var got, host string
 		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			got, host = r.URL.RequestURI(), r.Host
+			var m struct{ ID json.RawMessage }
+			json.NewDecoder(r.Body).Decode(&m)
 			w.Header().Set("Content-Type", "application/json")
-			w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","content":[]}}`))
+			w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"resultType":"complete","content":[]}}`))
 		}))
 		px := startProxy(t, up.URL+"/mcp"+tc.upQuery, nil, nil, nil)
 		if r := send(t, px.URL+"/other"+tc.clientQuery, rpcBody(1, "tools/call", `"name":"ask"`), nil); r.err != nil {

@@ -3,13 +3,16 @@ package bridge
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"sync"
 	"time"
@@ -253,7 +256,8 @@ func (s *HTTPSession) request(id json.RawMessage, msg []byte) {
 		delete(s.inflight, string(id))
 		s.mu.Unlock()
 	}()
-	resp, err := s.do(s.ctx, http.MethodPost, msg, "")
+	var conn foreignConn
+	resp, err := s.do(httptrace.WithClientTrace(s.ctx, &httptrace.ClientTrace{GotConn: conn.got}), http.MethodPost, msg, "")
 	if err != nil {
 		if s.ctx.Err() == nil {
 			s.log.Warn("bridge: upstream request failed", "error", err)
@@ -278,8 +282,15 @@ func (s *HTTPSession) request(id json.RawMessage, msg []byte) {
 		s.httpError(id, resp)
 		return
 	}
-	switch got, err := s.read(resp, id); {
+	got, err := s.read(resp, id)
+	if errors.Is(err, errForeignResponse) {
+		conn.close() // what follows on it is no longer known to be anyone's
+		s.log.Warn("bridge: upstream failed", "error", err)
+	}
+	switch {
 	case got || s.ctx.Err() != nil:
+	case errors.Is(err, errForeignResponse):
+		s.fail(id, "the upstream answered with a response that is not this request's")
 	case errors.Is(err, errTooLarge), errors.Is(err, mcpwire.ErrEventTooLarge):
 		s.fail(id, "the upstream's answer exceeds the proxy's message limit")
 	default:
@@ -304,10 +315,13 @@ func (s *HTTPSession) read(resp *http.Response, id json.RawMessage) (bool, error
 		if len(b) > s.max {
 			return false, errTooLarge
 		}
+		if foreignTo(b, id) {
+			return false, errForeignResponse
+		}
 		return s.deliver(b, id), nil
 	case "text/event-stream":
 		got, last, err := s.events(resp.Body, id)
-		for tries := 0; !got && last != "" && id != nil && s.ctx.Err() == nil && tries < 3; tries++ {
+		for tries := 0; !got && last != "" && id != nil && s.ctx.Err() == nil && tries < 3 && !errors.Is(err, errForeignResponse); tries++ {
 			// The upstream closed the stream before the response: ask
 			// for the rest (2025-11-25 resumability).
 			r, err := s.do(s.ctx, http.MethodGet, nil, last)
@@ -319,8 +333,12 @@ func (s *HTTPSession) read(resp *http.Response, id json.RawMessage) (bool, error
 				break
 			}
 			var l string
-			got, l, err = s.events(r.Body, id)
+			var rerr error
+			got, l, rerr = s.events(r.Body, id)
 			r.Body.Close()
+			if errors.Is(rerr, errForeignResponse) {
+				err = rerr
+			}
 			if l != "" {
 				last = l
 			}
@@ -351,10 +369,58 @@ func (s *HTTPSession) events(body io.Reader, id json.RawMessage) (got bool, last
 				last = string(bytes.TrimPrefix(v, []byte(" ")))
 			}
 		}
+		if len(ev.Data) > 0 && (foreignTo(ev.Data, id) || (got && foreignTo(ev.Data, nil))) {
+			return got, last, errForeignResponse // another's, or a second response
+		}
 		if len(ev.Data) > 0 && s.deliver(ev.Data, id) {
 			got = true
 		}
 	}
+}
+
+// errForeignResponse is read's error for an answer holding a response
+// that is not the request's.
+var errForeignResponse = errors.New("bridge: the upstream answered with a response that is not this request's (another id, a batch or a second response): refused, and its connection closed")
+
+// foreignTo reports whether b, a message of the answer to the request id
+// (nil for the POST of a notification or a response), is a response that
+// is not id's, or a batch: never delivered. Every session shares the
+// transport and numbers its requests from 1, so a stray response on a
+// kept-alive connection could otherwise complete another session's call
+// waiting under the same id.
+func foreignTo(b []byte, id json.RawMessage) bool {
+	if t := mcpwire.TrimSpace(b); len(t) > 0 && t[0] == '[' {
+		return true
+	}
+	m, err := rpc.Parse(b)
+	if err != nil || m.Method != "" || m.ID == nil {
+		return false
+	}
+	return id == nil || string(m.ID) != string(id)
+}
+
+// foreignConn is the connection an answer came on (httptrace GotConn),
+// closed when it carried a foreign response, so that it carries nothing
+// more. An HTTP/2 connection, whose streams are framed apart, is kept.
+type foreignConn struct {
+	mu sync.Mutex
+	c  net.Conn
+}
+
+func (f *foreignConn) got(i httptrace.GotConnInfo) {
+	f.mu.Lock()
+	f.c = i.Conn
+	f.mu.Unlock()
+}
+
+func (f *foreignConn) close() {
+	f.mu.Lock()
+	c := f.c
+	f.mu.Unlock()
+	if tc, ok := c.(*tls.Conn); c == nil || (ok && tc.ConnectionState().NegotiatedProtocol == "h2") {
+		return
+	}
+	_ = c.Close()
 }
 
 // deliver hands one message to Recv; it reports whether it is the
