@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -96,7 +97,18 @@ func runMrtr(t *testing.T, bin string, cred *syscall.Credential, env map[string]
 // line, in order, once it has written done.
 func childSaid(t *testing.T, p *child, done string) []string {
 	t.Helper()
-	p.waitLines(t, done, 1)
+	for {
+		if said := childLines(t, p); slices.Contains(said, done) {
+			return said
+		}
+		p.pause(t, "to log "+strconvQuote(done))
+	}
+}
+
+// childLines returns what the upstream command wrote to stderr so far,
+// each line as the proxy logged it under stdio.ChildRecordMsg.
+func childLines(t *testing.T, p *child) []string {
+	t.Helper()
 	var said []string
 	for _, line := range strings.Split(p.logs.String(), "\n") {
 		var l struct {
