@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/internal/attack"
+	"github.com/mrtr-go/mrtr/internal/probe"
 	"github.com/mrtr-go/mrtr/internal/testing/testissuer"
 )
 
@@ -20,7 +20,7 @@ import (
 type probeReport struct {
 	URL     string `json:"url"`
 	Command string `json:"command"`
-	attack.Report
+	probe.Report
 }
 
 // runProbe runs `mrtr probe URL --json args...` (the binary TestMain
@@ -63,11 +63,11 @@ func runProbeArgs(t *testing.T, args ...string) (*probeReport, int) {
 // moved or arguments_changed warns or is skipped other than for --tool
 // without --other-tool (incomplete), else 0. On a mismatch it logs the
 // whole report.
-func wantProbe(t *testing.T, rep *probeReport, code int, want map[string]attack.Verdict) {
+func wantProbe(t *testing.T, rep *probeReport, code int, want map[string]probe.Verdict) {
 	t.Helper()
 	got := rep.Verdicts()
 	bad := false
-	for _, n := range attack.Names {
+	for _, n := range probe.Names {
 		if got[n] != want[n] {
 			t.Errorf("%s: %s, want %s (%s)", n, got[n], want[n], rep.Get(n).Detail)
 			bad = true
@@ -75,12 +75,12 @@ func wantProbe(t *testing.T, rep *probeReport, code int, want map[string]attack.
 	}
 	fail, skipped, incomplete := false, 0, false
 	for n, v := range want {
-		fail = fail || v == attack.Fail
-		if v == attack.Skip {
+		fail = fail || v == probe.Fail
+		if v == probe.Skip {
 			skipped++
 		}
-		if slices.Contains(attack.Essential, n) && (v == attack.Warn ||
-			v == attack.Skip && !strings.Contains(rep.Get(n).Detail, "--tool without --other-tool")) {
+		if slices.Contains(probe.Essential, n) && (v == probe.Warn ||
+			v == probe.Skip && !strings.Contains(rep.Get(n).Detail, "--tool without --other-tool")) {
 			incomplete = true
 		}
 	}
@@ -88,7 +88,7 @@ func wantProbe(t *testing.T, rep *probeReport, code int, want map[string]attack.
 	switch {
 	case fail:
 		wantCode = 1
-	case skipped == len(attack.Names):
+	case skipped == len(probe.Names):
 		wantCode = 3
 	case incomplete:
 		wantCode = 4
@@ -114,20 +114,20 @@ func wantDetail(t *testing.T, rep *probeReport, check string, subs ...string) {
 }
 
 // allPass is the report of a server that protects its state.
-var allPass = func() map[string]attack.Verdict {
-	m := map[string]attack.Verdict{}
-	for _, n := range attack.Names {
-		m[n] = attack.Pass
+var allPass = func() map[string]probe.Verdict {
+	m := map[string]probe.Verdict{}
+	for _, n := range probe.Names {
+		m[n] = probe.Pass
 	}
 	return m
 }()
 
 // verdicts builds a want map from "name=verdict" pairs.
-func verdicts(pairs ...string) map[string]attack.Verdict {
-	m := map[string]attack.Verdict{}
+func verdicts(pairs ...string) map[string]probe.Verdict {
+	m := map[string]probe.Verdict{}
 	for _, p := range pairs {
 		k, v, _ := strings.Cut(p, "=")
-		m[k] = attack.Verdict(v)
+		m[k] = probe.Verdict(v)
 	}
 	return m
 }
@@ -190,7 +190,7 @@ func TestProbeEverything(t *testing.T) {
 		if rep.Tool != "test_input_required_result_multi_round" {
 			t.Errorf("tool %s, want test_input_required_result_multi_round", rep.Tool)
 		}
-		wantDetail(t, rep, attack.CheckReadable, `key=value text "round=1"`)
+		wantDetail(t, rep, probe.CheckReadable, `key=value text "round=1"`)
 	})
 	t.Run("direct/tampered_state", func(t *testing.T) {
 		t.Parallel()
@@ -198,7 +198,7 @@ func TestProbeEverything(t *testing.T) {
 		rep, code := runProbe(t, up, "--tool", evTampered, "--answers", acceptConfirm(t))
 		wantProbe(t, rep, code, verdicts("readable=warn", "tampered=fail", "moved=skip", "arguments_changed=fail",
 			"replayed=warn", "another_caller=skip", "expired=skip", "oversized=fail", "not_a_string=pass", "error_shape=pass"))
-		wantDetail(t, rep, attack.CheckTampered,
+		wantDetail(t, rep, probe.CheckTampered,
 			`suffix -TAMPERED: refused (error -32602 "invalid requestState: tampered")`,
 			`middle flip: ACCEPTED (complete "state-ok: requestState received`)
 	})
@@ -209,7 +209,7 @@ func TestProbeEverything(t *testing.T) {
 		rep, code := runProbe(t, up, "--tool", evTampered)
 		wantProbe(t, rep, code, verdicts("readable=warn", "tampered=warn", "moved=skip", "arguments_changed=warn",
 			"replayed=warn", "another_caller=skip", "expired=skip", "oversized=warn", "not_a_string=pass", "error_shape=pass"))
-		wantDetail(t, rep, attack.CheckTampered, "suffix -TAMPERED: refused", "middle flip: inconclusive")
+		wantDetail(t, rep, probe.CheckTampered, "suffix -TAMPERED: refused", "middle flip: inconclusive")
 	})
 	t.Run("proxied", func(t *testing.T) {
 		t.Parallel()
@@ -217,16 +217,16 @@ func TestProbeEverything(t *testing.T) {
 		px := startProxied(t, up, auth.sealing()...)
 		rep, code := runProbe(t, px, append(auth.callers(), "--tool", evTampered, "--other-tool", evState, "--answers", acceptConfirm(t))...)
 		wantProbe(t, rep, code, allPass)
-		wantDetail(t, rep, attack.CheckTampered, `middle flip: refused (error -32602 "invalid requestState" (invalid))`)
-		wantDetail(t, rep, attack.CheckReplayed, `first complete "state-ok: requestState received`)
+		wantDetail(t, rep, probe.CheckTampered, `middle flip: refused (error -32602 "invalid requestState" (invalid))`)
+		wantDetail(t, rep, probe.CheckReplayed, `first complete "state-ok: requestState received`)
 	})
 	t.Run("legacy", func(t *testing.T) {
 		t.Parallel()
 		rep, code := runProbe(t, startEverything(t, false))
 		wantProbe(t, rep, code, verdicts("readable=skip", "tampered=skip", "moved=skip", "arguments_changed=skip",
 			"replayed=skip", "another_caller=skip", "expired=skip", "oversized=skip", "not_a_string=skip", "error_shape=skip"))
-		if rep.Era != attack.LegacyVersion {
-			t.Errorf("era %s, want %s", rep.Era, attack.LegacyVersion)
+		if rep.Era != probe.LegacyVersion {
+			t.Errorf("era %s, want %s", rep.Era, probe.LegacyVersion)
 		}
 	})
 }
@@ -246,19 +246,19 @@ func TestProbeEverythingStdio(t *testing.T) {
 		rep, code := runStdioProbe(t, everything)
 		wantProbe(t, rep, code, verdicts("readable=warn", "tampered=fail", "moved=fail", "arguments_changed=fail",
 			"replayed=warn", "another_caller=skip", "expired=skip", "oversized=fail", "not_a_string=pass", "error_shape=skip"))
-		if rep.Era != attack.ModernVersion || rep.Tool != "test_input_required_result_multi_round" || rep.Command != "everything-server" {
+		if rep.Era != probe.ModernVersion || rep.Tool != "test_input_required_result_multi_round" || rep.Command != "everything-server" {
 			t.Errorf("era %s, tool %s, command %s", rep.Era, rep.Tool, rep.Command)
 		}
-		wantDetail(t, rep, attack.CheckReadable, `key=value text "round=1"`)
-		wantDetail(t, rep, attack.CheckAnotherCaller, "stdio has one caller")
-		wantDetail(t, rep, attack.CheckMoved, "sent to prompts/get test_input_required_result_prompt: not refused")
+		wantDetail(t, rep, probe.CheckReadable, `key=value text "round=1"`)
+		wantDetail(t, rep, probe.CheckAnotherCaller, "stdio has one caller")
+		wantDetail(t, rep, probe.CheckMoved, "sent to prompts/get test_input_required_result_prompt: not refused")
 	})
 	t.Run("stdio/tampered_state", func(t *testing.T) {
 		t.Parallel()
 		rep, code := runStdioProbe(t, everything, "--tool", evTampered, "--answers", acceptConfirm(t))
 		wantProbe(t, rep, code, verdicts("readable=warn", "tampered=fail", "moved=skip", "arguments_changed=fail",
 			"replayed=warn", "another_caller=skip", "expired=skip", "oversized=fail", "not_a_string=pass", "error_shape=pass"))
-		wantDetail(t, rep, attack.CheckTampered,
+		wantDetail(t, rep, probe.CheckTampered,
 			`suffix -TAMPERED: refused (error -32602 "invalid requestState: tampered")`,
 			`middle flip: ACCEPTED (complete "state-ok: requestState received`)
 	})
@@ -267,7 +267,7 @@ func TestProbeEverythingStdio(t *testing.T) {
 		rep, code := runStdioProbe(t, everything, "--tool", evTampered)
 		wantProbe(t, rep, code, verdicts("readable=warn", "tampered=warn", "moved=skip", "arguments_changed=warn",
 			"replayed=warn", "another_caller=skip", "expired=skip", "oversized=warn", "not_a_string=pass", "error_shape=pass"))
-		wantDetail(t, rep, attack.CheckTampered, "suffix -TAMPERED: refused", "middle flip: inconclusive")
+		wantDetail(t, rep, probe.CheckTampered, "suffix -TAMPERED: refused", "middle flip: inconclusive")
 	})
 	t.Run("proxied", func(t *testing.T) {
 		t.Parallel()
@@ -275,9 +275,9 @@ func TestProbeEverythingStdio(t *testing.T) {
 		px := startProxy(t, append(auth.sealing(), append([]string{"--"}, everything...)...)...)
 		rep, code := runProbe(t, px, append(auth.callers(), "--tool", evTampered, "--other-tool", evState, "--answers", acceptConfirm(t))...)
 		wantProbe(t, rep, code, allPass)
-		wantDetail(t, rep, attack.CheckTampered, `middle flip: refused (error -32602 "invalid requestState" (invalid))`)
-		wantDetail(t, rep, attack.CheckMoved, "sent to prompts/get test_input_required_result_prompt: refused (error -32602")
-		wantDetail(t, rep, attack.CheckExpired, "retried after 7s: refused")
+		wantDetail(t, rep, probe.CheckTampered, `middle flip: refused (error -32602 "invalid requestState" (invalid))`)
+		wantDetail(t, rep, probe.CheckMoved, "sent to prompts/get test_input_required_result_prompt: refused (error -32602")
+		wantDetail(t, rep, probe.CheckExpired, "retried after 7s: refused")
 	})
 }
 
@@ -294,14 +294,14 @@ func TestProbeTypeScript(t *testing.T) {
 		rep, code := runProbe(t, startTSUpstream(t))
 		wantProbe(t, rep, code, verdicts("readable=warn", "tampered=fail", "moved=fail", "arguments_changed=fail",
 			"replayed=warn", "another_caller=skip", "expired=skip", "oversized=fail", "not_a_string=pass", "error_shape=skip"))
-		wantDetail(t, rep, attack.CheckReadable, "a JSON object with keys amount, to")
+		wantDetail(t, rep, probe.CheckReadable, "a JSON object with keys amount, to")
 	})
 	t.Run("codec", func(t *testing.T) {
 		t.Parallel()
 		rep, code := runProbe(t, startTSUpstream(t, "codec"))
 		wantProbe(t, rep, code, verdicts("readable=warn", "tampered=pass", "moved=pass", "arguments_changed=fail",
 			"replayed=warn", "another_caller=skip", "expired=skip", "oversized=pass", "not_a_string=pass", "error_shape=warn"))
-		wantDetail(t, rep, attack.CheckReadable, "a JSON object with keys b, exp, p")
+		wantDetail(t, rep, probe.CheckReadable, "a JSON object with keys b, exp, p")
 	})
 	t.Run("proxied", func(t *testing.T) {
 		t.Parallel()
@@ -309,7 +309,7 @@ func TestProbeTypeScript(t *testing.T) {
 		px := startProxied(t, startTSUpstream(t), auth.sealing()...)
 		rep, code := runProbe(t, px, append(auth.callers(), "--tool", "transfer", "--other-tool", "audit", "--arg", "to=bob", "--arg", "amount=5", "--answers", acceptConfirm(t))...)
 		wantProbe(t, rep, code, allPass)
-		wantDetail(t, rep, attack.CheckReplayed, `first complete "transferred 5 to bob"`)
+		wantDetail(t, rep, probe.CheckReplayed, `first complete "transferred 5 to bob"`)
 	})
 }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/mrtr-go/mrtr"
-	"github.com/mrtr-go/mrtr/internal/attack"
+	"github.com/mrtr-go/mrtr/internal/probe"
 )
 
 // startProxiedStdio runs `mrtr proxy -- everything-server`: go-sdk's
@@ -53,7 +53,7 @@ func TestProxyRefusesWhatUpstreamAcceptsStdio(t *testing.T) {
 	if st == "" {
 		t.Fatalf("the everything-server issued no requestState: %v", direct)
 	}
-	if res, _ := rawCall(t, up, tool, attack.FlipMiddle(st), confirm)["result"].(map[string]any); res == nil || res["resultType"] != "complete" {
+	if res, _ := rawCall(t, up, tool, probe.FlipMiddle(st), confirm)["result"].(map[string]any); res == nil || res["resultType"] != "complete" {
 		t.Fatal("direct: the bare everything-server refused a flipped state; the test premise is gone")
 	}
 
@@ -63,7 +63,7 @@ func TestProxyRefusesWhatUpstreamAcceptsStdio(t *testing.T) {
 	if tok == "" || tok == st {
 		t.Fatalf("through the proxy: want a sealed requestState, got %v", first)
 	}
-	refused := rawCall(t, px, tool, attack.FlipMiddle(tok), confirm)
+	refused := rawCall(t, px, tool, probe.FlipMiddle(tok), confirm)
 	e, _ := refused["error"].(map[string]any)
 	if e == nil || e["code"] != float64(-32602) || e["message"] != mrtr.RejectMessage || e["data"].(map[string]any)["reason"] != "invalid" {
 		t.Fatalf("through the proxy: a flipped token was not refused as invalid: %v", refused)

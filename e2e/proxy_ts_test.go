@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr"
-	"github.com/mrtr-go/mrtr/internal/attack"
+	"github.com/mrtr-go/mrtr/internal/probe"
 	"github.com/mrtr-go/mrtr/internal/testing/fakeclock"
 	"github.com/mrtr-go/mrtr/proxy"
 	"github.com/mrtr-go/mrtr/replay"
@@ -162,7 +162,7 @@ func TestProxyTypeScriptPlainState(t *testing.T) {
 		{"tampered state",
 			func(string) string { return outcome(tsCall(t, up, "alice", "transfer", args, forged)) },
 			func(tok string) string {
-				return outcome(tsCall(t, px, "alice", "transfer", args, attack.FlipMiddle(tok)))
+				return outcome(tsCall(t, px, "alice", "transfer", args, probe.FlipMiddle(tok)))
 			},
 			"error: invalid"},
 		{"forged plain state",

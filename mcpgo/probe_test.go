@@ -13,7 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mrtr-go/mrtr"
-	"github.com/mrtr-go/mrtr/internal/attack"
+	"github.com/mrtr-go/mrtr/internal/probe"
 	"github.com/mrtr-go/mrtr/internal/testing/fakeclock"
 	"github.com/mrtr-go/mrtr/proxy"
 	"github.com/mrtr-go/mrtr/replay"
@@ -72,20 +72,20 @@ func deployHandler(_ context.Context, request mcp.CallToolRequest) (*mcp.CallToo
 // clock that the expired check's wait advances) every check passes.
 func TestProbePlainState(t *testing.T) {
 	up := plainStateServer(t)
-	rep, err := attack.Run(t.Context(), &attack.HTTPTarget{URL: up, Bearer: "alice", BearerOther: "bob"}, nil)
+	rep, err := probe.Run(t.Context(), &probe.HTTPTarget{URL: up, Bearer: "alice", BearerOther: "bob"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]attack.Verdict{
-		"readable": attack.Warn, "tampered": attack.Fail, "moved": attack.Fail, "arguments_changed": attack.Fail,
-		"replayed": attack.Warn, "another_caller": attack.Fail, "expired": attack.Skip, "oversized": attack.Fail,
-		"not_a_string": attack.Pass, "error_shape": attack.Skip,
+	want := map[string]probe.Verdict{
+		"readable": probe.Warn, "tampered": probe.Fail, "moved": probe.Fail, "arguments_changed": probe.Fail,
+		"replayed": probe.Warn, "another_caller": probe.Fail, "expired": probe.Skip, "oversized": probe.Fail,
+		"not_a_string": probe.Pass, "error_shape": probe.Skip,
 	}
 	wantVerdicts(t, "direct", rep, want)
-	if d := rep.Get(attack.CheckReadable).Detail; !strings.Contains(d, `text containing the argument value "mrtr-probe"`) {
+	if d := rep.Get(probe.CheckReadable).Detail; !strings.Contains(d, `text containing the argument value "mrtr-probe"`) {
 		t.Errorf("readable: %s", d)
 	}
-	if d := rep.Get(attack.CheckTampered).Detail; !strings.Contains(d, `middle flip: ACCEPTED (complete "deployment cancelled")`) {
+	if d := rep.Get(probe.CheckTampered).Detail; !strings.Contains(d, `middle flip: ACCEPTED (complete "deployment cancelled")`) {
 		t.Errorf("tampered: %s", d)
 	}
 
@@ -103,7 +103,7 @@ func TestProbePlainState(t *testing.T) {
 	}
 	px := httptest.NewServer(h)
 	t.Cleanup(px.Close)
-	rep, err = attack.Run(t.Context(), &attack.HTTPTarget{URL: px.URL + "/mcp", Bearer: "alice", BearerOther: "bob"}, &attack.Options{
+	rep, err = probe.Run(t.Context(), &probe.HTTPTarget{URL: px.URL + "/mcp", Bearer: "alice", BearerOther: "bob"}, &probe.Options{
 		Wait:  2 * time.Minute,
 		Sleep: func(_ context.Context, d time.Duration) error { clock.Advance(d); return nil },
 		Now:   clock.Now,
@@ -112,20 +112,20 @@ func TestProbePlainState(t *testing.T) {
 		t.Fatal(err)
 	}
 	for n := range want {
-		want[n] = attack.Pass
+		want[n] = probe.Pass
 	}
 	wantVerdicts(t, "proxied", rep, want)
 }
 
-func wantVerdicts(t *testing.T, name string, rep *attack.Report, want map[string]attack.Verdict) {
+func wantVerdicts(t *testing.T, name string, rep *probe.Report, want map[string]probe.Verdict) {
 	t.Helper()
 	got := rep.Verdicts()
-	for _, n := range attack.Names {
+	for _, n := range probe.Names {
 		if got[n] != want[n] {
 			t.Errorf("%s: %s: %s, want %s (%s)", name, n, got[n], want[n], rep.Get(n).Detail)
 		}
 	}
-	if rep.Failed() != (want["tampered"] == attack.Fail) {
+	if rep.Failed() != (want["tampered"] == probe.Fail) {
 		t.Errorf("%s: Failed() = %v", name, rep.Failed())
 	}
 }

@@ -177,7 +177,7 @@ func TestAuditRequiredFailsClosed(t *testing.T) {
 	if !strings.Contains(logs.String(), "audit: a line of the trail was not written") {
 		t.Fatalf("no log line for the failed write: %s", logs.String())
 	}
-	_, body := probe(t, logURL(t, logs, "mrtr metrics serving"))
+	_, body := getHealth(t, logURL(t, logs, "mrtr metrics serving"))
 	if !strings.Contains(body, "mrtr_audit_errors_total 1\n") {
 		t.Fatalf("/metrics: %s", body)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mrtr-go/mrtr/gosdk"
-	"github.com/mrtr-go/mrtr/internal/attack"
+	"github.com/mrtr-go/mrtr/internal/probe"
 )
 
 // freeAddr is a 127.0.0.1 address at which nothing listens (a port just
@@ -187,7 +187,7 @@ func TestPlurals(t *testing.T) {
 	}
 	var out strings.Builder
 	a := &app{stdout: &out}
-	printProbe(a, "http://127.0.0.1:1/mcp", &attack.Report{Era: "2026-07-28", Requests: 1, Unchecked: "a 2025-11-25 server"})
+	printProbe(a, "http://127.0.0.1:1/mcp", &probe.Report{Era: "2026-07-28", Requests: 1, Unchecked: "a 2025-11-25 server"})
 	if !strings.Contains(out.String(), ", 1 request\n") {
 		t.Errorf("a probe of one request: %q", out.String())
 	}

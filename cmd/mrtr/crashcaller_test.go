@@ -22,7 +22,7 @@ func TestProxyCallerCrashNoCrashLoop(t *testing.T) {
 				if res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "exit", "arguments": map[string]any{}}); e == nil {
 					t.Fatalf("exit %d: %s, want the call's error", i, res)
 				}
-				if code, body := probe(t, base+"/readyz"); code != 200 {
+				if code, body := getHealth(t, base+"/readyz"); code != 200 {
 					t.Fatalf("/readyz after exit %d: %d %s\n%s", i, code, body, logs.String())
 				}
 			}

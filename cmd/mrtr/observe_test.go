@@ -143,7 +143,7 @@ func logURL(t *testing.T, logs *syncBuffer, msg string) string {
 	return ""
 }
 
-func probe(t *testing.T, url string) (int, string) {
+func getHealth(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -177,10 +177,10 @@ func TestServeMetricsReadiness(t *testing.T) {
 	metricsURL := logURL(t, logs, "mrtr metrics serving")
 	base := strings.TrimSuffix(url, "/mcp")
 
-	if code, body := probe(t, base+"/healthz"); code != 200 || body != `{"status":"ok"}` {
+	if code, body := getHealth(t, base+"/healthz"); code != 200 || body != `{"status":"ok"}` {
 		t.Fatalf("/healthz: %d %s", code, body)
 	}
-	if code, body := probe(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","store":"ok"}}` {
+	if code, body := getHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","store":"ok"}}` {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
 
@@ -227,20 +227,20 @@ func TestServeMetricsReadiness(t *testing.T) {
 	// C: paused, then Redis goes down: unready, and the resume fails closed.
 	c := callDeploy(t, url, "staging", "", nil)
 	srv.Stop()
-	if code, body := probe(t, base+"/readyz"); code != 503 || !strings.HasPrefix(body, `{"status":"unready","checks":{"keys":"ok","store":"`) || strings.Contains(body, "127.0.0.1") {
+	if code, body := getHealth(t, base+"/readyz"); code != 503 || !strings.HasPrefix(body, `{"status":"unready","checks":{"keys":"ok","store":"`) || strings.Contains(body, "127.0.0.1") {
 		t.Fatalf("/readyz with Redis down: %d %s", code, body)
 	}
 	if got := callDeploy(t, url, "staging", c.state, nil); got.code != -32603 {
 		t.Fatalf("resume with Redis down: %+v", got)
 	}
-	if code, _ := probe(t, base+"/healthz"); code != 200 {
+	if code, _ := getHealth(t, base+"/healthz"); code != 200 {
 		t.Fatalf("/healthz with Redis down: %d", code)
 	}
 	// Redis back (empty): ready again, and C resumes.
 	srv.Start()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		code, body := probe(t, base+"/readyz")
+		code, body := getHealth(t, base+"/readyz")
 		if code == 200 && body == `{"status":"ok","checks":{"keys":"ok","store":"ok"}}` {
 			break
 		}
@@ -304,7 +304,7 @@ func TestServeMetricsReadiness(t *testing.T) {
 		}
 	}
 	// /metrics is not on the main listener.
-	if code, _ := probe(t, base+"/metrics"); code != 404 {
+	if code, _ := getHealth(t, base+"/metrics"); code != 404 {
 		t.Errorf("/metrics on the main listener: HTTP %d", code)
 	}
 }
@@ -315,10 +315,10 @@ func TestServeMetricsReadiness(t *testing.T) {
 func TestServeHealthWithoutAuthOrMetrics(t *testing.T) {
 	url, logs := startServe(t, "--auth-hs256-secret", strings.Repeat("s", 32))
 	base := strings.TrimSuffix(url, "/mcp")
-	if code, body := probe(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok"}}` {
+	if code, body := getHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok"}}` {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
-	if code, _ := probe(t, base+"/healthz"); code != 200 {
+	if code, _ := getHealth(t, base+"/healthz"); code != 200 {
 		t.Fatalf("/healthz: %d", code)
 	}
 	resp, err := http.Post(url, "application/json", strings.NewReader(`{}`))
@@ -499,7 +499,7 @@ func TestProxyMetricsAndHealth(t *testing.T) {
 	if got := call(tok); got["error"] == nil {
 		t.Fatalf("replay accepted: %v", got)
 	}
-	if code, body := probe(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","upstream":"ok"}}` {
+	if code, body := getHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","upstream":"ok"}}` {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
 	m, _ := scrape(t, metricsURL)

@@ -56,7 +56,7 @@ func TestProxyPerCallerBound(t *testing.T) {
 	if _, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "b"}}); e == nil || !strings.Contains(string(e["message"]), "--max-procs-per-caller") {
 		t.Fatalf("a second held call of the same caller: %v", e)
 	}
-	_, body := probe(t, metrics)
+	_, body := getHealth(t, metrics)
 	for _, want := range []string{`mrtr_bridge_refused_total{limit="per_caller"} 1`, `mrtr_bridge_refused_total{limit="procs"} 0`, `mrtr_bridge_refused_total{limit="holds"} 0`} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %q", want)
@@ -102,7 +102,7 @@ func TestProxyCrashLoop(t *testing.T) {
 	flag, cmd := flakyCommand(t, "legacy")
 	url, logs := startProxyCmd(t, append([]string{"--warm", "1"}, cmd...)...)
 	base := strings.TrimSuffix(url, "/mcp")
-	if code, body := probe(t, base+"/readyz"); code != 200 {
+	if code, body := getHealth(t, base+"/readyz"); code != 200 {
 		t.Fatalf("/readyz at start: %d %s", code, body)
 	}
 	if err := os.Remove(flag); err != nil {
@@ -115,7 +115,7 @@ func TestProxyCrashLoop(t *testing.T) {
 	var body string
 	eventually(t, "/readyz 503 in the crash loop", func() bool {
 		var code int
-		code, body = probe(t, base+"/readyz")
+		code, body = getHealth(t, base+"/readyz")
 		return code == 503 && strings.Contains(body, `"upstream_starts":"crash_loop"`)
 	})
 	rec := exitRecord(logs.String(), "bridge: initialize the upstream")
@@ -130,7 +130,7 @@ func TestProxyCrashLoop(t *testing.T) {
 	}
 	eventually(t, "/readyz 200 once the command starts again", func() bool {
 		var code int
-		code, body = probe(t, base+"/readyz")
+		code, body = getHealth(t, base+"/readyz")
 		return code == 200
 	})
 	if !strings.Contains(logs.String(), "the crash loop is over") {
@@ -156,7 +156,7 @@ func TestProxyCrashLoopModern(t *testing.T) {
 	killUpstreams(t, logs)
 	eventually(t, "/readyz 503 in the crash loop", func() bool {
 		rpcPost(t, url, "tools/list", map[string]any{})
-		code, body := probe(t, base+"/readyz")
+		code, body := getHealth(t, base+"/readyz")
 		return code == 503 && strings.Contains(body, `"upstream_starts":"crash_loop"`)
 	})
 	if !strings.Contains(logs.String(), "boom: missing config") || !strings.Contains(logs.String(), "exit status 7") {
@@ -166,7 +166,7 @@ func TestProxyCrashLoopModern(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "/readyz 200 once the command starts again", func() bool {
-		code, _ := probe(t, base+"/readyz")
+		code, _ := getHealth(t, base+"/readyz")
 		return code == 200
 	})
 }

@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/mrtr-go/mrtr/internal/attack"
+	"github.com/mrtr-go/mrtr/internal/probe"
 	"github.com/mrtr-go/mrtr/internal/stdio"
 	"github.com/mrtr-go/mrtr/internal/termtext"
 )
@@ -103,9 +103,9 @@ func (a *app) probe(ctx context.Context, args []string) error {
 	bearer := fs.String("bearer", "", "the bearer `token` of the first caller ($MRTR_BEARER)")
 	bearerOther := fs.String("bearer-other", "", "the bearer `token` of a second caller, for another_caller ($MRTR_BEARER_OTHER)")
 	wait := fs.Duration("wait", 0, "for expired: retry a state after this long (longer than the server's state lifetime; 0: skip)")
-	maxReq := fs.Int("max-requests", attack.DefaultMaxRequests, "send at most this many requests")
+	maxReq := fs.Int("max-requests", probe.DefaultMaxRequests, "send at most this many requests")
 	rate := fs.Duration("rate", 0, "wait at least this long between two requests")
-	timeout := fs.Duration("timeout", attack.DefaultTimeout, "give up on an answer after this long")
+	timeout := fs.Duration("timeout", probe.DefaultTimeout, "give up on an answer after this long")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
 	var env []string
 	fs.Func("env", "with -- COMMAND: `K=V` added to the server's environment (repeatable)", func(s string) error {
@@ -175,14 +175,14 @@ func (a *app) probe(ctx context.Context, args []string) error {
 			return fmt.Errorf("--answers %s: want a JSON object of input responses by key: %w", *answersFile, err)
 		}
 	}
-	var target attack.Target
+	var target probe.Target
 	var where string // the report's "url", or its "command": the program, never its arguments
 	if stdioMode {
 		if _, err := stdio.Environ(nil, env); err != nil {
 			fmt.Fprintf(a.stderr, "mrtr probe: --env: %v\n", err)
 			return errUsage
 		}
-		st, err := attack.StartStdio(stdio.Config{Path: command[0], Args: command[1:], Env: env, Supervisor: superviseArgv()})
+		st, err := probe.StartStdio(stdio.Config{Path: command[0], Args: command[1:], Env: env, Supervisor: superviseArgv()})
 		if err != nil {
 			return err
 		}
@@ -205,9 +205,9 @@ func (a *app) probe(ctx context.Context, args []string) error {
 				return errors.New("a bearer token has control characters an HTTP header cannot carry")
 			}
 		}
-		target, where = &attack.HTTPTarget{URL: pos[0], Bearer: tok, BearerOther: tokOther}, pos[0]
+		target, where = &probe.HTTPTarget{URL: pos[0], Bearer: tok, BearerOther: tokOther}, pos[0]
 	}
-	rep, err := attack.Run(ctx, target, &attack.Options{
+	rep, err := probe.Run(ctx, target, &probe.Options{
 		Tool: *tool, OtherTool: *other, Args: targs, Answers: answers,
 		MaxRequests: *maxReq, Rate: *rate, Wait: *wait, Timeout: *timeout,
 	})
@@ -218,7 +218,7 @@ func (a *app) probe(ctx context.Context, args []string) error {
 		out := struct {
 			URL     string `json:"url,omitempty"`
 			Command string `json:"command,omitempty"`
-			*attack.Report
+			*probe.Report
 		}{Report: rep}
 		if stdioMode {
 			out.Command = where
@@ -296,7 +296,7 @@ func probeExit(err error) int {
 // the details) is written on one line without terminal controls
 // (termtext.Line): a server cannot clear the screen and print its own
 // table.
-func printProbe(a *app, target string, rep *attack.Report) {
+func printProbe(a *app, target string, rep *probe.Report) {
 	fmt.Fprintf(a.stdout, "mrtr probe %s\n", termtext.Line(target))
 	fmt.Fprintf(a.stdout, "era %s", termtext.Line(rep.Era))
 	if rep.Tool != "" {
@@ -322,7 +322,7 @@ func printProbe(a *app, target string, rep *attack.Report) {
 	fmt.Fprintln(tw, "CHECK\tVERDICT\tSENT AND SAW")
 	for _, c := range rep.Checks {
 		v := string(c.Verdict)
-		if c.Verdict == attack.Fail {
+		if c.Verdict == probe.Fail {
 			v = "FAIL"
 		}
 		lines := strings.Split(termtext.Line(c.Detail), "; ")
@@ -330,8 +330,8 @@ func printProbe(a *app, target string, rep *attack.Report) {
 		for _, l := range lines[1:] {
 			fmt.Fprintf(tw, "\t\t%s\n", l)
 		}
-		if c.Verdict != attack.Skip {
-			fmt.Fprintf(tw, "\t\twhy: %s\n", attack.Why(c.Name))
+		if c.Verdict != probe.Skip {
+			fmt.Fprintf(tw, "\t\twhy: %s\n", probe.Why(c.Name))
 		}
 	}
 	tw.Flush()

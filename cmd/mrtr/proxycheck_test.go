@@ -65,7 +65,7 @@ func TestProxyUpstreamNotFound(t *testing.T) {
 		t.Fatalf("startup warning: %v\n%s", start, logs)
 	}
 	base := strings.TrimSuffix(url, "/mcp")
-	if code, body := probe(t, base+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","upstream":"not_found"}}` {
+	if code, body := getHealth(t, base+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","upstream":"not_found"}}` {
 		t.Errorf("/readyz with a 404 upstream: %d %s", code, body)
 	}
 	before := len(logLines(logs, "proxy: upstream answered an HTTP error"))
@@ -88,7 +88,7 @@ func TestProxyUpstreamNotFound(t *testing.T) {
 	if len(logLines(logs, "proxy: the upstream answers again")) != 1 {
 		t.Errorf("no line saying the upstream answers again:\n%s", logs)
 	}
-	if code, body := probe(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","upstream":"ok"}}` {
+	if code, body := getHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","upstream":"ok"}}` {
 		t.Errorf("/readyz once the upstream answers: %d %s", code, body)
 	}
 }
@@ -106,7 +106,7 @@ func TestProxyUpstreamUnreachable(t *testing.T) {
 		t.Fatalf("no startup warning:\n%s", logs)
 	}
 	base := strings.TrimSuffix(url, "/mcp")
-	if code, body := probe(t, base+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","upstream":"unreachable"}}` {
+	if code, body := getHealth(t, base+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","upstream":"unreachable"}}` {
 		t.Errorf("/readyz with no upstream: %d %s", code, body)
 	}
 
@@ -116,7 +116,7 @@ func TestProxyUpstreamUnreachable(t *testing.T) {
 	if w := logLines(logs, warning); len(w) != 1 || !strings.Contains(w[0]["error"].(string), "HTTP 404") || !strings.Contains(w[0]["error"].(string), "/mcp") {
 		t.Fatalf("no startup warning naming HTTP 404 and /mcp:\n%s", logs)
 	}
-	if code, body := probe(t, strings.TrimSuffix(url, "/mcp")+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","upstream":"not_found"}}` {
+	if code, body := getHealth(t, strings.TrimSuffix(url, "/mcp")+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","upstream":"not_found"}}` {
 		t.Errorf("/readyz with a 404 upstream: %d %s", code, body)
 	}
 }

@@ -39,7 +39,7 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 	base := strings.TrimSuffix(url, "/mcp")
 	srv.Stop()
 	for range 5 {
-		if code, _ := probe(t, base+"/readyz"); code != 503 {
+		if code, _ := getHealth(t, base+"/readyz"); code != 503 {
 			t.Fatalf("/readyz with Redis stopped: %d", code)
 		}
 	}
@@ -58,7 +58,7 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 
 	srv.Start()
 	deadline := time.Now().Add(10 * time.Second)
-	for code, _ := probe(t, base+"/readyz"); code != 200; code, _ = probe(t, base+"/readyz") {
+	for code, _ := getHealth(t, base+"/readyz"); code != 200; code, _ = getHealth(t, base+"/readyz") {
 		if time.Now().After(deadline) {
 			t.Fatalf("/readyz not ready again after Redis came back:\n%s", logs)
 		}

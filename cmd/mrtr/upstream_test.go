@@ -234,13 +234,13 @@ func TestProxyCommandUpstreamObserved(t *testing.T) {
 	if e != nil || string(res["resultType"]) != `"input_required"` {
 		t.Fatalf("pause: %v %v", res, e)
 	}
-	_, body := probe(t, metrics)
+	_, body := getHealth(t, metrics)
 	for _, want := range []string{"mrtr_bridge_held_calls 1", "mrtr_upstream_processes 1", "mrtr_upstream_processes_idle 0", "mrtr_upstream_notifications_dropped_total 0"} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	if code, body := probe(t, base+"/readyz"); code != 200 || !strings.Contains(body, `"upstream":"ok"`) {
+	if code, body := getHealth(t, base+"/readyz"); code != 200 || !strings.Contains(body, `"upstream":"ok"`) {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
 
@@ -250,7 +250,7 @@ func TestProxyCommandUpstreamObserved(t *testing.T) {
 	if _, e := rpcPost(t, url, "tools/list", map[string]any{}); e == nil || !strings.Contains(string(e["message"]), "could not be") {
 		t.Fatalf("a call to an upstream that cannot start: %v", e)
 	}
-	if code, body := probe(t, base+"/readyz"); code != 503 || !strings.Contains(body, `"upstream"`) {
+	if code, body := getHealth(t, base+"/readyz"); code != 503 || !strings.Contains(body, `"upstream"`) {
 		t.Fatalf("/readyz with an upstream that cannot start: %d %s", code, body)
 	}
 }

@@ -1,4 +1,4 @@
-// Package attack checks, from the outside, how an MCP server handles the
+// Package probe checks, from the outside, how an MCP server handles the
 // requestState of 2026-07-28 Multi Round-Trip Requests: whether a client
 // can read it, and whether the server refuses it tampered, moved to
 // another tool or method, with other arguments, replayed, from another
@@ -49,4 +49,4 @@
 // honest resume that declines (see Run), so a server that holds
 // something per paused call holds nothing once the check is done.
 // Options bound the number of requests and space them out.
-package attack
+package probe
