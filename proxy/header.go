@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
@@ -159,4 +160,101 @@ func logValue(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:max], "") + "..."
+}
+
+// outHeader is the header of a request to the upstream: the client's,
+// without hop-by-hop fields, Host, Content-Length, Accept-Encoding (the
+// transport negotiates its own, so the proxy reads plain bytes) and, unless
+// configured, Authorization, and with the proxy's own forwarding headers
+// (setForwarded's rule), as on the pass-through path. It is built in one
+// pass, every value in one array, instead of a clone and its deletions.
+func (h *Handler) outHeader(r *http.Request) http.Header {
+	in := r.Header
+	var named []string // fields the Connection header names
+	for _, f := range in["Connection"] {
+		for k := range strings.SplitSeq(f, ",") {
+			named = append(named, http.CanonicalHeaderKey(strings.TrimSpace(k)))
+		}
+	}
+	drop := func(k string) bool {
+		switch k {
+		case "Content-Length", "Accept-Encoding", "Content-Type":
+			return true
+		case "Authorization":
+			return !h.fwdAuth
+		}
+		return slices.Contains(hopHeaders, k) || forwardedField(http.CanonicalHeaderKey(k)) || slices.Contains(named, k)
+	}
+	ip, hasIP := forwardedFor(r)
+	nk, nv := 4, 4 // the forwarding headers and Content-Type
+	for k, vs := range in {
+		if !drop(k) {
+			nk++
+			nv += len(vs)
+		}
+	}
+	out := make(http.Header, nk)
+	sv := make([]string, 0, nv)
+	put := func(k string, vs ...string) {
+		n := len(sv)
+		sv = append(sv, vs...)
+		out[k] = sv[n:len(sv):len(sv)]
+	}
+	for k, vs := range in {
+		if !drop(k) && len(vs) > 0 {
+			put(k, vs...)
+		}
+	}
+	if hasIP {
+		put("X-Forwarded-For", ip)
+	}
+	put("X-Forwarded-Host", r.Host)
+	put("X-Forwarded-Proto", forwardedProto(r))
+	put("Content-Type", "application/json")
+	return out
+}
+
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Host"}
+
+// copyHeader copies an upstream response's header, except hop-by-hop
+// fields and Content-Length (the proxy may rewrite the body), then sets
+// the fields of set (canonical name, value, ...) in place of the
+// upstream's; every value it adds is in one array.
+func copyHeader(dst, src http.Header, set ...string) {
+	var named []string // fields the Connection header names
+	for _, f := range src["Connection"] {
+		for k := range strings.SplitSeq(f, ",") {
+			named = append(named, http.CanonicalHeaderKey(strings.TrimSpace(k)))
+		}
+	}
+	skip := func(k string) bool {
+		if k == "Content-Length" || slices.Contains(hopHeaders, k) || slices.Contains(named, k) {
+			return true
+		}
+		for i := 0; i < len(set); i += 2 {
+			if set[i] == k {
+				return true
+			}
+		}
+		return false
+	}
+	nv := len(set) / 2
+	for k, vs := range src {
+		if !skip(k) {
+			nv += len(vs)
+		}
+	}
+	sv := make([]string, 0, nv)
+	for k, vs := range src {
+		if !skip(k) {
+			n := len(sv)
+			sv = append(sv, vs...)
+			dst[k] = sv[n:len(sv):len(sv)]
+		}
+	}
+	for i := 0; i+1 < len(set); i += 2 {
+		n := len(sv)
+		sv = append(sv, set[i+1])
+		dst[set[i]] = sv[n:len(sv):len(sv)]
+	}
 }

@@ -39,7 +39,7 @@ type Direct struct {
 	crash   crashLoop // children that ended before answering anything, in a row
 	closed  bool
 
-	legacy *sessions // 2025-11-25 clients' sessions (sessions.go)
+	legacy *sessions // 2025-11-25 clients' sessions (legacysessions.go)
 }
 
 type directConn struct {

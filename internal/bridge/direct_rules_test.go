@@ -144,7 +144,7 @@ func TestDirectTransportRules(t *testing.T) {
 			h.Set("Mcp-Protocol-Version", "2025-11-25")
 		}, 400, -32022},
 		// An initialize is a 2025-11-25 client's: it gets a session and a
-		// child of its own (sessions.go), never the shared child.
+		// child of its own (legacysessions.go), never the shared child.
 		{"an initialize", "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "c", "version": "1"}}, func(h http.Header) {
 			h.Del("Mcp-Method")
 			h.Del("Mcp-Protocol-Version")

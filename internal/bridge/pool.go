@@ -3,13 +3,362 @@ package bridge
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
-	"strings"
+	"slices"
 	"time"
 )
 
-// Warm sessions and restarts.
+// DefaultPerCaller is the proxy's --max-procs-per-caller for a
+// --max-procs of max: a quarter of it, at least 1.
+func DefaultPerCaller(maxSessions int) int { return max(maxSessions/4, 1) }
+
+// acquire returns an idle session of the caller, or a warm one (which
+// becomes the caller's), or opens one.
+func (b *Bridge) acquire(ctx context.Context, caller string) (*session, error) {
+	auth := authorizationOf(ctx)
+	waited := false // for a warm session that then failed to start
+	b.mu.Lock()
+	for {
+		if b.closed {
+			b.mu.Unlock()
+			return nil, errClosed
+		}
+		if s := b.idleOf(caller, auth); s != nil {
+			b.mu.Unlock()
+			return s, nil
+		}
+		warm := auth == "" && !waited && (len(b.idle[warmKey]) > 0 || b.warmStarting > len(b.warmWaiters))
+		if err := b.crash.blocked(b.o.Now()); err != nil && !warm {
+			b.mu.Unlock()
+			return nil, err
+		}
+		var victim func(context.Context) error
+		if b.atCallerBound(caller) {
+			// Its slot is this call's.
+			if victim = b.evict(only(caller)); victim == nil {
+				b.mu.Unlock()
+				b.warn.refuse(limitPerCaller, "bridge: a call was refused: its caller is at its limit of upstream sessions (--max-procs-per-caller) and none of them is idle",
+					"max", b.o.MaxSessionsPerCaller)
+				return nil, errTooManyOfCaller
+			}
+		}
+		if warm {
+			s, wait := b.takeWarmLocked(caller)
+			b.mu.Unlock()
+			b.stopVictim(victim)
+			if wait != nil {
+				// nil when its start failed: the call starts its own (it
+				// does not wait on warm starts that may keep failing).
+				s, waited = <-wait, true
+			}
+			if s != nil {
+				return s, nil
+			}
+			b.mu.Lock()
+			continue
+		}
+		if victim == nil {
+			var err error
+			if victim, err = b.room(); err != nil {
+				b.mu.Unlock()
+				return nil, err
+			}
+		}
+		b.starting++
+		b.startingBy[caller]++
+		b.mu.Unlock()
+		if victim != nil {
+			_ = victim(context.Background())
+		}
+		s, err := b.open(ctx, caller, nil)
+		b.mu.Lock()
+		b.starting--
+		if b.startingBy[caller]--; b.startingBy[caller] <= 0 {
+			delete(b.startingBy, caller)
+		}
+		b.started(err)
+		if err == nil {
+			if b.closed {
+				b.mu.Unlock()
+				_ = s.stop(context.Background())
+				return nil, errClosed
+			}
+			b.sessions[s] = struct{}{}
+			if b.info == nil {
+				b.info = s.info
+			}
+		} else {
+			b.refillLocked()
+		}
+		b.mu.Unlock()
+		return s, err
+	}
+}
+
+// idleOf takes an idle session of caller opened with the Authorization
+// auth out of the idle ones; nil when there is none. b.mu held.
+func (b *Bridge) idleOf(caller, auth string) *session {
+	for {
+		l := b.idle[caller]
+		i := len(l) - 1
+		for i >= 0 && l[i].auth != auth {
+			i--
+		}
+		if i < 0 {
+			return nil
+		}
+		s := l[i]
+		b.idle[caller] = append(l[:i:i], l[i+1:]...)
+		if len(b.idle[caller]) == 0 {
+			delete(b.idle, caller)
+		}
+		s.mu.Lock()
+		ok := !s.dead
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		s.mu.Unlock()
+		if ok {
+			return s
+		}
+	}
+}
+
+// ownedLocked counts the sessions of caller: open, being opened (or
+// awaited warm), and the children of its 2025-11-25 client sessions.
+// b.mu held.
+func (b *Bridge) ownedLocked(caller string) int {
+	n := b.startingBy[caller] + b.legacyBy[caller]
+	for s := range b.sessions {
+		if s.caller == caller {
+			n++
+		}
+	}
+	return n
+}
+
+// atCallerBound reports whether caller has MaxSessionsPerCaller
+// sessions, when that is a bound of its own (below MaxSessions). b.mu
+// held.
+func (b *Bridge) atCallerBound(caller string) bool {
+	return b.o.MaxSessionsPerCaller < b.o.MaxSessions && b.ownedLocked(caller) >= b.o.MaxSessionsPerCaller
+}
+
+// usedLocked counts the sessions held against MaxSessions. b.mu held.
+func (b *Bridge) usedLocked() int {
+	return len(b.sessions) + b.starting + b.warmStarting + b.legacyProcs
+}
+
+// slot makes room for one more session of caller (the child of a
+// 2025-11-25 client session): at caller's bound it evicts an idle session
+// of caller, else as room does; errTooManyOfCaller when caller has none
+// idle (warned of). b.mu held.
+func (b *Bridge) slot(caller string) (stop func(context.Context) error, err error) {
+	if !b.atCallerBound(caller) {
+		return b.room()
+	}
+	if stop = b.evict(only(caller)); stop == nil {
+		b.warn.refuse(limitPerCaller, "bridge: a call was refused: its caller is at its limit of upstream sessions (--max-procs-per-caller) and none of them is idle",
+			"max", b.o.MaxSessionsPerCaller)
+		return nil, errTooManyOfCaller
+	}
+	return stop, nil
+}
+
+// room makes room for one more session (a bridge session or the child
+// of a 2025-11-25 client session) within MaxSessions: at the bound it
+// evicts a warm or idle session, and returns how to stop it, which the
+// caller does once b.mu is released and before it opens its own in the
+// slot, so that the children stay within the bound; errTooMany when there
+// is none to evict (warned of). b.mu held.
+func (b *Bridge) room() (stop func(context.Context) error, err error) {
+	if b.usedLocked() < b.o.MaxSessions {
+		return nil, nil
+	}
+	if stop = b.evict(nil); stop == nil {
+		b.warn.refuse(limitProcs, "bridge: a call was refused: the proxy is at its limit of upstream sessions (--max-procs) and none is idle",
+			"max", b.o.MaxSessions)
+		return nil, errTooMany
+	}
+	b.log.Debug("bridge: an idle upstream session stopped to make room")
+	return stop, nil
+}
+
+// evict takes the least recently used idle session, of either pool, whose
+// caller (key of a principal) of accepts (nil accepts any) out of the
+// count, and returns how to stop it; nil when there is none. The pools
+// are one: the bridge's sessions with no call in flight, and the
+// sessions of 2025-11-25 clients with no request in flight (those with
+// their GET stream open last: a client listens on it). With of nil a
+// warm session goes first (the oldest); with an of, warm sessions are
+// nobody's (no of accepts warmKey). --max-procs-per-caller evicts with
+// an of naming one caller. b.mu held.
+//
+// Evicting a 2025-11-25 client session ends it, as its idle timeout
+// does: its id is unknown from then on, so its client's next request gets
+// 404, which in 2025-11-25 tells a client to initialize a new session.
+func (b *Bridge) evict(of func(caller string) bool) (stop func(context.Context) error) {
+	var v *session
+	var at time.Time
+	if l := b.idle[warmKey]; of == nil && len(l) > 0 {
+		return b.evicted(l[0])
+	}
+	for c, l := range b.idle {
+		if c == warmKey || of != nil && !of(c) {
+			continue
+		}
+		for _, s := range l {
+			s.mu.Lock()
+			t := s.idleAt
+			s.mu.Unlock()
+			if v == nil || t.Before(at) {
+				v, at = s, t
+			}
+		}
+	}
+	if lv := b.legacy.evict(of, v != nil, at, func(c string) {
+		b.legacyProcs--
+		if b.legacyBy[c]--; b.legacyBy[c] <= 0 {
+			delete(b.legacyBy, c)
+		}
+	}); lv != nil {
+		return lv.end
+	}
+	if v == nil {
+		return nil
+	}
+	return b.evicted(v)
+}
+
+// evicted takes v, an idle or warm session, out of the count, and returns
+// how to stop it. b.mu held.
+func (b *Bridge) evicted(v *session) (stop func(context.Context) error) {
+	l := b.idle[v.caller]
+	if i := slices.Index(l, v); i >= 0 {
+		b.idle[v.caller] = slices.Delete(l, i, i+1)
+	}
+	if len(b.idle[v.caller]) == 0 {
+		delete(b.idle, v.caller)
+	}
+	delete(b.sessions, v)
+	v.mu.Lock()
+	v.dead = true // never handed out again, whatever happens next
+	if v.timer != nil {
+		v.timer.Stop()
+	}
+	v.mu.Unlock()
+	return v.stop
+}
+
+// drop forgets s, and reports whether it was warm (ready for no caller
+// yet, and not stopped by the bridge).
+func (b *Bridge) drop(s *session) (warm bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, known := b.sessions[s]
+	delete(b.sessions, s)
+	l := b.idle[s.caller]
+	for i, x := range l {
+		if x == s {
+			b.idle[s.caller] = append(l[:i:i], l[i+1:]...)
+			break
+		}
+	}
+	if len(b.idle[s.caller]) == 0 {
+		delete(b.idle, s.caller)
+	}
+	warm = known && s.caller == warmKey && !b.closed
+	if known && !warm { // a warm one is refilled once its end is counted (warmEnded)
+		b.refillLocked()
+	}
+	return warm
+}
+
+// release returns s to the caller's idle sessions.
+func (b *Bridge) release(s *session) {
+	s.mu.Lock()
+	s.active = nil
+	dead := s.dead
+	s.idleAt = b.o.Now()
+	if !dead {
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		s.timer = time.AfterFunc(b.o.IdleTimeout, func() { b.expireIdle(s) })
+	}
+	s.mu.Unlock()
+	if dead {
+		return
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		go s.stop(context.Background())
+		return
+	}
+	b.idle[s.caller] = append(b.idle[s.caller], s)
+	b.mu.Unlock()
+}
+
+func (b *Bridge) expireIdle(s *session) {
+	b.mu.Lock()
+	l := b.idle[s.caller]
+	found := false
+	for i, x := range l {
+		if x == s {
+			b.idle[s.caller] = append(l[:i:i], l[i+1:]...)
+			found = true
+			break
+		}
+	}
+	if len(b.idle[s.caller]) == 0 {
+		delete(b.idle, s.caller)
+	}
+	if found {
+		delete(b.sessions, s)
+		b.refillLocked()
+	}
+	b.mu.Unlock()
+	if found {
+		b.log.Debug("bridge: idle upstream session stopped")
+		_ = s.stop(context.Background())
+	}
+}
+
+// legacySlot takes one of the bridge's MaxSessions for the child of a
+// 2025-11-25 client session of caller, evicting the least recently used
+// idle session of either pool if need be (Bridge.slot).
+func (b *Bridge) legacySlot(caller string) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return errClosed
+	}
+	victim, err := b.slot(caller)
+	if err != nil {
+		b.mu.Unlock()
+		return err
+	}
+	b.legacyProcs++
+	b.legacyBy[caller]++
+	b.mu.Unlock()
+	if victim != nil {
+		_ = victim(context.Background())
+	}
+	return nil
+}
+
+// legacyFree gives back a slot of legacySlot.
+func (b *Bridge) legacyFree(caller string) {
+	b.mu.Lock()
+	b.legacyProcs--
+	if b.legacyBy[caller]--; b.legacyBy[caller] <= 0 {
+		delete(b.legacyBy, caller)
+	}
+	b.refillLocked()
+	b.mu.Unlock()
+}
+
+// Warm sessions.
 //
 // A warm session is initialized for no caller yet (Options.Warm, and
 // Options.First): it sits in b.idle under warmKey, which no principal's
@@ -19,26 +368,9 @@ import (
 // call would start now. Taken, it is the caller's for good (sessions are
 // never shared between callers), and another is started in the
 // background, when there is room: warm sessions never evict anything.
-//
-// Starts are counted: CrashLoop failures in a row (a start that fails,
-// an initialize the upstream does not answer, a warm session whose
-// upstream ends unused) is a crash loop, and from then on starts back
-// off (crashLoop).
 
 // warmKey is the caller of warm sessions in b.idle.
 const warmKey = "\x00warm"
-
-// Defaults of Options' restart backoff.
-const (
-	DefaultRestartBackoff    = time.Second
-	DefaultMaxRestartBackoff = 30 * time.Second
-	// DefaultCrashLoop is the CrashLoop the proxy sets for a command.
-	DefaultCrashLoop = 3
-)
-
-// DefaultPerCaller is the proxy's --max-procs-per-caller for a
-// --max-procs of max: a quarter of it, at least 1.
-func DefaultPerCaller(maxSessions int) int { return max(maxSessions/4, 1) }
 
 // warmWaiter is a call waiting for a warm session being opened: ch gets
 // it, taken for caller, or nil when its start failed.
@@ -110,35 +442,6 @@ func (b *Bridge) refillLocked() {
 		go b.startWarm(nil)
 	}
 }
-
-// retryLocked arranges a start after wait, for a crash loop: a warm
-// session (kept even when Warm is zero, until IdleTimeout) that tells
-// whether the upstream starts again, when no call does first. b.mu held.
-func (b *Bridge) retryLocked(wait time.Duration) {
-	if b.crash.retry != nil {
-		return
-	}
-	b.crash.retry = time.AfterFunc(wait, func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		b.crash.retry = nil
-		if b.closed {
-			return
-		}
-		if w := b.crash.wait(b.o.Now()); w > 0 {
-			b.retryLocked(w)
-			return
-		}
-		if b.crash.looping() && b.warmStarting == 0 && b.usedLocked() < b.o.MaxSessions {
-			b.warmStarting++
-			go b.startWarm(nil)
-			return
-		}
-		b.refillLocked()
-	})
-}
-
-func (b *Bridge) stopRetryLocked() { b.crash.stopRetry() }
 
 // startWarm opens a warm session (on up when given: Options.First) and
 // hands it to the first call waiting for one, or keeps it ready.
@@ -235,153 +538,4 @@ func (b *Bridge) warmTaken() {
 	if b.crash.unused {
 		b.started(nil)
 	}
-}
-
-// crashLoop counts the starts that failed in a row, and says how long
-// the next must wait once they are a crash loop: after failures in a row,
-// base, doubled with each further failure up to most. after zero never
-// loops. Not safe for concurrent use: its owner's mutex guards it.
-type crashLoop struct {
-	after      int
-	base, most time.Duration
-
-	fails  int
-	unused bool      // a warm session ended unused since the last start that succeeded (Bridge.warmEnded)
-	why    string    // the last failure's, with how the upstream ended
-	next   time.Time // no start before, while looping
-	retry  *time.Timer
-}
-
-func newCrashLoop(after int, base, most time.Duration) crashLoop {
-	if base <= 0 {
-		base = DefaultRestartBackoff
-	}
-	if most < base {
-		most = max(DefaultMaxRestartBackoff, base)
-	}
-	return crashLoop{after: after, base: base, most: most}
-}
-
-func (c *crashLoop) looping() bool { return c.after > 0 && c.fails >= c.after }
-
-// wait is how long starts must still wait; 0 when they need not.
-func (c *crashLoop) wait(now time.Time) time.Duration {
-	if !c.looping() {
-		return 0
-	}
-	return max(c.next.Sub(now), 0)
-}
-
-// blocked is the error of a call that would start the upstream while
-// starts back off; nil when it may. It names no cause: the client is not
-// told what the upstream wrote on its stderr.
-func (c *crashLoop) blocked(now time.Time) error {
-	if w := c.wait(now); w > 0 {
-		return &backoffError{fails: c.fails, wait: w}
-	}
-	return nil
-}
-
-// backoffError is a start refused while starts back off.
-type backoffError struct {
-	fails int
-	wait  time.Duration
-}
-
-func (e *backoffError) Error() string {
-	return fmt.Sprintf("the upstream keeps failing to start (%d times in a row); the proxy tries again in %s", e.fails, e.wait.Round(time.Second))
-}
-
-// record counts a start's outcome (a *startError when it failed), logs
-// the start of a crash loop's wait and its end, and returns the wait
-// when starts now back off (0 otherwise).
-func (c *crashLoop) record(err error, now time.Time, log *slog.Logger) time.Duration {
-	if err == nil {
-		if c.looping() {
-			log.Info("bridge: the upstream started again: the crash loop is over", "failures", c.fails)
-		}
-		c.fails, c.why, c.unused = 0, "", false
-		c.stopRetry()
-		return 0
-	}
-	c.fails++
-	c.why = err.Error()
-	var se *startError
-	if errors.As(err, &se) {
-		c.why = se.why
-	}
-	if !c.looping() {
-		return 0
-	}
-	d := c.base << min(c.fails-c.after, 30)
-	if d <= 0 || d > c.most {
-		d = c.most
-	}
-	c.next = now.Add(d)
-	log.Warn("bridge: the upstream keeps failing to start: the next start waits", "failures", c.fails, "wait", d, "cause", c.why)
-	c.stopRetry()
-	return d
-}
-
-func (c *crashLoop) stopRetry() {
-	if c.retry != nil {
-		c.retry.Stop()
-		c.retry = nil
-	}
-}
-
-// report is the error of a crash loop for the readiness check: how many
-// starts failed, when the next is due, and how the last one ended (its
-// exit status and the end of its stderr, for a command); nil when there
-// is no crash loop.
-func (c *crashLoop) report(now time.Time) error {
-	if !c.looping() {
-		return nil
-	}
-	return fmt.Errorf("the upstream failed to start %d times in a row, the next start in %s; the last: %s",
-		c.fails, c.wait(now).Round(time.Millisecond), c.why)
-}
-
-// started counts a start's outcome and, in a crash loop, arranges the
-// retry. b.mu held.
-func (b *Bridge) started(err error) {
-	b.dialErr = err
-	if err != nil && b.closed {
-		return
-	}
-	if d := b.crash.record(err, b.o.Now(), b.log); d > 0 {
-		b.retryLocked(d)
-	}
-}
-
-// CrashLoop reports why the upstream is in a crash loop (Options.CrashLoop
-// starts in a row failed): how many, how the last one ended (its exit
-// status and the end of its stderr, for a command) and when the next
-// start is due. Nil when it is not, and once a start succeeded again.
-func (b *Bridge) CrashLoop(context.Context) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.crash.report(b.o.Now())
-}
-
-// startError is why a session could not be opened: err for the caller,
-// why for the log and the readiness check (with how the upstream ended).
-type startError struct {
-	err error
-	why string
-}
-
-func (e *startError) Error() string { return e.err.Error() }
-func (e *startError) Unwrap() error { return e.err }
-
-// exitSummary is err with how a closed upstream ended, when it says (its
-// exit status and the end of its stderr).
-func exitSummary(err error, up Upstream) string {
-	a := exitAttrs(up)
-	var b strings.Builder
-	b.WriteString(err.Error())
-	for i := 0; i+1 < len(a); i += 2 {
-		fmt.Fprintf(&b, "; %s: %v", a[i], a[i+1])
-	}
-	return b.String()
 }

@@ -15,7 +15,8 @@ import (
 
 // Tests of issue 35's mutation audit of the pools: each pins a rule that
 // a deliberate bug in pool.go, bridge.go, queue.go, roots.go or
-// sessions.go broke without any test failing.
+// sessions.go (as they were before issue 36 split them) broke without
+// any test failing.
 
 // gatedScript is script whose first dial waits until open is closed.
 type gatedScript struct {

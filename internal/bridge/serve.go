@@ -354,45 +354,6 @@ func (b *Bridge) pause(out *responder, h *hold, reqs []*rpc.Message, caps mcpwir
 	out.result(res)
 }
 
-// expire drops a hold nobody resumed in time and cancels its call.
-func (b *Bridge) expire(h *hold) {
-	if !h.busy.TryLock() {
-		return // being resumed right now
-	}
-	defer h.busy.Unlock()
-	b.mu.Lock()
-	current := b.holds[h.id] == h
-	b.mu.Unlock()
-	if !current {
-		return
-	}
-	b.log.Info("bridge: a held call expired; the upstream's call is cancelled", "method", h.method)
-	b.abandon(h, "the paused call expired")
-}
-
-// abandon forgets h, frees its session and cancels its call upstream, in
-// that order: whoever reacts to the cancellation finds the bridge settled.
-func (b *Bridge) abandon(h *hold, reason string) {
-	b.endHold(h)
-	b.release(h.s)
-	h.a.call.Cancel(reason)
-}
-
-// endHold forgets h.
-func (b *Bridge) endHold(h *hold) {
-	if h.timer != nil {
-		h.timer.Stop()
-	}
-	if h.id == "" {
-		return
-	}
-	b.mu.Lock()
-	if b.holds[h.id] == h {
-		delete(b.holds, h.id)
-	}
-	b.mu.Unlock()
-}
-
 // inputKey names the nth input request of a held call, by its kind.
 func inputKey(method string, n int) string {
 	kind, _, _ := strings.Cut(method, "/")

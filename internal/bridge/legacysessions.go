@@ -39,25 +39,6 @@ const sessionHeader = "Mcp-Session-Id"
 // its client and not answered yet.
 const maxAsked = 1024
 
-// legacyRequest reports whether r (its body) belongs to a 2025-11-25
-// session rather than to the 2026-07-28 wire: a GET or DELETE, anything
-// carrying a session id, and initialize, which 2026-07-28 does not have.
-func legacyRequest(r *http.Request, body []byte) bool {
-	if r.Method != http.MethodPost || r.Header.Get(sessionHeader) != "" {
-		return true
-	}
-	m, err := rpc.Parse(body)
-	if err != nil || m.Method != "initialize" {
-		return false
-	}
-	// An initialize carrying the 2026-07-28 _meta is a modern client's
-	// call of a method 2026-07-28 removed: the modern path answers it
-	// (-32601, 404), as an HTTP server does.
-	v, _ := mcpwire.Member(mcpwire.TrimSpace(m.Params), "_meta")
-	pv, _ := mcpwire.Member(v, mcpwire.MetaProtocolVersion)
-	return len(pv) == 0
-}
-
 // sessionsConfig configures a sessions handler.
 type sessionsConfig struct {
 	dial func(ctx context.Context) (Upstream, error)
@@ -311,50 +292,6 @@ type post struct {
 	sse   bool
 	q     *queue
 	final bool // the response was queued
-}
-
-// queue hands messages from the reading goroutine to one HTTP response,
-// within its bounds (fifo).
-type queue struct {
-	mu     sync.Mutex
-	msgs   fifo[[]byte]
-	signal chan struct{}
-}
-
-func newQueue(max, maxBytes int) *queue {
-	return &queue{msgs: newFifo[[]byte](max, maxBytes), signal: make(chan struct{}, 1)}
-}
-
-// push queues b, a notification when note (see fifo.push).
-func (q *queue) push(b []byte, note bool) (dropped int, ok bool) {
-	q.mu.Lock()
-	dropped, ok = q.msgs.push(b, len(b), note)
-	q.mu.Unlock()
-	select {
-	case q.signal <- struct{}{}:
-	default:
-	}
-	return dropped, ok
-}
-
-func (q *queue) empty() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	n, _ := q.msgs.size()
-	return n == 0
-}
-
-func (q *queue) take() [][]byte {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.msgs.take()
-}
-
-// size reports the messages queued and their bytes.
-func (q *queue) size() (n, bytes int) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.msgs.size()
 }
 
 // canonicalID is a JSON-RPC id as a map key: the same id however it was
@@ -877,38 +814,4 @@ func (s *lsession) end(ctx context.Context) error {
 		}
 	})
 	return s.err
-}
-
-// legacySlot takes one of the bridge's MaxSessions for the child of a
-// 2025-11-25 client session of caller, evicting the least recently used
-// idle session of either pool if need be (Bridge.slot).
-func (b *Bridge) legacySlot(caller string) error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return errClosed
-	}
-	victim, err := b.slot(caller)
-	if err != nil {
-		b.mu.Unlock()
-		return err
-	}
-	b.legacyProcs++
-	b.legacyBy[caller]++
-	b.mu.Unlock()
-	if victim != nil {
-		_ = victim(context.Background())
-	}
-	return nil
-}
-
-// legacyFree gives back a slot of legacySlot.
-func (b *Bridge) legacyFree(caller string) {
-	b.mu.Lock()
-	b.legacyProcs--
-	if b.legacyBy[caller]--; b.legacyBy[caller] <= 0 {
-		delete(b.legacyBy, caller)
-	}
-	b.refillLocked()
-	b.mu.Unlock()
 }
