@@ -354,7 +354,11 @@ func runnerExitedWithin(r *runnerProc, d time.Duration) bool {
 // once, exit 0, the child stopped. Killed with SIGKILL, its children die
 // with it (the supervisor).
 func TestRunnerDrainSignals(t *testing.T) {
-	cmd := []string{"/bin/sh", "-c", "echo $$; exec cat"}
+	// The child's pid as this test's /proc names it: the supervisor may
+	// start the command in a PID namespace of its own, where $$ is the
+	// namespace's number; /proc/self, opened by the shell itself (a brace
+	// group runs in the current shell), is the host's view.
+	cmd := []string{"/bin/sh", "-c", `{ while read -r k v; do if [ "$k" = Pid: ]; then echo "$v"; fi; done; } </proc/self/status; exec cat`}
 	for _, tc := range []struct {
 		name, timeout, want string
 		second              bool
