@@ -23,14 +23,23 @@ import (
 // one with a state gets a complete result. It does as little as it can,
 // so that what the proxies cost is what the benchmark shows.
 func leanUpstream() http.Handler {
-	const pauseBody = `{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"confirm":{"method":"elicitation/create","params":{"message":"Deploy web to production?","requestedSchema":{"type":"object","properties":{"approve":{"type":"boolean"}},"required":["approve"]}}}},"requestState":"{\"service\":\"web\",\"env\":\"production\",\"step\":1}"}}`
-	const doneBody = `{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","content":[{"type":"text","text":"deployed web to production"}]}}`
+	// Each reply carries the request's own id, as a JSON-RPC server's
+	// must: the sealing proxy sends ids of its own upstream and refuses a
+	// reply under any other.
+	const pauseResult = `"result":{"resultType":"input_required","inputRequests":{"confirm":{"method":"elicitation/create","params":{"message":"Deploy web to production?","requestedSchema":{"type":"object","properties":{"approve":{"type":"boolean"}},"required":["approve"]}}}},"requestState":"{\"service\":\"web\",\"env\":\"production\",\"step\":1}"}}`
+	const doneResult = `"result":{"resultType":"complete","content":[{"type":"text","text":"deployed web to production"}]}}`
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		out := pauseBody
-		if bytes.Contains(body, []byte(`"requestState"`)) {
-			out = doneBody
+		var req struct{ ID json.RawMessage }
+		if json.Unmarshal(body, &req) != nil || len(req.ID) == 0 {
+			http.Error(w, "not a JSON-RPC request", http.StatusBadRequest)
+			return
 		}
+		out := pauseResult
+		if bytes.Contains(body, []byte(`"requestState"`)) {
+			out = doneResult
+		}
+		out = `{"jsonrpc":"2.0","id":` + string(req.ID) + `,` + out
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", fmt.Sprint(len(out)))
 		io.WriteString(w, out)
@@ -83,7 +92,7 @@ func proxyFlow(c *http.Client, url string) error {
 		return err
 	}
 	if r1.Result.ResultType != "input_required" || r1.Result.RequestState == "" {
-		return fmt.Errorf("round 1: %+v", r1)
+		return fmt.Errorf("round 1: %+v (error %v)", r1.Result, r1.Error)
 	}
 	r2, err := post(flowBody(2, r1.Result.RequestState))
 	if err != nil {
