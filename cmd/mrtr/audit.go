@@ -1,139 +1,19 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
-	"net/url"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/audit"
 	"github.com/mrtr-go/mrtr/internal/termtext"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
-
-// auditConfig is what --audit and --audit-required say (serve and proxy).
-type auditConfig struct {
-	path     string // "" off, "-" stdout
-	required bool
-	upstream string // proxy: what it fronts, redacted (auditUpstream)
-	stdio    bool   // serve --stdio: stdout is the MCP channel
-}
-
-// auditFlags registers --audit and --audit-required.
-func auditFlags(f *flags, c *auditConfig) {
-	f.String(groupTelemetry, &c.path, "audit", "", "append the audit trail to `PATH` (created with mode 0600, reopened on SIGHUP for logrotate; - for stdout): one JSON line per pause, resume, refused resume and completed call, hash-chained and MACed under the key ring (check it with mrtr audit verify); empty: no trail")
-	f.Bool(groupTelemetry, &c.required, "audit-required", false, "refuse a call (-32603) whose audit line could not be written, instead of logging and counting it (mrtr_audit_errors_total)")
-	f.check("audit-required", func() error {
-		if c.required && c.path == "" {
-			return flagErr("audit-required", "needs --audit PATH")
-		}
-		return nil
-	})
-}
-
-// auditUpstream is how a proxy's audit lines name its upstream: the URL
-// as upstreamShown gives it, or the command it runs.
-func auditUpstream(c *proxyConfig) string {
-	if len(c.command) > 0 {
-		return "command " + commandName(c.command)
-	}
-	if c.runner != "" {
-		return "runner " + c.runner
-	}
-	return upstreamShown(c.upstream)
-}
-
-// upstreamShown is how the logs and the audit trail name an upstream URL:
-// its scheme, host and path only. Userinfo, the query and the fragment are
-// left out, whatever they hold: url.URL.Redacted masks only a password,
-// and an API key rides in a query (?api_key=...) as often. A value that
-// does not parse is shown as "".
-func upstreamShown(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String()
-}
-
-// openAudit opens the --audit trail as the guard's Auditor (nil without
-// --audit), counts failed writes in mrtr_audit_errors_total when metrics
-// are on, and reopens the file on SIGHUP. stop closes it.
-func (c *commonConfig) openAudit(log *slog.Logger, codec *reqstate.AESGCM, tel *telemetry) (mrtr.Auditor, func(), error) {
-	ac := &c.audit
-	if ac.path == "" {
-		return nil, func() {}, nil
-	}
-	if ac.path == "-" && ac.stdio {
-		return nil, nil, flagErr("audit", "- (stdout) is the MCP channel of --stdio: give a file")
-	}
-	var errs prometheus.Counter
-	if tel.registry != nil {
-		errs = prometheus.NewCounter(prometheus.CounterOpts{Name: "mrtr_audit_errors_total",
-			Help: "Audit trail lines that could not be written (with --audit-required, each refused its call)."})
-		if err := tel.registry.Register(errs); err != nil {
-			return nil, nil, err
-		}
-	}
-	node, _ := os.Hostname()
-	opts := &audit.Options{
-		Keys: codec.KeyRing, Node: node, Upstream: ac.upstream, TraceIDs: tel.tracing != nil,
-		Required: ac.required, Logger: log,
-		OnError: func(error) {
-			if errs != nil {
-				errs.Inc()
-			}
-		},
-	}
-	if ac.path == "-" {
-		log.Info("mrtr audit trail on stdout", "required", ac.required)
-		return audit.NewWriter(os.Stdout, "", opts), func() {}, nil
-	}
-	w, err := audit.OpenFile(ac.path, opts)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--audit: %w", err)
-	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP) // beside the key ring's reload (keyreload.go)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-hup:
-				if err := w.Reopen(); err != nil {
-					log.Error("mrtr audit trail not reopened on SIGHUP; writing on to the file it had", "path", ac.path, "error", err)
-					continue
-				}
-				log.Info("mrtr audit trail reopened on SIGHUP", "path", ac.path)
-			}
-		}
-	})
-	log.Info("mrtr audit trail", "path", ac.path, "required", ac.required, "continues", w.Prev() != "")
-	return w, func() {
-		signal.Stop(hup)
-		close(done)
-		wg.Wait()
-		if err := w.Close(); err != nil {
-			log.Error("mrtr audit trail close", "error", err)
-		}
-	}, nil
-}
 
 const auditUsage = `Usage: mrtr audit verify --keys RING [--continued] PATH...
 
@@ -279,18 +159,3 @@ func linkHint(le *audit.LineError, paths []string, i int, continued bool) string
 	}
 	return fmt.Sprintf(": its first line does not start a chain; if logrotate moved the file before it, check the two as one chain, oldest first (mrtr audit verify --keys RING %s.1 %s), or this one alone with --continued", paths[i], paths[i])
 }
-
-// auditRefusalsOnly is the Auditor of the replicas' first check of a
-// resume (replicas.go): it records a token refused there, which goes no
-// further, and nothing else; the guard that serves the call records its
-// accepted resume, its pauses and its answer.
-type auditRefusalsOnly struct{ next mrtr.Auditor }
-
-func (a auditRefusalsOnly) Resumed(ctx context.Context, e mrtr.ResumeEvent) error {
-	if e.Outcome == mrtr.OutcomeOK {
-		return nil
-	}
-	return a.next.Resumed(ctx, e)
-}
-func (auditRefusalsOnly) Paused(context.Context, mrtr.PauseEvent) error { return nil }
-func (auditRefusalsOnly) Ended(context.Context, mrtr.EndEvent) error    { return nil }

@@ -90,20 +90,6 @@ func (a *app) call(ctx context.Context, args []string) error {
 	return cleanError(a.callCmd(ctx, args))
 }
 
-// cleanError returns err with its text cleaned of terminal controls
-// (termtext.Clean), still matching what err matches; nil for nil.
-func cleanError(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &cleanedError{err}
-}
-
-type cleanedError struct{ err error }
-
-func (e *cleanedError) Error() string { return termtext.Clean(e.err.Error()) }
-func (e *cleanedError) Unwrap() error { return e.err }
-
 func (a *app) callCmd(ctx context.Context, args []string) error {
 	fs := a.newFlagSet("call", callSynopsis)
 	fs.Usage = func() {
@@ -341,26 +327,6 @@ func (a *app) callCmd(ctx context.Context, args []string) error {
 	return a.printResult(tool, res)
 }
 
-// endpointURL is the URL mrtr call and mrtr probe talk to: raw if it is
-// an http:// or https:// URL; raw taken as http:// when it has no scheme
-// and names a loopback host (127.0.0.1:8080/mcp); else an error that
-// offers the corrected URL when there is one.
-func endpointURL(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
-		return raw, nil
-	}
-	if !strings.Contains(raw, "://") {
-		if g, err := url.Parse("http://" + raw); err == nil && g.Host != "" {
-			if loopbackHost(g.Hostname()) {
-				return g.String(), nil
-			}
-			return "", fmt.Errorf("URL must be an http:// or https:// URL: did you mean https://%s?", termtext.Line(raw))
-		}
-	}
-	return "", errors.New("URL must be an http:// or https:// URL, like http://127.0.0.1:8080/mcp")
-}
-
 // rounds drives the rounds of one request (go-sdk's automatic loop is
 // off: it stops after 10 whatever the server allows, and does not say
 // whose limit it was).
@@ -490,49 +456,6 @@ func (in *inputs) answer(ctx context.Context, reqs mcp.InputRequestMap) (mcp.Inp
 		resp[k] = r
 	}
 	return resp, nil
-}
-
-// toolArguments merges --args-json and the --arg entries. An --arg value
-// is JSON if it parses as JSON, else a string; typed keeps the original
-// text of the values that parsed as something else than a string, so
-// that a string-typed parameter can take it back ("123" stays "123").
-func toolArguments(argsJSON string, kvs []string) (args map[string]any, typed map[string]string, err error) {
-	args, typed = map[string]any{}, map[string]string{}
-	if argsJSON != "" {
-		v, ok := parseJSON(argsJSON)
-		obj, isObj := v.(map[string]any)
-		if !ok || !isObj {
-			return nil, nil, errors.New("--args-json: want a JSON object")
-		}
-		args = obj
-	}
-	for _, kv := range kvs {
-		k, s, _ := strings.Cut(kv, "=")
-		delete(typed, k)
-		v, ok := parseJSON(s)
-		if !ok {
-			v = s
-		}
-		args[k] = v
-		if _, isString := v.(string); !isString {
-			typed[k] = s
-		}
-	}
-	return args, typed, nil
-}
-
-// parseJSON decodes one JSON value, keeping numbers exact.
-func parseJSON(s string) (any, bool) {
-	d := json.NewDecoder(strings.NewReader(s))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, false
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, false
-	}
-	return v, true
 }
 
 // stringParams returns the parameters of tool whose input schema allows
@@ -1092,14 +1015,6 @@ func sameJSON(text string, v any) bool {
 	return err1 == nil && err2 == nil && string(a) == string(b)
 }
 
-func loopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // idleTimer calls expire once d has passed without a pause; pause and
 // resume bracket the time spent at a prompt, which does not count, and
 // each resume starts a fresh d. A zero d never expires. It is safe for
@@ -1111,17 +1026,6 @@ type idleTimer struct {
 	paused  int
 	stopped bool
 }
-
-// stopTimer is what idleTimer needs of the *time.Timer that
-// time.AfterFunc returns.
-type stopTimer interface {
-	Stop() bool
-	Reset(time.Duration) bool
-}
-
-// afterFunc is time.AfterFunc's shape; tests pass one whose timer they
-// fire by hand.
-type afterFunc func(time.Duration, func()) stopTimer
 
 // newIdleTimer starts the timer with after (nil: time.AfterFunc).
 func newIdleTimer(d time.Duration, after afterFunc, expire func()) *idleTimer {

@@ -62,14 +62,6 @@ type commonConfig struct {
 	drainConfig // --drain-timeout and what a drain waits for (drain.go)
 }
 
-// serveConfig is commonConfig plus the flags only `mrtr serve` has.
-type serveConfig struct {
-	commonConfig
-	stdio          bool
-	sessionTimeout time.Duration // idle 2025-11-25 sessions close after this
-	maxSessions    int           // live 2025-11-25 sessions at once
-}
-
 // commonFlags registers the flags shared by every command that serves
 // MCP over HTTP.
 func commonFlags(f *flags, c *commonConfig) {
@@ -129,71 +121,6 @@ func commonFlags(f *flags, c *commonConfig) {
 	f.check("log-level", func() error { _, err := parseLevel(c.logLevel); return err })
 	auditFlags(f, &c.audit)
 	f.String(groupTelemetry, &c.metricsAddr, "metrics-addr", "", "listen address (`HOST:PORT`) of the Prometheus endpoint /metrics, on its own listener (like 127.0.0.1:9464); empty: no metrics. Traces: set OTEL_EXPORTER_OTLP_ENDPOINT")
-}
-
-// serveAbout is the paragraph of `mrtr serve --help`.
-const serveAbout = `Runs the reference MCP server: Streamable HTTP at http://ADDR/mcp (--addr, default 127.0.0.1:8080), or MCP on stdin/stdout with --stdio; every paused flow's requestState is sealed by the --keys ring. ` +
-	`/healthz answers while the process serves, /readyz while the keys and the store are usable. ` +
-	`Besides the conformance fixtures it has three demo tools that ask for input: deploy (confirm a deployment), transfer (confirm a quoted fee) and guess_number (a guessing game). ` +
-	`Try: mrtr call http://127.0.0.1:8080/mcp guess_number. Every flag can also be given as the MRTR_* variable shown; a flag wins over its variable.`
-
-// serveExamples end `mrtr serve --help`.
-const serveExamples = `  mrtr serve                                   127.0.0.1:8080, an ephemeral key ring (with a warning)
-  mrtr keygen --out keys.json && mrtr serve --keys keys.json
-  mrtr serve --addr 0.0.0.0:8080 --keys keys.json --replay redis://127.0.0.1:6379/0
-  mrtr serve --stdio                           MCP on stdin/stdout, for a client that runs a command
-`
-
-// serveFlags registers the flags of `mrtr serve`.
-func serveFlags(f *flags, c *serveConfig) {
-	commonFlags(f, &c.commonConfig)
-	f.Bool(groupListen, &c.stdio, "stdio", false, "serve MCP on stdin/stdout instead of HTTP")
-	f.Duration(groupLimits, &c.sessionTimeout, "session-timeout", defaultSessionTimeout,
-		"a 2025-11-25 session (Mcp-Session-Id) that sees no request for this long is closed; the client initializes again")
-	f.Int(groupLimits, &c.maxSessions, "max-sessions", defaultMaxSessions, 1,
-		"most live 2025-11-25 sessions at once; a new one beyond it gets HTTP 503, existing ones keep working")
-}
-
-// flagError is a bad flag value; env names the environment variable when
-// the value came from there.
-type flagError struct {
-	name, msg string
-	env       string
-}
-
-func (e *flagError) Error() string {
-	if e.env != "" {
-		return "$" + e.env + " (--" + e.name + "): " + e.msg
-	}
-	return "--" + e.name + ": " + e.msg
-}
-
-func flagErr(name, format string, args ...any) error {
-	return &flagError{name: name, msg: fmt.Sprintf(format, args...)}
-}
-
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, flagErr("log-level", "%q is not debug, info, warn or error", s)
-	}
-	return l, nil
-}
-
-// parseServe reads flags over environment variables over defaults.
-func (a *app) parseServe(args []string) (*serveConfig, error) {
-	c := new(serveConfig)
-	f := a.newFlags("serve", "mrtr serve [flags]", serveAbout)
-	f.examples = serveExamples
-	serveFlags(f, c)
-	if err := f.parse(a.getenv, args); err != nil {
-		return nil, err
-	}
-	c.commonConfig.settle()
-	c.getenv = a.getenv
-	c.drainConfig.signal = a.drain
-	c.audit.stdio = c.stdio // --audit - would write into the MCP channel
-	return c, nil
 }
 
 // settle resolves what depends on several flags once they are parsed.

@@ -9,12 +9,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
-	"time"
 )
 
 const usage = `mrtr: sealed Multi Round-Trip Requests for MCP servers
@@ -44,28 +42,6 @@ Usage:
 Run "mrtr COMMAND --help" for a command's flags.
 `
 
-// app holds the process's I/O so commands are testable without globals.
-type app struct {
-	stdin          io.Reader
-	stdout, stderr io.Writer
-	getenv         func(string) string
-	// environ lists the process's environment (mrtr runner refuses any
-	// MRTR_* variable in it); nil means os.Environ.
-	environ func() []string
-	// buildInfo reads the binary's build information; nil means
-	// debug.ReadBuildInfo.
-	buildInfo func() (*debug.BuildInfo, bool)
-	afterFunc afterFunc // the timer of mrtr call's --timeout; nil: time.AfterFunc
-	// probeTimeout bounds mrtr proxy's era probe of a command upstream;
-	// zero: 90 s (a test seam).
-	probeTimeout time.Duration
-	// drain is closed by the first SIGTERM or SIGINT: serve and proxy
-	// drain, every other command stops (the ctx of run ends then for
-	// them). The ctx of run ends at the second signal. Nil: never (tests
-	// stop a command by ending its ctx).
-	drain <-chan struct{}
-}
-
 func main() {
 	superviseIfAsked(os.Args) // before any flag parsing or signal handling
 	version = resolveVersion(version, nil)
@@ -91,25 +67,6 @@ func signals() (context.Context, <-chan struct{}) {
 	}()
 	return ctx, drain
 }
-
-// untilDrain is ctx ended by the first signal too (app.drain): what does
-// not drain stops at once.
-func (a *app) untilDrain(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	if a.drain != nil {
-		go func() {
-			select {
-			case <-a.drain:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-	}
-	return ctx, cancel
-}
-
-// errUsage marks an error already explained by a usage message.
-var errUsage = errors.New("usage")
 
 func (a *app) run(ctx context.Context, args []string) int {
 	if len(args) == 0 {
@@ -171,40 +128,6 @@ func (a *app) run(ctx context.Context, args []string) int {
 		fmt.Fprintf(a.stderr, "mrtr %s: %v\n", args[0], err)
 		return 1
 	}
-}
-
-// errInterrupted ends a command the user interrupted (Ctrl-C); it exits
-// with exitInterrupted.
-var errInterrupted = errors.New("interrupted")
-
-// exitInterrupted is the status of a command ended by SIGINT, as shells
-// report one: 128 + 2.
-const exitInterrupted = 130
-
-// isFlagError reports whether err is a bad flag value (*flagError).
-func isFlagError(err error) bool {
-	var fe *flagError
-	return errors.As(err, &fe)
-}
-
-// newFlagSet returns a flag set whose usage goes to its output, a.stderr
-// (a usage error); --help prints it to a.stdout instead (see a.parse).
-func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s\n", synopsis)
-		printDefaults(fs)
-	}
-	return fs
-}
-
-// parse parses flags, allowing them before and after positional arguments,
-// and returns the positional ones (those after a -- too). --help prints
-// the usage to a.stdout.
-func (a *app) parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	pos, rest, err := parseArgs(fs, args, a.stdout)
-	return append(pos, rest...), explain(fs.Output(), err)
 }
 
 // printVersion prints the command's version and, when the binary carries

@@ -652,12 +652,3 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 func indent(s, prefix string) string {
 	return prefix + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+prefix)
 }
-
-// plural is n and word, with an s unless n is 1: "1 character", "2
-// characters".
-func plural[N ~int | ~int64](n N, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
-}

@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
-	"os/exec"
 	"runtime"
 	"slices"
 	"time"
@@ -245,19 +243,6 @@ func (a *app) proxy(ctx context.Context, args []string) error {
 		"max_upstream_state", c.maxState, "forward_authorization", c.forwardAuth, "max_body", c.maxBodyBytes,
 		"read_timeout", c.readTimeout, "max_conns", c.maxConns)
 	return c.serveMCP(ctx, log, endpoint, true) // the proxy checks Host on loopback itself
-}
-
-// checkCommand refuses an upstream command that cannot be run (no such
-// program on $PATH, or not executable), before anything else is said.
-// No command (an HTTP upstream) passes.
-func checkCommand(command []string) error {
-	if len(command) == 0 {
-		return nil
-	}
-	if _, err := exec.LookPath(command[0]); err != nil {
-		return fmt.Errorf("the upstream command after --: %w", err)
-	}
-	return nil
 }
 
 // errNoSubject refuses a verified credential without a subject: treating

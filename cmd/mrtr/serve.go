@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,69 +12,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mrtr-go/mrtr"
-	"github.com/mrtr-go/mrtr/gosdk"
-	"github.com/mrtr-go/mrtr/internal/app/demo"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/replay/redisstore"
 )
-
-// version is the server version reported to clients and printed by mrtr
-// version. A variable, not a constant, so that a release build can stamp
-// it: go build -ldflags "-X main.version=1.2.3" (.goreleaser.yaml and
-// scripts/image.sh do); main fills in an unstamped one (resolveVersion).
-var version string
-
-func (a *app) serve(ctx context.Context, args []string) error {
-	c, err := a.parseServe(args)
-	if err != nil {
-		return err
-	}
-	log := c.logger(a.stderr, slog.LevelDebug)
-	guard, closeGuard, err := c.newGuard(ctx, log)
-	if err != nil {
-		return err
-	}
-	defer closeGuard()
-	// go-sdk logs every session at info level (one per request on the
-	// stateless wire); keep its lines for --log-level debug.
-	sdkLog := c.logger(a.stderr, slog.LevelWarn)
-	if lvl, _ := parseLevel(c.logLevel); lvl <= slog.LevelDebug {
-		sdkLog = log
-	}
-	server := demo.NewServer(guard, &demo.Options{Name: "mrtr", Version: version, Logger: sdkLog})
-	stopMetrics, err := c.startMetrics(log)
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
-
-	if c.stdio {
-		if c.auth.enabled() {
-			// The MCP authorization spec is for HTTP; a stdio server's caller
-			// is whoever started it.
-			log.Warn("--auth-* flags do not apply to --stdio; every caller is anonymous")
-		}
-		ctx, cancel := a.untilDrain(ctx) // nothing to drain on stdio
-		defer cancel()
-		log.Info("mrtr serving on stdio")
-		err := server.Run(ctx, &mcp.StdioTransport{})
-		if errors.Is(err, context.Canceled) {
-			return nil
-		}
-		return err
-	}
-	h := gosdk.NewHTTPHandler(server, &gosdk.HTTPOptions{
-		MaxRequestBodyBytes: c.maxBodyBytes, Logger: log,
-		SessionTimeout: c.sessionTimeout, MaxSessions: c.maxSessions, AllowedHosts: c.allowedHostList(),
-	})
-	log.Info("mrtr limits", "max_body", c.maxBodyBytes, "read_timeout", c.readTimeout, "max_conns", c.maxConns,
-		"session_timeout", c.sessionTimeout, "max_sessions", c.maxSessions)
-	return c.serveMCP(ctx, log, h, false)
-}
 
 // serveMCP serves h at /mcp behind the --auth-* verifier, beside the
 // health endpoints and the protected-resource metadata, on --addr until

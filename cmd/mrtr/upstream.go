@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -190,10 +189,6 @@ func (c childUpstream) Close(ctx context.Context) error {
 	}
 	return err
 }
-
-// commandName is how logs name a command upstream: its program, never its
-// arguments (they may carry secrets).
-func commandName(cmd []string) string { return filepath.Base(cmd[0]) }
 
 // upstreamTransport returns the transport the proxy reaches a command
 // upstream (or a legacy one) through, and what stops it. For an HTTP
