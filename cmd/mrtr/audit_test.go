@@ -11,6 +11,8 @@ import (
 
 	"github.com/mrtr-go/mrtr/audit"
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 )
 
 // readTrail reads the lines of an audit trail.
@@ -50,8 +52,8 @@ func events(ls []*audit.Line) string {
 func runVerify(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	var out bytes.Buffer
-	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
-	code := a.run(t.Context(), append([]string{"audit", "verify"}, args...))
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }}
+	code := run(t.Context(), a, append([]string{"audit", "verify"}, args...))
 	return code, out.String()
 }
 
@@ -190,13 +192,13 @@ func TestAuditVerifyUsage(t *testing.T) {
 	if code, _ := runVerify(t); code != 2 {
 		t.Fatalf("no args: exit %d", code)
 	}
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
-	if code := a.run(t.Context(), []string{"audit", "show"}); code != 2 {
+	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	if code := run(t.Context(), a, []string{"audit", "show"}); code != 2 {
 		t.Fatalf("audit show: exit %d", code)
 	}
 	var stderr syncBuffer
-	a = &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr, getenv: func(string) string { return "" }}
-	if code := a.run(t.Context(), []string{"serve", "--stdio", "--audit", "-"}); code == 0 || !strings.Contains(stderr.String(), "MCP channel") {
+	a = &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	if code := run(t.Context(), a, []string{"serve", "--stdio", "--audit", "-"}); code == 0 || !strings.Contains(stderr.String(), "MCP channel") {
 		t.Fatalf("serve --stdio --audit -: exit %d: %s", code, stderr.String())
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/mrtr-go/mrtr/audit"
 	"github.com/mrtr-go/mrtr/reqstate"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
 )
 
 // writeTrail writes n completed lines to path under the ring in keys,
@@ -177,7 +179,7 @@ func TestUpstreamURLShown(t *testing.T) {
 		"http://127.0.0.1:9/mcp?token=SECRET":                   "http://127.0.0.1:9/mcp",
 		"http://h/a%2Fb/mcp":                                    "http://h/a%2Fb/mcp",
 	} {
-		if got := auditUpstream(&proxyConfig{upstream: raw}); got != want {
+		if got := proxy.AuditUpstream(&proxy.ProxyConfig{Upstream: raw}); got != want {
 			t.Errorf("auditUpstream(%s) = %s, want %s", raw, got, want)
 		}
 	}

@@ -18,6 +18,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/mrtr-go/mrtr/internal/testing/testissuer"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
 )
 
 const devSecret = "0123456789abcdef0123456789abcdef" // 32 bytes
@@ -36,17 +41,17 @@ func signJWT(t *testing.T, secret string, claims jwt.MapClaims, method jwt.Signi
 // and the principal handed to go-sdk as TokenInfo (UserID = sub,
 // Extra["iss"] = iss).
 func TestAuthHS256(t *testing.T) {
-	c := &authConfig{hs256: devSecret}
-	if err := c.check(); err != nil {
+	c := &node.AuthConfig{Hs256: devSecret}
+	if err := c.Check(); err != nil {
 		t.Fatal(err)
 	}
-	v, err := c.verifier(t.Context(), slog.New(slog.DiscardHandler))
+	v, err := c.Verifier(t.Context(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer v.Close()
 	var got *auth.TokenInfo
-	h := protect(v, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := node.Protect(v, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = auth.TokenInfoFromContext(r.Context())
 	}), http.NewServeMux(), func(h http.Handler) http.Handler { return h })
 	exp := time.Now().Add(time.Hour).Unix()
@@ -85,7 +90,7 @@ func TestAuthHS256(t *testing.T) {
 // TestAuthFlagRules: which --auth-* flags go together, each refusal naming
 // the flag and the rule.
 func TestAuthFlagRules(t *testing.T) {
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -98,7 +103,7 @@ func TestAuthFlagRules(t *testing.T) {
 		{[]string{"--auth-hs256-secret", devSecret, "--auth-jwks", "jwks.json"}, "--auth-jwks: excludes --auth-hs256-secret"},
 		{[]string{"--auth-hs256-secret", "short"}, "at least 32 bytes"},
 	} {
-		_, err := a.parseServe(tc.args)
+		_, err := serve.ParseServe(a, tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
 		}
@@ -109,14 +114,14 @@ func TestAuthFlagRules(t *testing.T) {
 		{"--auth-hs256-secret", devSecret, "--auth-issuer", "dev"},
 		{"--auth-hs256-secret", devSecret, "--auth-require-typ"},
 	} {
-		if _, err := a.parseServe(ok); err != nil {
+		if _, err := serve.ParseServe(a, ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
-	env := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
+	env := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
 		return map[string]string{"MRTR_AUTH_JWKS": "jwks.json", "MRTR_AUTH_ISSUER": "https://id.example"}[k]
 	}}
-	if _, err := env.parseServe(nil); err == nil || !strings.Contains(err.Error(), "--auth-audience") {
+	if _, err := serve.ParseServe(env, nil); err == nil || !strings.Contains(err.Error(), "--auth-audience") {
 		t.Errorf("from the environment: %v", err)
 	}
 }
@@ -211,12 +216,12 @@ func TestAuthRequireTypFlag(t *testing.T) {
 	authArgs := []string{"--auth-jwks", jwks, "--auth-issuer", iss, "--auth-audience", aud}
 
 	// The flag and the variable both set it, on both commands.
-	none := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
-	env := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
+	none := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	env := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
 		return map[string]string{"MRTR_AUTH_REQUIRE_TYP": "true"}[k]
 	}}
 	for _, tc := range []struct {
-		a    *app
+		a    *base.App
 		args []string
 		want bool
 	}{
@@ -225,16 +230,16 @@ func TestAuthRequireTypFlag(t *testing.T) {
 		{env, nil, true},
 		{env, []string{"--auth-require-typ=false"}, false},
 	} {
-		sc, err := tc.a.parseServe(append(slices.Clone(authArgs), tc.args...))
+		sc, err := serve.ParseServe(tc.a, append(slices.Clone(authArgs), tc.args...))
 		if err != nil {
 			t.Fatal(err)
 		}
-		pc, err := tc.a.parseProxy(append([]string{"--upstream", "http://127.0.0.1:1/mcp"}, append(slices.Clone(authArgs), tc.args...)...))
+		pc, err := proxy.ParseProxy(tc.a, append([]string{"--upstream", "http://127.0.0.1:1/mcp"}, append(slices.Clone(authArgs), tc.args...)...))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for cmd, c := range map[string]*authConfig{"serve": &sc.auth, "proxy": &pc.auth} {
-			v, err := c.verifier(t.Context(), slog.New(slog.DiscardHandler))
+		for cmd, c := range map[string]*node.AuthConfig{"serve": &sc.Auth, "proxy": &pc.Auth} {
+			v, err := c.Verifier(t.Context(), slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/call"
 )
 
 // hostile is server text that would drive a terminal: an OSC 52
@@ -99,8 +101,8 @@ func TestCallCleansServerText(t *testing.T) {
 // and messages are shown without terminal controls.
 func TestSampleCleansServerText(t *testing.T) {
 	var out strings.Builder
-	p := newPrompter(strings.NewReader("reply\n"), &out)
-	_, err := p.sample(t.Context(), &mcp.CreateMessageParams{SystemPrompt: "system " + hostile, MaxTokens: 10,
+	p := call.NewPrompter(strings.NewReader("reply\n"), &out)
+	_, err := p.Sample(t.Context(), &mcp.CreateMessageParams{SystemPrompt: "system " + hostile, MaxTokens: 10,
 		Messages: []*mcp.SamplingMessage{{Role: mcp.Role("user" + hostile), Content: &mcp.TextContent{Text: "message " + hostile}}}})
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,8 @@ import (
 	"github.com/mrtr-go/mrtr/gosdk"
 	"github.com/mrtr-go/mrtr/internal/app/demo"
 	"github.com/mrtr-go/mrtr/reqstate"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/call"
 )
 
 // demoSecret is an HS256 secret for the demo server behind a bearer check.
@@ -136,7 +138,7 @@ func TestCallRoundLimits(t *testing.T) {
 		url := startDemoServer(t, 0) + "/mcp"
 		out, _, err := runCall(t, t.Context(), strings.NewReader("1\n2\n3\n"), nil, url, "guess_number", "--arg", "max=1000", "--max-rounds", "3")
 		wantInOrder(t, out, "higher than 1: guess again (1-1000, 1 guess so far).", "higher than 2: guess again (1-1000, 2 guesses so far).")
-		if !errors.Is(err, errClientRounds) || !strings.Contains(err.Error(), "asked for input a 4th time, and --max-rounds is 3") {
+		if !errors.Is(err, call.ErrClientRounds) || !strings.Contains(err.Error(), "asked for input a 4th time, and --max-rounds is 3") {
 			t.Fatalf("%v", err)
 		}
 	})

@@ -12,7 +12,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mrtr-go/mrtr/gosdk"
-	"github.com/mrtr-go/mrtr/internal/probe"
+	mrtrprobe "github.com/mrtr-go/mrtr/internal/probe"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/call"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/clientcmd"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/probe"
 )
 
 // freeAddr is a 127.0.0.1 address at which nothing listens (a port just
@@ -38,8 +43,8 @@ func freeLoopbackURL(t *testing.T) string {
 // a scheme is taken as http://; another host gets the corrected URL
 // offered in the error.
 func TestCallURLWithoutScheme(t *testing.T) {
-	base := startDemoServer(t, 0)
-	out, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, strings.TrimPrefix(base, "http://")+"/mcp")
+	srv := startDemoServer(t, 0)
+	out, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, strings.TrimPrefix(srv, "http://")+"/mcp")
 	if err != nil || !strings.Contains(out, "guess_number") {
 		t.Fatalf("127.0.0.1:PORT/mcp: %v\n%s", err, out)
 	}
@@ -48,11 +53,11 @@ func TestCallURLWithoutScheme(t *testing.T) {
 		{"ftp://x/mcp", "URL must be an http:// or https:// URL, like http://127.0.0.1:8080/mcp"},
 	} {
 		_, errOut, err := runCall(t, t.Context(), strings.NewReader(""), nil, tc.url)
-		if !errors.Is(err, errUsage) || errOut != "mrtr call: "+tc.want+"\n" {
+		if !errors.Is(err, base.ErrUsage) || errOut != "mrtr call: "+tc.want+"\n" {
 			t.Errorf("%s: %v, stderr %q; want a usage error %q", tc.url, err, errOut, tc.want)
 		}
 	}
-	if got, err := endpointURL("localhost:8080/mcp"); err != nil || got != "http://localhost:8080/mcp" {
+	if got, err := clientcmd.EndpointURL("localhost:8080/mcp"); err != nil || got != "http://localhost:8080/mcp" {
 		t.Errorf("localhost:8080/mcp: %q, %v", got, err)
 	}
 }
@@ -169,25 +174,25 @@ func TestPlurals(t *testing.T) {
 	for _, tc := range []struct {
 		got, want string
 	}{
-		{plural(1, "character"), "1 character"},
-		{plural(2, "character"), "2 characters"},
-		{plural(int64(0), "request"), "0 requests"},
+		{base.Plural(1, "character"), "1 character"},
+		{base.Plural(2, "character"), "2 characters"},
+		{base.Plural(int64(0), "request"), "0 requests"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%q, want %q", tc.got, tc.want)
 		}
 	}
-	fields := parseElicitSchema(map[string]any{"type": "object", "properties": map[string]any{
+	fields := call.ParseElicitSchema(map[string]any{"type": "object", "properties": map[string]any{
 		"s": map[string]any{"type": "string", "minLength": 1, "maxLength": 1}}})
-	if len(fields) != 1 || strings.Join(fields[0].limits, ", ") != "at least 1 character, at most 1 character" {
+	if len(fields) != 1 || strings.Join(fields[0].Limits, ", ") != "at least 1 character, at most 1 character" {
 		t.Fatalf("limits of a one-character field: %v", fields)
 	}
-	if _, _, problem := fields[0].parse("ab"); problem != "must be at most 1 character" {
+	if _, _, problem := fields[0].Parse("ab"); problem != "must be at most 1 character" {
 		t.Errorf("two characters for one: %q", problem)
 	}
 	var out strings.Builder
-	a := &app{stdout: &out}
-	printProbe(a, "http://127.0.0.1:1/mcp", &probe.Report{Era: "2026-07-28", Requests: 1, Unchecked: "a 2025-11-25 server"})
+	a := &base.App{Stdout: &out}
+	probe.PrintProbe(a, "http://127.0.0.1:1/mcp", &mrtrprobe.Report{Era: "2026-07-28", Requests: 1, Unchecked: "a 2025-11-25 server"})
 	if !strings.Contains(out.String(), ", 1 request\n") {
 		t.Errorf("a probe of one request: %q", out.String())
 	}

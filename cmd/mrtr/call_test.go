@@ -29,6 +29,11 @@ import (
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/gosdk"
 	"github.com/mrtr-go/mrtr/reqstate"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/call"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/clientcmd"
+	"github.com/mrtr-go/mrtr/internal/supervise"
 )
 
 const testBearer = "sekrit-token-value"
@@ -174,8 +179,8 @@ func startCallServer(t *testing.T) string {
 func runCall(t *testing.T, ctx context.Context, stdin io.Reader, env map[string]string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	a := &app{stdin: stdin, stdout: &out, stderr: &errb, getenv: func(k string) string { return env[k] }}
-	err = a.call(ctx, args)
+	a := &base.App{Stdin: stdin, Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}
+	err = call.Cmd.Run(ctx, a, args)
 	return out.String(), errb.String(), err
 }
 
@@ -419,9 +424,9 @@ func (h *handTimer) resetCount() int {
 
 // handTimers returns an app.afterFunc that sends each timer it makes on
 // the returned channel.
-func handTimers() (afterFunc, <-chan *handTimer) {
+func handTimers() (base.AfterFunc, <-chan *handTimer) {
 	made := make(chan *handTimer, 1)
-	return func(_ time.Duration, f func()) stopTimer {
+	return func(_ time.Duration, f func()) base.StopTimer {
 		h := &handTimer{f: f, active: true}
 		made <- h
 		return h
@@ -431,11 +436,11 @@ func handTimers() (afterFunc, <-chan *handTimer) {
 // startCall runs `mrtr call` args in the background with stdin, the
 // screen as stdout and an optional afterFunc; the error arrives on the
 // returned channel.
-func startCall(ctx context.Context, stdin io.Reader, out *screen, after afterFunc, args ...string) <-chan error {
+func startCall(ctx context.Context, stdin io.Reader, out *screen, after base.AfterFunc, args ...string) <-chan error {
 	done := make(chan error, 1)
-	a := &app{stdin: stdin, stdout: out, stderr: io.Discard, getenv: func(string) string { return "" }, afterFunc: after}
+	a := &base.App{Stdin: stdin, Stdout: out, Stderr: io.Discard, Getenv: func(string) string { return "" }, AfterFunc: after}
 	go func() {
-		done <- a.call(ctx, args)
+		done <- call.Cmd.Run(ctx, a, args)
 		out.end()
 	}()
 	return done
@@ -514,7 +519,7 @@ func TestIdleTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const d = time.Minute
 		var expired atomic.Int32
-		w := newIdleTimer(d, nil, func() { expired.Add(1) })
+		w := call.NewIdleTimer(d, nil, func() { expired.Add(1) })
 		check := func(when string, want int32) {
 			t.Helper()
 			synctest.Wait()
@@ -524,29 +529,29 @@ func TestIdleTimer(t *testing.T) {
 		}
 		time.Sleep(d - time.Second)
 		check("before d", 0)
-		w.pause()
+		w.Pause()
 		time.Sleep(10 * d)
 		check("at a prompt", 0)
-		w.pause() // two prompts at once
-		w.resume()
+		w.Pause() // two prompts at once
+		w.Resume()
 		time.Sleep(10 * d)
 		check("while one prompt still shows", 0)
-		w.resume()
+		w.Resume()
 		time.Sleep(d - time.Nanosecond)
 		check("just before a fresh d after the prompt", 0)
 		time.Sleep(time.Nanosecond)
 		check("a fresh d after the prompt", 1)
 
-		s := newIdleTimer(d, nil, func() { t.Error("a stopped timer expired") })
-		s.pause()
-		s.stop()
-		s.resume()
+		s := call.NewIdleTimer(d, nil, func() { t.Error("a stopped timer expired") })
+		s.Pause()
+		s.Stop()
+		s.Resume()
 		time.Sleep(10 * d)
 		synctest.Wait()
 
-		z := newIdleTimer(0, nil, func() { t.Error("a zero timeout expired") })
-		z.pause()
-		z.resume()
+		z := call.NewIdleTimer(0, nil, func() { t.Error("a zero timeout expired") })
+		z.Pause()
+		z.Resume()
 		time.Sleep(100 * d)
 		synctest.Wait()
 	})
@@ -561,17 +566,17 @@ func TestCallUsage(t *testing.T) {
 		{[]string{"--help"}, flag.ErrHelp, "Usage: mrtr call URL [TOOL | --prompt NAME | --resource URI]"},
 		{[]string{"--help"}, flag.ErrHelp, "Type :decline to refuse the form, :cancel to dismiss it; Ctrl-D (end\n    of input) cancels it too. Ctrl-C leaves the call"},
 		{[]string{"--help"}, flag.ErrHelp, "\n  --max-rounds int"},
-		{nil, errUsage, "Usage: mrtr call URL"},
-		{[]string{"http://127.0.0.1:1/mcp", "t", "extra"}, errUsage, "Usage:"},
-		{[]string{"http://127.0.0.1:1/mcp", "t", "--prompt", "p"}, errUsage, "Usage:"},
-		{[]string{"http://127.0.0.1:1/mcp", "--prompt", "p", "--resource", "r"}, errUsage, "Usage:"},
-		{[]string{"http://127.0.0.1:1/mcp", "--max-rounds", "0"}, errUsage, "--max-rounds must be at least 1"},
-		{[]string{"http://127.0.0.1:1/mcp", "--root", "/home/me"}, errUsage, "want a file:// URI"},
-		{[]string{"ftp://x/mcp", "t"}, errUsage, "URL must be an http:// or https:// URL"},
-		{[]string{"http://127.0.0.1:1/mcp", "t", "--arg", "novalue"}, errUsage, "want k=v"},
-		{[]string{"http://127.0.0.1:1/mcp", "t", "--args-json", "[1]"}, errUsage, "--args-json: want a JSON object"},
-		{[]string{"http://127.0.0.1:1/mcp", "t", "--args-json", "{} {}"}, errUsage, "--args-json: want a JSON object"},
-		{[]string{"http://127.0.0.1:1/mcp", "t", "--timeout", "-1s"}, errUsage, "--timeout must not be negative"},
+		{nil, base.ErrUsage, "Usage: mrtr call URL"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "extra"}, base.ErrUsage, "Usage:"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "--prompt", "p"}, base.ErrUsage, "Usage:"},
+		{[]string{"http://127.0.0.1:1/mcp", "--prompt", "p", "--resource", "r"}, base.ErrUsage, "Usage:"},
+		{[]string{"http://127.0.0.1:1/mcp", "--max-rounds", "0"}, base.ErrUsage, "--max-rounds must be at least 1"},
+		{[]string{"http://127.0.0.1:1/mcp", "--root", "/home/me"}, base.ErrUsage, "want a file:// URI"},
+		{[]string{"ftp://x/mcp", "t"}, base.ErrUsage, "URL must be an http:// or https:// URL"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "--arg", "novalue"}, base.ErrUsage, "want k=v"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "--args-json", "[1]"}, base.ErrUsage, "--args-json: want a JSON object"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "--args-json", "{} {}"}, base.ErrUsage, "--args-json: want a JSON object"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "--timeout", "-1s"}, base.ErrUsage, "--timeout must not be negative"},
 	} {
 		out, errOut, err := runCall(t, t.Context(), strings.NewReader(""), nil, tt.args...)
 		if errors.Is(tt.want, flag.ErrHelp) { // help asked for: on stdout
@@ -582,13 +587,13 @@ func TestCallUsage(t *testing.T) {
 		}
 	}
 	_, errOut, err := runCall(t, t.Context(), strings.NewReader(""), nil, "http://example.com/mcp", "t", "--bearer", "a\nb")
-	if err == nil || errors.Is(err, errUsage) || strings.Contains(err.Error()+errOut, "a\nb") {
+	if err == nil || errors.Is(err, base.ErrUsage) || strings.Contains(err.Error()+errOut, "a\nb") {
 		t.Errorf("bad token: %v %q", err, errOut)
 	}
 }
 
 func TestToolArguments(t *testing.T) {
-	args, typed, err := toolArguments(`{"a":1,"b":"x"}`, []string{"b=2", "c=abc", "d=null", `e="q"`, "f=[1", "g=", "h=a=b", "b=3", "a=x"})
+	args, typed, err := clientcmd.ToolArguments(`{"a":1,"b":"x"}`, []string{"b=2", "c=abc", "d=null", `e="q"`, "f=[1", "g=", "h=a=b", "b=3", "a=x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -610,7 +615,7 @@ const helperEnv = "MRTR_TEST_HELPER"
 const requirePTYEnv = "MRTR_REQUIRE_PTY"
 
 func TestMain(m *testing.M) {
-	superviseIfAsked(os.Args) // this binary supervises the upstreams it runs (supervise.go)
+	supervise.Init() // this binary supervises the upstreams it runs (supervise.go)
 	if kind := os.Getenv(stdioServerEnv); kind != "" {
 		runStdioServer(kind) // exits
 	}
@@ -824,7 +829,7 @@ func TestCallInTerminal(t *testing.T) {
 		tm.expect("guess: ")
 		tm.pty.Write([]byte{3}) // VINTR: SIGINT to the foreground process group
 		tm.expect("mrtr call: interrupted\n")
-		if code := wait(t, cmd, tm); code != exitInterrupted {
+		if code := wait(t, cmd, tm); code != base.ExitInterrupted {
 			t.Fatalf("exit code %d", code)
 		}
 	})

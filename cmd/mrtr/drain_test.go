@@ -19,6 +19,9 @@ import (
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 )
 
 // drainedProxy is `mrtr proxy` run in process, stoppable the way signals
@@ -38,12 +41,12 @@ func startDrainedProxy(t *testing.T, args ...string) *drainedProxy {
 	t.Helper()
 	sig := make(chan struct{})
 	p := &drainedProxy{logs: new(syncBuffer), done: make(chan int, 1), drain: sync.OnceFunc(func() { close(sig) })}
-	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: p.logs, getenv: func(string) string { return "" }, drain: sig}
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: p.logs, Getenv: func(string) string { return "" }, Drain: sig}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.force = cancel
 	exited := make(chan struct{})
 	go func() {
-		p.done <- a.run(ctx, append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
+		p.done <- run(ctx, a, append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
 		close(exited)
 	}()
 	t.Cleanup(func() {
@@ -200,10 +203,10 @@ func TestProxyDrainCutShort(t *testing.T) {
 func TestServeDrainIdle(t *testing.T) {
 	sig := make(chan struct{})
 	logs := new(syncBuffer)
-	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs, getenv: func(string) string { return "" }, drain: sig}
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: logs, Getenv: func(string) string { return "" }, Drain: sig}
 	done := make(chan int, 1)
 	go func() {
-		done <- a.run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"})
+		done <- run(context.Background(), a, []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"})
 	}()
 	for deadline := time.Now().Add(10 * time.Second); servingURL(logs.String()) == ""; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -309,14 +312,14 @@ func TestProxyDrainNamesFlows(t *testing.T) {
 	if paused.Flow == "" {
 		t.Fatalf("no paused line with a flow in the trail:\n%s", raw)
 	}
-	want := flowRef{Flow: paused.Flow, Method: "tools/call", Target: "delete", State: "held", Round: 1}
+	want := node.FlowRef{Flow: paused.Flow, Method: "tools/call", Target: "delete", State: "held", Round: 1}
 	logs := p.logs.String()
 	for _, msg := range []string{"mrtr draining: /readyz answers 503", "mrtr drain timed out"} {
 		recs := drainRecords(t, logs, msg)
 		if len(recs) != 1 {
 			t.Fatalf("%d records %q, want 1:\n%s", len(recs), msg, logs)
 		}
-		var got []flowRef
+		var got []node.FlowRef
 		if err := json.Unmarshal(recs[0]["waiting_for"], &got); err != nil || len(got) != 1 || got[0] != want {
 			t.Errorf("record %q waits for %s, want [%+v]", msg, recs[0]["waiting_for"], want)
 		}
@@ -327,9 +330,9 @@ func TestProxyDrainNamesFlows(t *testing.T) {
 // record ("mrtr draining", its text unchanged) names the flows held and
 // the requests in flight; once nothing is left it names none.
 func TestDrainProgressNamesFlows(t *testing.T) {
-	flows := newFlowTracker()
+	flows := node.NewFlowTracker()
 	var held atomic.Int64
-	c := &drainConfig{timeout: time.Hour, flows: flows, logEvery: time.Nanosecond, held: func() int { return int(held.Load()) }}
+	c := &node.DrainConfig{Timeout: time.Hour, Flows: flows, LogEvery: time.Nanosecond, Held: func() int { return int(held.Load()) }}
 	flowID := pausedFlow(t, flows)
 	held.Store(1)
 	r, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", nil)
@@ -339,12 +342,12 @@ func TestDrainProgressNamesFlows(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	done := make(chan bool, 1)
 	release := make(chan struct{})
-	h := c.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	h := c.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
 	go h.ServeHTTP(nil, r)
-	for _, n := c.counts(); n == 0; _, n = c.counts() {
+	for _, n := c.Counts(); n == 0; _, n = c.Counts() {
 		time.Sleep(time.Millisecond)
 	}
-	go func() { done <- c.drain(context.Background(), log) }()
+	go func() { done <- c.Drain(context.Background(), log) }()
 	for len(drainRecords(t, logs.String(), "mrtr draining")) < 2 {
 		time.Sleep(time.Millisecond)
 	}
@@ -354,13 +357,13 @@ func TestDrainProgressNamesFlows(t *testing.T) {
 		t.Fatalf("the drain did not end once nothing was left:\n%s", logs.String())
 	}
 	recs := drainRecords(t, logs.String(), "mrtr draining")
-	var got []flowRef
+	var got []node.FlowRef
 	json.Unmarshal(recs[1]["waiting_for"], &got)
-	want := []flowRef{{Flow: flowID, Method: "tools/call", Target: "delete", State: "held", Round: 1}, {Method: "prompts/get", Target: "greet", State: "in_flight"}}
+	want := []node.FlowRef{{Flow: flowID, Method: "tools/call", Target: "delete", State: "held", Round: 1}, {Method: "prompts/get", Target: "greet", State: "in_flight"}}
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("the progress record waits for %s, want %+v", recs[1]["waiting_for"], want)
 	}
-	if text, _ := flowList(got).MarshalText(); string(text) != "flow "+flowID+" tools/call delete (held); prompts/get greet (in_flight)" {
+	if text, _ := node.FlowList(got).MarshalText(); string(text) != "flow "+flowID+" tools/call delete (held); prompts/get greet (in_flight)" {
 		t.Errorf("in the text format: %q", text)
 	}
 }
@@ -395,13 +398,13 @@ func pauseWith(t *testing.T, g *mrtr.Guard) string {
 // token (and so the bridge's hold) lives; a resumed one that answers is
 // forgotten.
 func TestFlowTrackerForgetsExpired(t *testing.T) {
-	flows := newFlowTracker()
-	flows.setTTL(mrtr.Options{TTL: time.Minute, AnonymousTTL: time.Minute})
+	flows := node.NewFlowTracker()
+	flows.SetTTL(mrtr.Options{TTL: time.Minute, AnonymousTTL: time.Minute})
 	pausedFlow(t, flows)
-	if l := flows.list(time.Now()); len(l) != 1 || l[0].State != "held" {
+	if l := flows.List(time.Now()); len(l) != 1 || l[0].State != "held" {
 		t.Fatalf("just paused: %+v, want one held flow", l)
 	}
-	if l := flows.list(time.Now().Add(2 * time.Minute)); len(l) != 0 {
+	if l := flows.List(time.Now().Add(2 * time.Minute)); len(l) != 0 {
 		t.Fatalf("after its token's TTL: %+v, want none", l)
 	}
 }
@@ -410,8 +413,8 @@ func TestFlowTrackerForgetsExpired(t *testing.T) {
 // once the tracker holds minPrune flows, those whose token expired go.
 func TestFlowTrackerBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		flows := newFlowTracker()
-		flows.setTTL(mrtr.Options{TTL: time.Minute, AnonymousTTL: time.Minute})
+		flows := node.NewFlowTracker()
+		flows.SetTTL(mrtr.Options{TTL: time.Minute, AnonymousTTL: time.Minute})
 		ring, err := reqstate.GenerateKeyRing("k1", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -419,14 +422,14 @@ func TestFlowTrackerBounded(t *testing.T) {
 		g := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil), Observer: flows})
 		old := pauseWith(t, g)
 		time.Sleep(2 * time.Minute)
-		for range minPrune {
+		for range node.MinPrune {
 			pauseWith(t, g)
 		}
-		flows.mu.Lock()
-		n, kept := len(flows.flows), flows.flows[old].Flow != ""
-		flows.mu.Unlock()
-		if kept || n != minPrune {
-			t.Fatalf("%d flows tracked, the expired one kept: %v; want %d, it gone", n, kept, minPrune)
+		flows.Mu.Lock()
+		n, kept := len(flows.Flows), flows.Flows[old].Flow != ""
+		flows.Mu.Unlock()
+		if kept || n != node.MinPrune {
+			t.Fatalf("%d flows tracked, the expired one kept: %v; want %d, it gone", n, kept, node.MinPrune)
 		}
 	})
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 )
 
 // rawConn dials the server of an /mcp URL.
@@ -128,7 +130,7 @@ func TestLimitListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLimitListener(ln, 1)
+	l := node.NewLimitListener(ln, 1)
 	defer l.Close()
 	go func() {
 		for range 2 {
@@ -156,8 +158,8 @@ func TestLimitListener(t *testing.T) {
 	a.Close()
 	a.Close() // a second close frees nothing more
 	b := <-accepted
-	if b == nil || l.open() != 1 {
-		t.Fatalf("after a close: %v, open %d", b, l.open())
+	if b == nil || l.Open() != 1 {
+		t.Fatalf("after a close: %v, open %d", b, l.Open())
 	}
 	b.Close()
 	l.Close()

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr/reqstate"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
 )
 
 // TestKeysNone pins issue 21 item 10: --keys none (and MRTR_KEYS=none),
@@ -17,9 +20,9 @@ func TestKeysNone(t *testing.T) {
 	if !strings.Contains(logs.String(), "NO KEY RING GIVEN") {
 		t.Fatalf("--keys none: %s", logs)
 	}
-	a := &app{stderr: new(syncBuffer), getenv: func(k string) string { return map[string]string{"MRTR_KEYS": "none"}[k] }}
-	c, err := a.parseServe(nil)
-	if err != nil || c.keysFile != "" || c.keysJSON != "" {
+	a := &base.App{Stderr: new(syncBuffer), Getenv: func(k string) string { return map[string]string{"MRTR_KEYS": "none"}[k] }}
+	c, err := serve.ParseServe(a, nil)
+	if err != nil || c.KeysFile != "" || c.KeysJSON != "" {
 		t.Fatalf("MRTR_KEYS=none: %v %+v", err, c)
 	}
 }

@@ -18,16 +18,19 @@ import (
 
 	"github.com/mrtr-go/mrtr/internal/app/observe"
 	"github.com/mrtr-go/mrtr/reqstate"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/keys"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 )
 
 // writeRing writes keys to path the way `mrtr keys` does (atomic rename).
-func writeRing(t *testing.T, path string, keys ...reqstate.Key) {
+func writeRing(t *testing.T, path string, ks ...reqstate.Key) {
 	t.Helper()
-	ring, err := reqstate.NewKeyRing(keys...)
+	ring, err := reqstate.NewKeyRing(ks...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeKeyRing(path, ring); err != nil {
+	if err := keys.WriteKeyRing(path, ring); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -61,13 +64,13 @@ func TestKeyReloader(t *testing.T) {
 	a, b := genKey(t, "key-a"), genKey(t, "key-b")
 	writeRing(t, path, a)
 	var logs bytes.Buffer
-	rl := &keyReloader{path: path, log: slog.New(slog.NewTextHandler(&logs, nil)), now: time.Now}
-	ring, err := rl.initial()
+	rl := &node.KeyReloader{Path: path, Log: slog.New(slog.NewTextHandler(&logs, nil)), Now: time.Now}
+	ring, err := rl.Initial()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl.codec = reqstate.New(ring, nil)
-	if rl.reload("poll") || rl.reload("SIGHUP") {
+	rl.Codec = reqstate.New(ring, nil)
+	if rl.Reload("poll") || rl.Reload("SIGHUP") {
 		t.Fatal("an unchanged file reloaded")
 	}
 	if !strings.Contains(logs.String(), "key ring unchanged") {
@@ -88,19 +91,19 @@ func TestKeyReloader(t *testing.T) {
 		if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if rl.reload("poll") {
+		if rl.Reload("poll") {
 			t.Fatalf("%s: reloaded", tc.name)
 		}
 		if got := logs.String(); !strings.Contains(got, "reload refused") || !strings.Contains(got, path) || !strings.Contains(got, tc.reason) {
 			t.Fatalf("%s: log %q lacks the file or the reason %q", tc.name, got, tc.reason)
 		}
-		if ids := rl.codec.KeyRing().IDs(); len(ids) != 1 || ids[0] != "key-a" {
+		if ids := rl.Codec.KeyRing().IDs(); len(ids) != 1 || ids[0] != "key-a" {
 			t.Fatalf("%s: ring now %v", tc.name, ids)
 		}
 		// A poll does not repeat the refusal of the same content.
 		logs.Reset()
 		os.Chtimes(path, time.Now(), time.Now().Add(time.Second))
-		if rl.reload("poll"); logs.Len() != 0 {
+		if rl.Reload("poll"); logs.Len() != 0 {
 			t.Fatalf("%s: refused twice: %s", tc.name, logs.String())
 		}
 	}
@@ -114,7 +117,7 @@ func TestKeyReloader(t *testing.T) {
 	} {
 		logs.Reset()
 		writeRing(t, path, tc.keys...)
-		if rl.reload("poll") {
+		if rl.Reload("poll") {
 			t.Fatalf("%s: reloaded", tc.name)
 		}
 		if got := logs.String(); !strings.Contains(got, "reload refused") || !strings.Contains(got, tc.reason) {
@@ -125,34 +128,34 @@ func TestKeyReloader(t *testing.T) {
 				t.Fatalf("%s: a secret in the log", tc.name)
 			}
 		}
-		if ids := rl.codec.KeyRing().IDs(); len(ids) != 1 || ids[0] != "key-a" {
+		if ids := rl.Codec.KeyRing().IDs(); len(ids) != 1 || ids[0] != "key-a" {
 			t.Fatalf("%s: ring now %v", tc.name, ids)
 		}
 	}
 	// A missing file (mid-replace) is said once and keeps the ring.
 	logs.Reset()
 	os.Remove(path)
-	rl.reload("poll")
-	rl.reload("poll")
-	if n := strings.Count(logs.String(), "reload refused"); n != 1 || rl.codec.KeyRing().Primary() != "key-a" {
-		t.Fatalf("missing file: %d refusals, ring %v", n, rl.codec.KeyRing().IDs())
+	rl.Reload("poll")
+	rl.Reload("poll")
+	if n := strings.Count(logs.String(), "reload refused"); n != 1 || rl.Codec.KeyRing().Primary() != "key-a" {
+		t.Fatalf("missing file: %d refusals, ring %v", n, rl.Codec.KeyRing().IDs())
 	}
 	// A good file: installed, its primary logged.
 	logs.Reset()
 	writeRing(t, path, b, a)
-	if !rl.reload("poll") {
+	if !rl.Reload("poll") {
 		t.Fatalf("good file not reloaded: %s", logs.String())
 	}
 	if got := logs.String(); !strings.Contains(got, "key ring reloaded") || !strings.Contains(got, "primary=key-b") || !strings.Contains(got, "trigger=poll") {
 		t.Fatalf("reload log: %s", got)
 	}
-	if rl.codec.KeyRing().Primary() != "key-b" {
+	if rl.Codec.KeyRing().Primary() != "key-b" {
 		t.Fatal("ring not replaced")
 	}
 	// Dropping the key that was sealing is allowed, with a warning.
 	logs.Reset()
 	writeRing(t, path, a)
-	if !rl.reload("poll") || !strings.Contains(logs.String(), "dropped=key-b") {
+	if !rl.Reload("poll") || !strings.Contains(logs.String(), "dropped=key-b") {
 		t.Fatalf("drop: %s", logs.String())
 	}
 }
@@ -169,12 +172,12 @@ func TestKeyReloaderRefusedNotCurrent(t *testing.T) {
 	a, b := genKey(t, "key-a"), genKey(t, "key-b")
 	writeRing(t, path, a)
 	var logs bytes.Buffer
-	rl := &keyReloader{path: path, log: slog.New(slog.NewTextHandler(&logs, nil)), now: time.Now}
-	ring, err := rl.initial()
+	rl := &node.KeyReloader{Path: path, Log: slog.New(slog.NewTextHandler(&logs, nil)), Now: time.Now}
+	ring, err := rl.Initial()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl.codec = reqstate.New(ring, nil)
+	rl.Codec = reqstate.New(ring, nil)
 
 	// good is the ring B, A; bad is the same bytes with B's secret broken.
 	writeRing(t, path, b, a)
@@ -199,34 +202,34 @@ func TestKeyReloaderRefusedNotCurrent(t *testing.T) {
 		}
 	}
 	refusals := func() int { return strings.Count(logs.String(), "reload refused") }
-	ringIDs := func() string { return strings.Join(rl.codec.KeyRing().IDs(), " ") }
+	ringIDs := func() string { return strings.Join(rl.Codec.KeyRing().IDs(), " ") }
 
 	put(bad, stamp)
-	if rl.reload("poll") || refusals() != 1 || ringIDs() != "key-a" {
+	if rl.Reload("poll") || refusals() != 1 || ringIDs() != "key-a" {
 		t.Fatalf("broken file: %d refusals, ring %q: %s", refusals(), ringIDs(), logs.String())
 	}
-	if rl.reload("SIGHUP") || refusals() != 2 || strings.Contains(logs.String(), "key ring unchanged") {
+	if rl.Reload("SIGHUP") || refusals() != 2 || strings.Contains(logs.String(), "key ring unchanged") {
 		t.Fatalf("SIGHUP on the file still refused: %d refusals: %s", refusals(), logs.String())
 	}
-	if rl.reload("poll") || refusals() != 2 {
+	if rl.Reload("poll") || refusals() != 2 {
 		t.Fatalf("a poll repeated the refusal: %s", logs.String())
 	}
 	// The fix has the refused file's size and modification time.
 	put(good, stamp)
-	if !rl.reload("poll") || ringIDs() != "key-b key-a" {
+	if !rl.Reload("poll") || ringIDs() != "key-b key-a" {
 		t.Fatalf("the fixed file (same size and time as the refused one) not picked up: ring %q: %s", ringIDs(), logs.String())
 	}
 
 	// The same mistake, the good file back, the same mistake again: said twice.
 	logs.Reset()
 	put(bad, stamp.Add(1*time.Second))
-	rl.reload("poll")
+	rl.Reload("poll")
 	put(good, stamp.Add(2*time.Second))
-	if rl.reload("poll") || refusals() != 1 {
+	if rl.Reload("poll") || refusals() != 1 {
 		t.Fatalf("after the good file came back: %d refusals: %s", refusals(), logs.String())
 	}
 	put(bad, stamp.Add(3*time.Second))
-	rl.reload("poll")
+	rl.Reload("poll")
 	if n := refusals(); n != 2 || ringIDs() != "key-b key-a" {
 		t.Fatalf("the same broken file written again: %d refusals (want 2), ring %q: %s", n, ringIDs(), logs.String())
 	}
@@ -383,9 +386,9 @@ func TestServeReloadsKeyRing(t *testing.T) {
 func TestServeInlineKeysNotReloadable(t *testing.T) {
 	ring, _ := reqstate.GenerateKeyRing("inline", nil)
 	data, _ := ring.MarshalSecretJSON()
-	c := &commonConfig{keysJSON: string(data), keysPoll: time.Hour, ttl: time.Minute, anonTTL: time.Minute, keySealWarn: 1}
+	c := &node.CommonConfig{KeysJSON: string(data), KeysPoll: time.Hour, Ttl: time.Minute, AnonTTL: time.Minute, KeySealWarn: 1}
 	var logs syncBuffer
-	codec, eph, stop, err := c.openKeys(t.Context(), slog.New(slog.NewTextHandler(&logs, nil)), nil)
+	codec, eph, stop, err := c.OpenKeys(t.Context(), slog.New(slog.NewTextHandler(&logs, nil)), nil)
 	if err != nil || eph || codec.KeyRing().Primary() != "inline" {
 		t.Fatalf("%v %v", eph, err)
 	}
@@ -524,9 +527,9 @@ func TestReadinessFollowsKeyRing(t *testing.T) {
 	closed := genKey(t, "closed")
 	closed.NotAfter = time.Now().Add(-time.Minute)
 	cur, _ := reqstate.NewKeyRing(open)
-	tel := &telemetry{health: &observe.Health{}}
-	tel.addReadiness(func() *reqstate.KeyRing { return cur }, nil, "", time.Second)
-	check := tel.health.Checks[0]
+	tel := &node.Telemetry{Health: &observe.Health{}}
+	tel.AddReadiness(func() *reqstate.KeyRing { return cur }, nil, "", time.Second)
+	check := tel.Health.Checks[0]
 	if check.Name != "keys" || check.Fn(t.Context()) != nil {
 		t.Fatalf("keys check on a sealing ring: %v", check.Fn(t.Context()))
 	}

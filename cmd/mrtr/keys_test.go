@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr/reqstate"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/keys"
 )
 
 // runApp runs mrtr args in-process with an empty environment and returns
@@ -48,11 +51,11 @@ func runAppGetenv(t *testing.T, getenv func(string) string, args ...string) (cod
 // command that ignores its context is left running).
 func runAppFor(bound time.Duration, getenv func(string) string, args ...string) (code int, stdout, stderr string, ended, stopped bool) {
 	var out, errb syncBuffer
-	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: getenv}
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: getenv}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
-	go func() { done <- a.run(ctx, args) }()
+	go func() { done <- run(ctx, a, args) }()
 	timer := time.NewTimer(bound)
 	defer timer.Stop()
 	select {
@@ -177,7 +180,7 @@ func TestGeneratedIDsUnique(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for range 100 {
-		id, err := defaultKeyID()
+		id, err := keys.DefaultKeyID()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +205,7 @@ func TestKeyFileWriterRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "keys.json")
-	if err := writeKeyRing(path, ring); err != nil {
+	if err := keys.WriteKeyRing(path, ring); err != nil {
 		t.Fatal(err)
 	}
 	back, err := reqstate.LoadKeyRing(path)
@@ -333,7 +336,7 @@ func TestKeysWindowsPreserved(t *testing.T) {
 	}
 	got := map[string][2]string{}
 	for _, k := range ring.Keys() {
-		got[k.ID] = [2]string{windowText(k.NotBefore), windowText(k.NotAfter)}
+		got[k.ID] = [2]string{keys.WindowText(k.NotBefore), keys.WindowText(k.NotAfter)}
 	}
 	want := map[string][2]string{
 		"newer": {"-", "2028-01-01T00:00:00Z"},

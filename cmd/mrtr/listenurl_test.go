@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 )
 
 // TestListenURL: the logged URL keeps the host --addr gave (a container's
@@ -22,11 +24,11 @@ func TestListenURL(t *testing.T) {
 		}
 		ln.Close()
 		want := strings.Replace(c.want, "PORT", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), 1)
-		if got := listenURL(c.given, ln.Addr(), "/mcp"); got != want {
+		if got := node.ListenURL(c.given, ln.Addr(), "/mcp"); got != want {
 			t.Errorf("--addr %s (bound %s): %s, want %s", c.given, ln.Addr(), got, want)
 		}
 	}
-	if got := listenURL("[::1]:9", &net.TCPAddr{IP: net.IPv6loopback, Port: 9}, "/metrics"); got != "http://[::1]:9/metrics" {
+	if got := node.ListenURL("[::1]:9", &net.TCPAddr{IP: net.IPv6loopback, Port: 9}, "/metrics"); got != "http://[::1]:9/metrics" {
 		t.Errorf("[::1]:9: %s", got)
 	}
 }

@@ -6,13 +6,21 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/audit"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/call"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/keys"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/probe"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/runner"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
+	"github.com/mrtr-go/mrtr/internal/supervise"
 )
 
 const usage = `mrtr: sealed Multi Round-Trip Requests for MCP servers
@@ -42,13 +50,31 @@ Usage:
 Run "mrtr COMMAND --help" for a command's flags.
 `
 
+// version is the version a release build stamped: go build -ldflags "-X
+// main.version=1.2.3" (.goreleaser.yaml and scripts/image.sh do). A
+// variable, not a constant, for that; main resolves an unstamped one
+// (resolveVersion) into base.Version, the version the commands report.
+var version string
+
+// commands are mrtr's commands, as usage lists them.
+var commands = []*base.Command{
+	serve.Cmd,
+	proxy.Cmd,
+	runner.Cmd,
+	call.Cmd,
+	probe.Cmd,
+	keys.KeygenCmd,
+	audit.Cmd,
+	keys.Cmd,
+}
+
 func main() {
-	superviseIfAsked(os.Args) // before any flag parsing or signal handling
-	version = resolveVersion(version, nil)
-	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	supervise.Init() // before any flag parsing or signal handling
+	base.Version = resolveVersion(version, nil)
+	a := &base.App{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
 	ctx, drain := signals()
-	a.drain = drain
-	os.Exit(a.run(ctx, os.Args[1:]))
+	a.Drain = drain
+	os.Exit(run(ctx, a, os.Args[1:]))
 }
 
 // signals returns a channel closed by the first SIGTERM or SIGINT and a
@@ -68,76 +94,43 @@ func signals() (context.Context, <-chan struct{}) {
 	return ctx, drain
 }
 
-func (a *app) run(ctx context.Context, args []string) int {
+// run runs the command args name and returns the exit status.
+func run(ctx context.Context, a *base.App, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprint(a.stderr, usage)
+		fmt.Fprint(a.Stderr, usage)
 		return 2
-	}
-	var err error
-	if args[0] != "serve" && args[0] != "proxy" && args[0] != "runner" {
-		var cancel context.CancelFunc
-		ctx, cancel = a.untilDrain(ctx)
-		defer cancel()
 	}
 	switch args[0] {
-	case "serve":
-		err = a.serve(ctx, args[1:])
-	case "proxy":
-		err = a.proxy(ctx, args[1:])
-	case "runner":
-		err = a.runner(ctx, args[1:])
-	case "call":
-		err = a.call(ctx, args[1:])
-	case "probe":
-		err = a.probe(ctx, args[1:])
-	case "keygen":
-		err = a.keygen(args[1:])
-	case "keys":
-		err = a.keys(args[1:])
-	case "audit":
-		err = a.audit(args[1:])
 	case "version", "--version", "-version":
-		a.printVersion()
+		printVersion(a)
 		return 0
 	case "help", "-h", "--help":
-		fmt.Fprint(a.stdout, usage)
+		fmt.Fprint(a.Stdout, usage)
 		return 0
-	default:
-		fmt.Fprintf(a.stderr, "mrtr: unknown command %q\n\n%s", args[0], usage)
-		return 2
 	}
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errUsage):
-		return 2
-	case errors.Is(err, errInterrupted):
-		fmt.Fprintf(a.stderr, "mrtr %s: %v\n", args[0], err)
-		return exitInterrupted
-	case isFlagError(err):
-		// A bad or missing flag value, from the command line or the
-		// environment, found by the flag package or by a check: a usage
-		// error like an unknown flag.
-		fmt.Fprintf(a.stderr, "mrtr %s: %v\n%s", args[0], err, helpHint(args[0]))
-		return 2
-	case probeExit(err) != 0:
-		return probeExit(err)
-	default:
-		fmt.Fprintf(a.stderr, "mrtr %s: %v\n", args[0], err)
-		return 1
+	for _, cmd := range commands {
+		if cmd.Name != args[0] {
+			continue
+		}
+		if !cmd.Drains {
+			var cancel context.CancelFunc
+			ctx, cancel = a.UntilDrain(ctx)
+			defer cancel()
+		}
+		return a.Exit(cmd.Name, cmd.Run(ctx, a, args[1:]))
 	}
+	fmt.Fprintf(a.Stderr, "mrtr: unknown command %q\n\n%s", args[0], usage)
+	return 2
 }
 
 // printVersion prints the command's version and, when the binary carries
 // them, its module version and the VCS revision, time and dirty flag.
-func (a *app) printVersion() {
-	read := a.buildInfo
+func printVersion(a *base.App) {
+	read := a.BuildInfo
 	if read == nil {
 		read = debug.ReadBuildInfo
 	}
-	fmt.Fprintf(a.stdout, "mrtr %s\n", resolveVersion(version, read))
+	fmt.Fprintf(a.Stdout, "mrtr %s\n", resolveVersion(version, read))
 	bi, ok := read()
 	if !ok {
 		return
@@ -146,12 +139,12 @@ func (a *app) printVersion() {
 	if mod == "" {
 		mod = "(devel)"
 	}
-	fmt.Fprintf(a.stdout, "module %s %s\n", bi.Main.Path, mod)
-	fmt.Fprintf(a.stdout, "go %s\n", bi.GoVersion)
+	fmt.Fprintf(a.Stdout, "module %s %s\n", bi.Main.Path, mod)
+	fmt.Fprintf(a.Stdout, "go %s\n", bi.GoVersion)
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision", "vcs.time", "vcs.modified":
-			fmt.Fprintf(a.stdout, "%s %s\n", s.Key, s.Value)
+			fmt.Fprintf(a.Stdout, "%s %s\n", s.Key, s.Value)
 		}
 	}
 }

@@ -20,6 +20,9 @@ import (
 
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 	"github.com/mrtr-go/mrtr/reqstate"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
 )
 
 // rpcAnswer is what a raw tools/call got back.
@@ -346,16 +349,16 @@ func TestServeHealthWithoutAuthOrMetrics(t *testing.T) {
 }
 
 func TestMetricsAddrFlag(t *testing.T) {
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
+	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
 		return map[string]string{"MRTR_METRICS_ADDR": "127.0.0.1:9464"}[k]
 	}}
-	c, err := a.parseServe(nil)
-	if err != nil || c.metricsAddr != "127.0.0.1:9464" {
-		t.Fatalf("MRTR_METRICS_ADDR: %v %q", err, c.metricsAddr)
+	c, err := serve.ParseServe(a, nil)
+	if err != nil || c.MetricsAddr != "127.0.0.1:9464" {
+		t.Fatalf("MRTR_METRICS_ADDR: %v %q", err, c.MetricsAddr)
 	}
-	c, err = a.parseServe([]string{"--metrics-addr", "127.0.0.1:9465"})
-	if err != nil || c.metricsAddr != "127.0.0.1:9465" {
-		t.Fatalf("--metrics-addr: %v %q", err, c.metricsAddr)
+	c, err = serve.ParseServe(a, []string{"--metrics-addr", "127.0.0.1:9465"})
+	if err != nil || c.MetricsAddr != "127.0.0.1:9465" {
+		t.Fatalf("--metrics-addr: %v %q", err, c.MetricsAddr)
 	}
 	code, _, errOut := runApp(t, "serve", "--metrics-addr", "256.0.0.1:99999", "--addr", "127.0.0.1:0")
 	if code != 1 || !strings.Contains(errOut, "--metrics-addr") {
@@ -386,11 +389,11 @@ func TestServeExportsOTLP(t *testing.T) {
 	t.Setenv("OTEL_SERVICE_NAME", "mrtr-test")
 
 	logs := new(syncBuffer)
-	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs, getenv: os.Getenv}
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: logs, Getenv: os.Getenv}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
-	go func() { done <- a.run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}) }()
+	go func() { done <- run(ctx, a, []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(logs.String(), `"msg":"mrtr serving"`) {
 		if time.Now().After(deadline) {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 )
 
 // operationsPath is docs/OPERATIONS.md, from this package's directory.
@@ -39,10 +41,10 @@ func TestOperationsCurlRecipe(t *testing.T) {
 	}
 
 	logs := new(syncBuffer)
-	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs, getenv: func(string) string { return "" }}
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: logs, Getenv: func(string) string { return "" }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- a.run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}) }()
+	go func() { done <- run(ctx, a, []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}) }()
 	t.Cleanup(func() { cancel(); <-done })
 	var url string
 	for deadline := time.Now().Add(10 * time.Second); url == ""; url = servingURL(logs.String()) {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
 )
 
 // eventually fails t unless cond holds within startPatience, polling.
@@ -71,8 +73,8 @@ func TestProxyPerCallerBound(t *testing.T) {
 // --max-procs, at least 1.
 func TestPerCallerDefault(t *testing.T) {
 	for _, c := range []struct{ procs, given, want int }{{16, 0, 4}, {6, 0, 1}, {1, 0, 1}, {16, 9, 9}} {
-		u := upstreamConfig{maxProcs: c.procs, maxProcsPerCaller: c.given}
-		if got := u.perCaller(); got != c.want {
+		u := proxy.UpstreamConfig{MaxProcs: c.procs, MaxProcsPerCaller: c.given}
+		if got := u.PerCaller(); got != c.want {
 			t.Errorf("--max-procs %d --max-procs-per-caller %d: %d, want %d", c.procs, c.given, got, c.want)
 		}
 	}

@@ -13,43 +13,11 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr/internal/stdio"
+	"github.com/mrtr-go/mrtr/internal/testing/proctest"
 	"github.com/mrtr-go/mrtr/reqstate"
+
+	"github.com/mrtr-go/mrtr/internal/supervise"
 )
-
-// nobody is the unprivileged uid and gid these tests run processes as
-// when they run as root.
-const nobody = 65534
-
-// exposedBinary returns a copy of this test binary that nobody may run
-// (go test builds it in a directory only its user can enter).
-func exposedBinary(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "mrtr-procsec-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.Open(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	path := filepath.Join(dir, "mrtr")
-	dst, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // runMrtr runs this test binary as mrtr with args and env (on top of this
 // process's environment without its MRTR_* variables), as cred when set,
@@ -143,7 +111,7 @@ func TestProxyNotDumpable(t *testing.T) {
 	}
 	bin, cred := os.Args[0], (*syscall.Credential)(nil)
 	if os.Geteuid() == 0 {
-		bin, cred = exposedBinary(t), &syscall.Credential{Uid: nobody, Gid: nobody}
+		bin, cred = proctest.ExposedBinary(t), &syscall.Credential{Uid: proctest.Nobody, Gid: proctest.Nobody}
 	}
 	// The supervisors between them (mrtr __supervise, and the init of the
 	// command's PID namespace) are not dumpable either (issue 35 item 7:
@@ -171,7 +139,7 @@ func TestProxyNotDumpable(t *testing.T) {
 	if !denied {
 		t.Fatalf("the child was not refused /proc/<proxy>/environ (%d lines on its stderr)", len(said))
 	}
-	if superviseArgv() != nil && supervisor == 0 {
+	if supervise.Argv() != nil && supervisor == 0 {
 		t.Fatal("the child tried nothing of its supervisor's environment")
 	}
 }
@@ -183,15 +151,15 @@ func TestProxyNotDumpable(t *testing.T) {
 // namespace's $PPID is 1): read from /proc/self/stat by the shell itself
 // (read is a builtin), then up the parents while they are supervisors.
 const proxyPID = `read -r s </proc/self/stat; s=${s##*) }; s=${s#* }; pp=${s%% *}; sup=$pp; ` +
-	`while tr '\0' ' ' < /proc/$pp/cmdline | grep -q ` + superviseArg + `; do read -r s </proc/$pp/stat; s=${s##*) }; s=${s#* }; pp=${s%% *}; done; `
+	`while tr '\0' ' ' < /proc/$pp/cmdline | grep -q ` + supervise.Arg + `; do read -r s </proc/$pp/stat; s=${s##*) }; s=${s#* }; pp=${s%% *}; done; `
 
 // TestUndumpable: undumpable clears the process's dumpable flag, as
 // PR_GET_DUMPABLE reads it.
 func TestUndumpable(t *testing.T) {
-	if err := undumpable(); err != nil {
+	if err := supervise.Undumpable(); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := dumpable(); err != nil || d {
+	if d, err := supervise.Dumpable(); err != nil || d {
 		t.Fatalf("dumpable after undumpable: %v, %v", d, err)
 	}
 }
@@ -241,7 +209,7 @@ func TestUpstreamUser(t *testing.T) {
 func TestUpstreamUserRefused(t *testing.T) {
 	bin, cred := os.Args[0], (*syscall.Credential)(nil)
 	if os.Geteuid() == 0 {
-		bin, cred = exposedBinary(t), &syscall.Credential{Uid: nobody, Gid: nobody}
+		bin, cred = proctest.ExposedBinary(t), &syscall.Credential{Uid: proctest.Nobody, Gid: proctest.Nobody}
 	}
 	for _, tc := range []struct {
 		cred *syscall.Credential

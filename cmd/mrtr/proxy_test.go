@@ -13,18 +13,21 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
 )
 
 func TestParseProxyFlagsAndEnv(t *testing.T) {
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
+	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
 		return map[string]string{"MRTR_UPSTREAM": "http://127.0.0.1:3000/mcp", "MRTR_MAX_HELD": "2048", "MRTR_REPLAY": "off"}[k]
 	}}
-	c, err := a.parseProxy([]string{"--upstream-timeout", "30s", "--forward-authorization", "--max-upstream-state", "100", "--server-id", "gw"})
+	c, err := proxy.ParseProxy(a, []string{"--upstream-timeout", "30s", "--forward-authorization", "--max-upstream-state", "100", "--server-id", "gw"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.upstream != "http://127.0.0.1:3000/mcp" || c.maxHeld != 2048 || c.replay != "off" || c.upstreamTimeout != 30*time.Second ||
-		!c.forwardAuth || c.maxState != 100 || c.serverID != "gw" {
+	if c.Upstream != "http://127.0.0.1:3000/mcp" || c.MaxHeld != 2048 || c.Replay != "off" || c.UpstreamTimeout != 30*time.Second ||
+		!c.ForwardAuth || c.MaxState != 100 || c.ServerID != "gw" {
 		t.Fatalf("parsed %+v", c)
 	}
 	for _, tc := range []struct {
@@ -36,8 +39,8 @@ func TestParseProxyFlagsAndEnv(t *testing.T) {
 		{[]string{"--upstream", "http://x", "--max-held", "10"}, "--max-held: 10 B is below the minimum of 1 KiB"},
 		{[]string{"--upstream", "http://x", "--upstream-timeout", "0s"}, "--upstream-timeout"},
 	} {
-		a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
-		_, err := a.parseProxy(tc.args)
+		a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+		_, err := proxy.ParseProxy(a, tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err %v, want %q", tc.args, err, tc.want)
 		}
@@ -49,11 +52,11 @@ func TestParseProxyFlagsAndEnv(t *testing.T) {
 func startProxyCmd(t *testing.T, args ...string) (string, *syncBuffer) {
 	t.Helper()
 	logs := new(syncBuffer)
-	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs, getenv: func(string) string { return "" }}
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: logs, Getenv: func(string) string { return "" }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- a.run(ctx, append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
+		done <- run(ctx, a, append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -13,6 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
 )
 
 // --replay takes the one-server, Sentinel and Cluster forms of DESIGN.md
@@ -20,7 +24,7 @@ import (
 // environment.
 func TestParseReplayForms(t *testing.T) {
 	env := map[string]string{}
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string { return env[k] }}
+	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return env[k] }}
 	for _, u := range []string{
 		"redis://127.0.0.1:6379/0",
 		"rediss://:pw@redis.example:6380/1",
@@ -29,20 +33,20 @@ func TestParseReplayForms(t *testing.T) {
 		"redis-cluster://node1:7000?addr=node2:7001&addr=node3:7002",
 		"rediss-cluster://node1:7000?addr=node2:7001",
 	} {
-		c, err := a.parseServe([]string{"--replay", u, "--replay-replicas", "1"})
-		if err != nil || c.replay != u || c.replicas != 1 {
+		c, err := serve.ParseServe(a, []string{"--replay", u, "--replay-replicas", "1"})
+		if err != nil || c.Replay != u || c.Replicas != 1 {
 			t.Errorf("--replay %s --replay-replicas 1: %v, %+v", u, err, c)
 		}
 	}
 	env["MRTR_REPLAY"] = "redis-cluster://node1:7000"
 	env["MRTR_REPLAY_REPLICAS"] = "2"
-	c, err := a.parseServe(nil)
-	if err != nil || c.replay != "redis-cluster://node1:7000" || c.replicas != 2 {
+	c, err := serve.ParseServe(a, nil)
+	if err != nil || c.Replay != "redis-cluster://node1:7000" || c.Replicas != 2 {
 		t.Fatalf("from the environment: %v, %+v", err, c)
 	}
 	delete(env, "MRTR_REPLAY")
 	delete(env, "MRTR_REPLAY_REPLICAS")
-	if c, err := a.parseServe(nil); err != nil || c.replicas != 0 {
+	if c, err := serve.ParseServe(a, nil); err != nil || c.Replicas != 0 {
 		t.Fatalf("default --replay-replicas: %v, %+v", err, c)
 	}
 	for _, bad := range [][]string{
@@ -52,7 +56,7 @@ func TestParseReplayForms(t *testing.T) {
 		{"--replay", "off", "--replay-replicas", "1"},
 		{"--replay", "cluster://:hunter2-pw@node1:7000"},
 	} {
-		_, err := a.parseServe(bad)
+		_, err := serve.ParseServe(a, bad)
 		if err == nil {
 			t.Errorf("%v accepted", bad)
 		} else if strings.Contains(err.Error(), "hunter2") {
@@ -82,8 +86,8 @@ func TestReplayNameHidesPasswords(t *testing.T) {
 		"rediss-cluster://u:pw1@n1:7000?addr=n2:7001":                     "rediss-cluster://n1:7000?addr=n2%3A7001",
 		"memory": "memory",
 	} {
-		c := &commonConfig{replay: in}
-		if got := c.replayName(); got != want || strings.Contains(got, "pw1") {
+		c := &node.CommonConfig{Replay: in}
+		if got := c.ReplayName(); got != want || strings.Contains(got, "pw1") {
 			t.Errorf("replayName(%q) = %q, want %q", in, got, want)
 		}
 	}
@@ -123,8 +127,8 @@ func TestReplayDurabilityWarning(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			c := &commonConfig{replay: tc.url, replayTO: time.Second, replicas: tc.replicas}
-			_, closeStore, err := c.openStore(context.Background(), log)
+			c := &node.CommonConfig{Replay: tc.url, ReplayTO: time.Second, Replicas: tc.replicas}
+			_, closeStore, err := c.OpenStore(context.Background(), log)
 			if err != nil {
 				t.Fatal(err)
 			}

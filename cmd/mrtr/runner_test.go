@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr/internal/runner"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 )
 
 // runnerApp runs `mrtr runner args` in-process with the environment
@@ -24,11 +26,11 @@ type runnerApp struct {
 func startRunnerApp(t *testing.T, environ []string, args ...string) *runnerApp {
 	t.Helper()
 	r := &runnerApp{drain: make(chan struct{}), code: make(chan int, 1), stderr: &syncBuffer{}}
-	a := &app{stdin: strings.NewReader(""), stdout: &syncBuffer{}, stderr: r.stderr, getenv: func(string) string { return "" },
-		environ: func() []string { return environ }, drain: r.drain}
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: &syncBuffer{}, Stderr: r.stderr, Getenv: func(string) string { return "" },
+		Environ: func() []string { return environ }, Drain: r.drain}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	go func() { r.code <- a.run(ctx, append([]string{"runner"}, args...)) }()
+	go func() { r.code <- run(ctx, a, append([]string{"runner"}, args...)) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -103,7 +105,7 @@ func TestRunnerUsageErrors(t *testing.T) {
 		{[]string{"--listen", sock, "--allow-uid", "1", "--max-children", "0", "--", "cat"}, "--max-children: 0 is below the minimum of 1"},
 	} {
 		code, _, errOut := runApp(t, append([]string{"runner"}, tc.args...)...)
-		if code != 2 || !strings.Contains(errOut, tc.want) || !strings.HasSuffix(errOut, helpHint("runner")) {
+		if code != 2 || !strings.Contains(errOut, tc.want) || !strings.HasSuffix(errOut, base.HelpHint("runner")) {
 			t.Errorf("mrtr runner %v: exit %d, stderr %q; want 2, %q and the hint", tc.args, code, errOut, tc.want)
 		}
 	}

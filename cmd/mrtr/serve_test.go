@@ -16,17 +16,21 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr/reqstate"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
 )
 
 func TestParseServeFlagsAndEnv(t *testing.T) {
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
+	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
 		return map[string]string{"MRTR_TTL": "90s", "MRTR_MAX_ROUNDS": "4", "MRTR_ADDR": "127.0.0.1:9999", "MRTR_LOG_FORMAT": "json", "MRTR_REPLAY_TIMEOUT": "3s"}[k]
 	}}
-	c, err := a.parseServe([]string{"--max-rounds", "6", "--server-id", "node-a"})
+	c, err := serve.ParseServe(a, []string{"--max-rounds", "6", "--server-id", "node-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ttl != 90*time.Second || c.maxRounds != 6 || c.addr != "127.0.0.1:9999" || c.serverID != "node-a" || c.logFormat != "json" || c.replay != "memory" || c.replayTO != 3*time.Second {
+	if c.Ttl != 90*time.Second || c.MaxRounds != 6 || c.Addr != "127.0.0.1:9999" || c.ServerID != "node-a" || c.LogFormat != "json" || c.Replay != "memory" || c.ReplayTO != 3*time.Second {
 		t.Fatalf("config %+v", c)
 	}
 	for _, bad := range [][]string{
@@ -34,26 +38,26 @@ func TestParseServeFlagsAndEnv(t *testing.T) {
 		{"--log-format", "xml"}, {"--max-body", "10"}, {"--log-level", "loud"}, {"--stdio", "maybe"}, {"extra"}, {"--nope"},
 		{"--replay-timeout", "0s"}, {"--replay-timeout", "-1s"}, {"--replay-timeout", "fast"},
 	} {
-		if _, err := a.parseServe(bad); err == nil {
+		if _, err := serve.ParseServe(a, bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
 	}
-	a.getenv = func(k string) string {
+	a.Getenv = func(k string) string {
 		if k == "MRTR_TTL" {
 			return "forever"
 		}
 		return ""
 	}
-	if _, err := a.parseServe(nil); err == nil || !strings.Contains(err.Error(), "MRTR_TTL") {
+	if _, err := serve.ParseServe(a, nil); err == nil || !strings.Contains(err.Error(), "MRTR_TTL") {
 		t.Fatalf("bad env: %v", err)
 	}
-	a.getenv = func(string) string { return "" }
-	c, err = a.parseServe(nil)
+	a.Getenv = func(string) string { return "" }
+	c, err = serve.ParseServe(a, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.replayTO != 500*time.Millisecond {
-		t.Fatalf("default --replay-timeout = %v, want 500ms", c.replayTO)
+	if c.ReplayTO != 500*time.Millisecond {
+		t.Fatalf("default --replay-timeout = %v, want 500ms", c.ReplayTO)
 	}
 }
 
@@ -66,7 +70,7 @@ func TestLoadKeysSources(t *testing.T) {
 	os.WriteFile(path, fdata, 0o600)
 
 	env := map[string]string{"MRTR_KEYS": string(data)}
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string { return env[k] }}
+	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return env[k] }}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -74,23 +78,23 @@ func TestLoadKeysSources(t *testing.T) {
 		{nil, "envkey"},
 		{[]string{"--keys", path}, "filekey"},
 	} {
-		c, err := a.parseServe(tc.args)
+		c, err := serve.ParseServe(a, tc.args)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, eph, err := c.loadKeys()
+		r, eph, err := c.LoadKeys()
 		if err != nil || eph || r.Primary() != tc.want {
 			t.Fatalf("%v: %v %v %v", tc.args, r, eph, err)
 		}
 	}
 	env["MRTR_KEYS"] = `{"keys":[{"id":"x","secret":"c2hvcnQ="}]}`
-	c, _ := a.parseServe(nil)
-	if _, _, err := c.loadKeys(); err == nil || !strings.Contains(err.Error(), "MRTR_KEYS") || strings.Contains(err.Error(), "c2hvcnQ") {
+	c, _ := serve.ParseServe(a, nil)
+	if _, _, err := c.LoadKeys(); err == nil || !strings.Contains(err.Error(), "MRTR_KEYS") || strings.Contains(err.Error(), "c2hvcnQ") {
 		t.Fatalf("bad MRTR_KEYS: %v", err)
 	}
 	delete(env, "MRTR_KEYS")
-	c, _ = a.parseServe(nil)
-	if _, eph, err := c.loadKeys(); err != nil || !eph {
+	c, _ = serve.ParseServe(a, nil)
+	if _, eph, err := c.LoadKeys(); err != nil || !eph {
 		t.Fatal("no keys should give an ephemeral ring")
 	}
 }
@@ -109,7 +113,7 @@ func TestServeRejectsBadStartup(t *testing.T) {
 }
 
 func TestLocalOnly(t *testing.T) {
-	h := localOnly([]string{"mcp.internal"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	h := node.LocalOnly([]string{"mcp.internal"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	for _, tc := range []struct {
 		host, origin string
 		want         int
@@ -154,11 +158,11 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 func startServe(t *testing.T, args ...string) (string, *syncBuffer) {
 	t.Helper()
 	logs := new(syncBuffer)
-	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs, getenv: func(string) string { return "" }}
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: logs, Getenv: func(string) string { return "" }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- a.run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
+		done <- run(ctx, a, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 )
 
 // logLinesWith are the JSON log records of logs whose message contains
@@ -47,7 +49,7 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 	if err == nil || err.Error() != "error -32603: the single-use store is unavailable; try again" {
 		t.Errorf("a resume with Redis down: %v; want the store named, nothing of the cause", err)
 	}
-	if n := len(logLines(logs, storeDownMsg)); n != 1 {
+	if n := len(logLines(logs, node.StoreDownMsg)); n != 1 {
 		t.Errorf("%d lines say the store went down, want 1:\n%s", n, logs)
 	}
 	for _, rec := range logLinesWith(logs.String(), "failed to dial") {
@@ -68,11 +70,11 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 	if err != nil || !strings.HasSuffix(out, "deployed api to staging\n") {
 		t.Errorf("a resume with Redis back: %v %q", err, out)
 	}
-	back := logLines(logs, storeBackMsg)
+	back := logLines(logs, node.StoreBackMsg)
 	if len(back) != 1 || back[0]["addr"] != srv.Addr() || back[0]["failed_dials"].(float64) < 5 || back[0]["down_for"] == nil {
 		t.Errorf("the end of the outage: %v, want one line with the address and at least 5 failed dials:\n%s", back, logs)
 	}
-	if n := len(logLines(logs, storeDownMsg)); n != 1 {
+	if n := len(logLines(logs, node.StoreDownMsg)); n != 1 {
 		t.Errorf("%d lines say the store went down, want 1", n)
 	}
 }
@@ -82,7 +84,7 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 // words instead.
 func TestStoreWatchSentinelName(t *testing.T) {
 	logs := new(syncBuffer)
-	w := newStoreWatch(slog.New(slog.NewJSONHandler(logs, nil)))
+	w := node.NewStoreWatch(slog.New(slog.NewJSONHandler(logs, nil)))
 	addr := freeAddr(t)
 	var d net.Dialer
 	dial := w.DialHook(func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -93,11 +95,11 @@ func TestStoreWatchSentinelName(t *testing.T) {
 			t.Fatal("a dial to a closed port succeeded")
 		}
 	}
-	recs := logLines(logs, storeDownMsg)
+	recs := logLines(logs, node.StoreDownMsg)
 	if len(recs) != 1 || recs[0]["addr"] != "the primary the sentinels name" {
 		t.Fatalf("down: %v", recs)
 	}
-	if o := w.down["the primary the sentinels name"]; o == nil || o.failed != 3 {
+	if o := w.Down["the primary the sentinels name"]; o == nil || o.Failed != 3 {
 		t.Fatalf("outage %+v, want 3 failed dials", o)
 	}
 }

@@ -15,6 +15,9 @@ import (
 
 	"github.com/mrtr-go/mrtr/internal/bridge"
 	"github.com/mrtr-go/mrtr/internal/stdio"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
 )
 
 // startPatience bounds each wait of these tests; a correct run takes well
@@ -24,18 +27,18 @@ const startPatience = 30 * time.Second
 // runProxyUntil runs `mrtr proxy args` in-process until it returns, or
 // until until (given the log so far) says to stop it; it returns the exit
 // code and the whole of stderr.
-func runProxyUntil(t *testing.T, a *app, until func(log string) bool, args ...string) (int, string) {
+func runProxyUntil(t *testing.T, a *base.App, until func(log string) bool, args ...string) (int, string) {
 	t.Helper()
 	logs := new(syncBuffer)
-	a.stdin, a.stdout, a.stderr = strings.NewReader(""), io.Discard, logs
-	if a.getenv == nil {
-		a.getenv = func(string) string { return "" }
+	a.Stdin, a.Stdout, a.Stderr = strings.NewReader(""), io.Discard, logs
+	if a.Getenv == nil {
+		a.Getenv = func(string) string { return "" }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- a.run(ctx, append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
+		done <- run(ctx, a, append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
 	}()
 	deadline := time.After(startPatience)
 	poll := time.NewTicker(10 * time.Millisecond)
@@ -66,7 +69,7 @@ func TestProxyCommandExitsAtStart(t *testing.T) {
 	const secret = "s3cr3t-not-for-logs"
 	t.Setenv("MRTR_TEST_SECRET", secret)
 	script := `echo "starting" >&2; echo "token $MRTR_TEST_SECRET" >&2; echo "boom: missing config" >&2; exit 3`
-	code, out := runProxyUntil(t, &app{}, func(log string) bool { return strings.Contains(log, `"msg":"mrtr serving"`) },
+	code, out := runProxyUntil(t, &base.App{}, func(log string) bool { return strings.Contains(log, `"msg":"mrtr serving"`) },
 		"--upstream-env", "MRTR_TEST_SECRET="+secret, "--", "sh", "-c", script)
 	if code == 0 {
 		t.Fatalf("the proxy exited 0 (or served): %s", out)
@@ -94,7 +97,7 @@ func TestProxyCommandExitsAtStart(t *testing.T) {
 
 // A child ended by a signal is named by it.
 func TestProxyCommandKilledAtStart(t *testing.T) {
-	code, out := runProxyUntil(t, &app{}, func(log string) bool { return strings.Contains(log, `"msg":"mrtr serving"`) },
+	code, out := runProxyUntil(t, &base.App{}, func(log string) bool { return strings.Contains(log, `"msg":"mrtr serving"`) },
 		"--", "sh", "-c", `kill -9 $$`)
 	if code == 0 || !strings.Contains(out, "signal: killed") || !strings.Contains(out, "it wrote nothing on stderr") {
 		t.Fatalf("exit %d: %s", code, out)
@@ -119,7 +122,7 @@ func waitingLines(log string) []map[string]any {
 // whole 90 s. With the probe timeout shortened the proxy then takes the
 // command as 2025-11-25 and serves, as before.
 func TestProxyCommandWaitLogged(t *testing.T) {
-	a := &app{probeTimeout: 2 * time.Second}
+	a := &base.App{ProbeTimeout: 2 * time.Second}
 	code, out := runProxyUntil(t, a, func(log string) bool { return strings.Contains(log, `"msg":"mrtr serving"`) },
 		"--", "sleep", "600")
 	if code != 0 {
@@ -146,13 +149,13 @@ func TestProbeStdioWaitRepeats(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return childUpstream{ch}, nil
+		return proxy.ChildUpstream{Child: ch}, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan string, 1)
 	go func() {
-		era, _, _ := probeStdio(ctx, dial, log, "sleep", time.Minute, time.Second)
+		era, _, _ := proxy.ProbeStdio(ctx, dial, log, "sleep", time.Minute, time.Second)
 		done <- era
 	}()
 	deadline := time.Now().Add(startPatience)

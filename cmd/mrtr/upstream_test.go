@@ -15,6 +15,9 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
 )
 
 // stdioServerEnv makes this test binary an MCP server over stdio:
@@ -195,12 +198,12 @@ func TestProxyCommandUpstream(t *testing.T) {
 
 // TestParseProxyCommand: what follows -- is the command, never flags.
 func TestParseProxyCommand(t *testing.T) {
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
-	c, err := a.parseProxy([]string{"--upstream-era", "legacy", "--roots", "file:///a", "--", "npx", "-y", "pkg", "--addr", "x"})
+	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	c, err := proxy.ParseProxy(a, []string{"--upstream-era", "legacy", "--roots", "file:///a", "--", "npx", "-y", "pkg", "--addr", "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(c.command, " ") != "npx -y pkg --addr x" || c.era != "legacy" || len(c.roots) != 1 || c.addr == "x" {
+	if strings.Join(c.Command, " ") != "npx -y pkg --addr x" || c.Era != "legacy" || len(c.Roots) != 1 || c.Addr == "x" {
 		t.Fatalf("parsed %+v", c)
 	}
 	for _, tc := range []struct {
@@ -212,10 +215,10 @@ func TestParseProxyCommand(t *testing.T) {
 		{[]string{"--upstream-era", "old", "--", "cmd"}, "--upstream-era"},
 		{[]string{"--upstream-env", "=x", "--", "cmd"}, "--upstream-env"},
 	} {
-		a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
-		c, err := a.parseProxy(tc.args)
+		a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+		c, err := proxy.ParseProxy(a, tc.args)
 		if err == nil && tc.want == "--upstream-env" {
-			_, _, err = c.upstreamTransport(context.Background(), nil, nil)
+			_, _, err = c.UpstreamTransport(context.Background(), nil, nil)
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err %v, want %q", tc.args, err, tc.want)
