@@ -10,9 +10,8 @@ import (
 	"testing"
 
 	"github.com/mrtr-go/mrtr/audit"
-	"github.com/mrtr-go/mrtr/internal/testing/testredis"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
 // readTrail reads the lines of an audit trail.

@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr/audit"
-	"github.com/mrtr-go/mrtr/reqstate"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // writeTrail writes n completed lines to path under the ring in keys,

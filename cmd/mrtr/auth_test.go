@@ -17,12 +17,11 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
-	"github.com/mrtr-go/mrtr/internal/testing/testissuer"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
+	"github.com/mrtr-go/mrtr/internal/testing/testissuer"
 )
 
 const devSecret = "0123456789abcdef0123456789abcdef" // 32 bytes

@@ -17,11 +17,10 @@ import (
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/bearer"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/call"
 	"github.com/mrtr-go/mrtr/gosdk"
 	"github.com/mrtr-go/mrtr/internal/app/demo"
 	"github.com/mrtr-go/mrtr/reqstate"
-
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/call"
 )
 
 // demoSecret is an HS256 secret for the demo server behind a bearer check.

@@ -11,13 +11,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mrtr-go/mrtr/gosdk"
-	mrtrprobe "github.com/mrtr-go/mrtr/internal/probe"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/call"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/clientcmd"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/probe"
+	"github.com/mrtr-go/mrtr/gosdk"
+	mrtrprobe "github.com/mrtr-go/mrtr/internal/probe"
 )
 
 // freeAddr is a 127.0.0.1 address at which nothing listens (a port just

@@ -27,13 +27,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mrtr-go/mrtr"
-	"github.com/mrtr-go/mrtr/gosdk"
-	"github.com/mrtr-go/mrtr/reqstate"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/call"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/clientcmd"
+	"github.com/mrtr-go/mrtr/gosdk"
 	"github.com/mrtr-go/mrtr/internal/supervise"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 const testBearer = "sekrit-token-value"

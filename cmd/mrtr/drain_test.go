@@ -17,11 +17,10 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr"
-	"github.com/mrtr-go/mrtr/replay"
-	"github.com/mrtr-go/mrtr/reqstate"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
+	"github.com/mrtr-go/mrtr/replay"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // drainedProxy is `mrtr proxy` run in process, stoppable the way signals

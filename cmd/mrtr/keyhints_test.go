@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/reqstate"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // TestKeysNone pins issue 21 item 10: --keys none (and MRTR_KEYS=none),

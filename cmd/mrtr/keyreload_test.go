@@ -16,11 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/internal/app/observe"
-	"github.com/mrtr-go/mrtr/reqstate"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/keys"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
+	"github.com/mrtr-go/mrtr/internal/app/observe"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // writeRing writes keys to path the way `mrtr keys` does (atomic rename).

@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/reqstate"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/keys"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // runApp runs mrtr args in-process with an empty environment and returns

@@ -18,11 +18,10 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/mrtr-go/mrtr/internal/testing/testredis"
-	"github.com/mrtr-go/mrtr/reqstate"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // rpcAnswer is what a raw tools/call got back.

@@ -15,10 +15,9 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	mrtrprobe "github.com/mrtr-go/mrtr/internal/probe"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/probe"
+	mrtrprobe "github.com/mrtr-go/mrtr/internal/probe"
 )
 
 // runProbeCmd runs `mrtr probe args...` in process.

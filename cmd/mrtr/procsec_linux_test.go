@@ -13,10 +13,9 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr/internal/stdio"
+	"github.com/mrtr-go/mrtr/internal/supervise"
 	"github.com/mrtr-go/mrtr/internal/testing/proctest"
 	"github.com/mrtr-go/mrtr/reqstate"
-
-	"github.com/mrtr-go/mrtr/internal/supervise"
 )
 
 // runMrtr runs this test binary as mrtr with args and env (on top of this

@@ -12,11 +12,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mrtr-go/mrtr/internal/testing/testredis"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
 // --replay takes the one-server, Sentinel and Cluster forms of DESIGN.md

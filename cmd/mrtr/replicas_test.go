@@ -13,11 +13,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mrtr-go/mrtr/internal/testing/testredis"
-	"github.com/mrtr-go/mrtr/replay/redisstore"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
+	"github.com/mrtr-go/mrtr/replay/redisstore"
 )
 
 // TestAdvertiseFlag: --advertise takes an http(s) URL only.

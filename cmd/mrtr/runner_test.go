@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/internal/runner"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/internal/runner"
 )
 
 // runnerApp runs `mrtr runner args` in-process with the environment

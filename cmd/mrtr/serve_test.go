@@ -15,11 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/reqstate"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 func TestParseServeFlagsAndEnv(t *testing.T) {

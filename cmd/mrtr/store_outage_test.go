@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/internal/testing/testredis"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
+	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
 // logLinesWith are the JSON log records of logs whose message contains

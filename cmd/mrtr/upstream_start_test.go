@@ -13,11 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/internal/bridge"
-	"github.com/mrtr-go/mrtr/internal/stdio"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	"github.com/mrtr-go/mrtr/internal/bridge"
+	"github.com/mrtr-go/mrtr/internal/stdio"
 )
 
 // startPatience bounds each wait of these tests; a correct run takes well

@@ -7,10 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	mrtrproxy "github.com/mrtr-go/mrtr/proxy"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	mrtrproxy "github.com/mrtr-go/mrtr/proxy"
 )
 
 // TestUpstreamTransportFlag pins issue 27 item 2's switch:

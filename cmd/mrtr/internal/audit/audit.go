@@ -12,11 +12,10 @@ import (
 	"time"
 
 	mrtraudit "github.com/mrtr-go/mrtr/audit"
-	"github.com/mrtr-go/mrtr/internal/termtext"
-	"github.com/mrtr-go/mrtr/reqstate"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/keyfile"
+	"github.com/mrtr-go/mrtr/internal/termtext"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 const auditUsage = `Usage: mrtr audit verify --keys RING [--continued] PATH...

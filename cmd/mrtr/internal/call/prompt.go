@@ -20,9 +20,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
-	"github.com/mrtr-go/mrtr/internal/termtext"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/internal/termtext"
 )
 
 // prompter answers a server's questions with a person at a terminal.
@@ -653,4 +652,40 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func indent(s, prefix string) string {
 	return prefix + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+prefix)
+}
+
+// Sample shows a sampling request's messages and takes the person's
+// reply as the model's. Refusing it (:decline, :cancel, the end of
+// input) is an error: sampling has no decline.
+func (p *prompter) Sample(ctx context.Context, params *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(p.out, "\nThe server asks for a model's reply (sampling, up to %d tokens); you are the model.\n", params.MaxTokens)
+	if s := termtext.Clean(params.SystemPrompt); s != "" {
+		fmt.Fprintf(p.out, "system: %s\n", s)
+	}
+	for _, m := range params.Messages {
+		fmt.Fprintf(p.out, "%s: %s\n", termtext.Line(string(m.Role)), strings.TrimSuffix(termtext.Clean(contentString(m.Content)), "\n"))
+	}
+	for {
+		fmt.Fprint(p.out, "reply (:decline to refuse): ")
+		line, err := p.readLine(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("you refused the sampling request (end of input)")
+		}
+		if err != nil {
+			return nil, err
+		}
+		if k := keyword(line); k != "" {
+			return nil, fmt.Errorf("you refused the sampling request (%s)", k)
+		}
+		if s := strings.TrimSpace(line); s != "" {
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "a person at mrtr call",
+				Content: &mcp.TextContent{Text: s}, StopReason: "endTurn"}, nil
+		}
+		fmt.Fprintln(p.out, "  type the reply, or :decline")
+	}
 }

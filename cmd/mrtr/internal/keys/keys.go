@@ -13,10 +13,9 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr"
-	"github.com/mrtr-go/mrtr/reqstate"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/keyfile"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // DefaultKeyID names a new key after the moment it was made, plus six

@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr"
-	"github.com/mrtr-go/mrtr/reqstate"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/keyfile"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // defaultMaxKeyAge is when `mrtr keys status` calls a primary old.

@@ -8,12 +8,12 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/mrtr-go/mrtr"
-	"github.com/mrtr-go/mrtr/audit"
-	"github.com/mrtr-go/mrtr/reqstate"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/audit"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // auditConfig is what --audit and --audit-required say (serve and proxy).

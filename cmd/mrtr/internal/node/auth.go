@@ -8,9 +8,8 @@ import (
 	"strings"
 
 	"github.com/mrtr-go/mrtr/bearer"
-	"github.com/mrtr-go/mrtr/gosdk"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/gosdk"
 )
 
 // AuthConfig is the --auth-* flags, shared by every command that serves

@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/replay/redisstore"
 	"github.com/mrtr-go/mrtr/reqstate"
-
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 )
 
 // Defaults of the command's own limits (the guard's are in package mrtr).

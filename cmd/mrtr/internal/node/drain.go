@@ -14,10 +14,9 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/internal/app/observe"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
-
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 )
 
 // DefaultDrainTimeout is --drain-timeout's default.

@@ -16,9 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mrtr-go/mrtr"
-	"github.com/mrtr-go/mrtr/reqstate"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/keyfile"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // defaultKeysPoll is how often a running server looks at its key file.

@@ -16,12 +16,11 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/internal/app/observe"
 	"github.com/mrtr-go/mrtr/proxy"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
-
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 )
 
 // Telemetry is what --metrics-addr and the OTEL_* variables turn on, and

@@ -10,13 +10,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	mrtrprobe "github.com/mrtr-go/mrtr/internal/probe"
-	"github.com/mrtr-go/mrtr/internal/stdio"
-	"github.com/mrtr-go/mrtr/internal/termtext"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/clientcmd"
+	mrtrprobe "github.com/mrtr-go/mrtr/internal/probe"
+	"github.com/mrtr-go/mrtr/internal/stdio"
 	"github.com/mrtr-go/mrtr/internal/supervise"
+	"github.com/mrtr-go/mrtr/internal/termtext"
 )
 
 const probeSynopsis = "mrtr probe URL [--tool NAME [--other-tool NAME]] [--arg k=v ...] [--answers FILE] [--bearer T --bearer-other T2] [--wait DURATION] [--max-requests 200] [--rate DURATION] [--json]\n       mrtr probe [flags] [--env K=V ...] -- COMMAND [ARG...]"

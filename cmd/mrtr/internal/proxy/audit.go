@@ -5,7 +5,6 @@ import (
 	"net/url"
 
 	"github.com/mrtr-go/mrtr"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 )
 

@@ -13,13 +13,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
-	"github.com/mrtr-go/mrtr/internal/bridge"
-	mrtrproxy "github.com/mrtr-go/mrtr/proxy"
-	"github.com/mrtr-go/mrtr/reqstate"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
+	"github.com/mrtr-go/mrtr/internal/bridge"
 	"github.com/mrtr-go/mrtr/internal/supervise"
+	mrtrproxy "github.com/mrtr-go/mrtr/proxy"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // ProxyConfig is commonConfig plus the flags only `mrtr proxy` has.

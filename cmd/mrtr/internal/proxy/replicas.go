@@ -15,14 +15,13 @@ import (
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/audit"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 	"github.com/mrtr-go/mrtr/internal/bridge"
 	"github.com/mrtr-go/mrtr/internal/peers"
 	mrtrproxy "github.com/mrtr-go/mrtr/proxy"
 	"github.com/mrtr-go/mrtr/replay/redisstore"
 	"github.com/mrtr-go/mrtr/reqstate"
-
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 )
 
 // replicaFlags registers --advertise.

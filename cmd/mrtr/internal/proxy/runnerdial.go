@@ -6,10 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/internal/bridge"
 	"github.com/mrtr-go/mrtr/internal/runner"
-
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 )
 
 // runnerFlag registers --runner.

@@ -20,16 +20,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 	"github.com/mrtr-go/mrtr/internal/app/observe"
 	"github.com/mrtr-go/mrtr/internal/bridge"
 	"github.com/mrtr-go/mrtr/internal/rpc"
 	"github.com/mrtr-go/mrtr/internal/runner"
 	"github.com/mrtr-go/mrtr/internal/stdio"
-	mrtrproxy "github.com/mrtr-go/mrtr/proxy"
-
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 	"github.com/mrtr-go/mrtr/internal/supervise"
+	mrtrproxy "github.com/mrtr-go/mrtr/proxy"
 )
 
 // The --upstream-era values.

@@ -6,9 +6,8 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/mrtr-go/mrtr/internal/stdio"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/internal/stdio"
 	"github.com/mrtr-go/mrtr/internal/supervise"
 )
 

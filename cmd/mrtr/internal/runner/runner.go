@@ -13,11 +13,10 @@ import (
 	"strings"
 	"time"
 
-	mrtrrunner "github.com/mrtr-go/mrtr/internal/runner"
-	"github.com/mrtr-go/mrtr/internal/stdio"
-
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
+	mrtrrunner "github.com/mrtr-go/mrtr/internal/runner"
+	"github.com/mrtr-go/mrtr/internal/stdio"
 	"github.com/mrtr-go/mrtr/internal/supervise"
 )
 

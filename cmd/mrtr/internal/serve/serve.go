@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/mrtr-go/mrtr/gosdk"
-	"github.com/mrtr-go/mrtr/internal/app/demo"
 
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
+	"github.com/mrtr-go/mrtr/gosdk"
+	"github.com/mrtr-go/mrtr/internal/app/demo"
 )
 
 // Cmd is mrtr serve.
