@@ -421,7 +421,7 @@ func (h *handTimer) resetCount() int {
 	return h.resets
 }
 
-// handTimers returns an app.afterFunc that sends each timer it makes on
+// handTimers returns an app.AfterFunc that sends each timer it makes on
 // the returned channel.
 func handTimers() (base.AfterFunc, <-chan *handTimer) {
 	made := make(chan *handTimer, 1)
@@ -433,7 +433,7 @@ func handTimers() (base.AfterFunc, <-chan *handTimer) {
 }
 
 // startCall runs `mrtr call` args in the background with stdin, the
-// screen as stdout and an optional afterFunc; the error arrives on the
+// screen as stdout and an optional AfterFunc; the error arrives on the
 // returned channel.
 func startCall(ctx context.Context, stdin io.Reader, out *screen, after base.AfterFunc, args ...string) <-chan error {
 	done := make(chan error, 1)

@@ -409,7 +409,7 @@ func TestFlowTrackerForgetsExpired(t *testing.T) {
 }
 
 // TestFlowTrackerBounded: pauses abandoned between drains do not pile up:
-// once the tracker holds minPrune flows, those whose token expired go.
+// once the tracker holds MinPrune flows, those whose token expired go.
 func TestFlowTrackerBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		flows := node.NewFlowTracker()

@@ -20,7 +20,7 @@ import (
 // selfExe names, in any process, the executable it runs.
 const selfExe = "/proc/self/exe"
 
-// superviseArgv is the stdio.Config.Supervisor of the proxy's stdio
+// Argv is the stdio.Config.Supervisor of the proxy's stdio
 // upstreams: this very executable in its supervisor mode. It is started
 // as /proc/self/exe, which in the forked child still names the proxy's
 // executable: the same version as the proxy even once the file was

@@ -53,7 +53,7 @@ func (a *App) UntilDrain(ctx context.Context) (context.Context, context.CancelFu
 var ErrUsage = errors.New("usage")
 
 // ErrInterrupted ends a command the user interrupted (Ctrl-C); it exits
-// with exitInterrupted.
+// with ExitInterrupted.
 var ErrInterrupted = errors.New("interrupted")
 
 // ExitInterrupted is the status of a command ended by SIGINT, as shells

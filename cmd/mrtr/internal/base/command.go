@@ -26,8 +26,8 @@ type Command struct {
 
 // Exit reports err, the error of command name, on a's stderr (unless it
 // was reported already) and returns the exit status it means: 0 for none
-// or --help, 2 for a usage error or a bad flag value, exitInterrupted for
-// errInterrupted, the status an error carries itself (mrtr probe's
+// or --help, 2 for a usage error or a bad flag value, ExitInterrupted for
+// ErrInterrupted, the status an error carries itself (mrtr probe's
 // outcome, see ExitStatus), else 1.
 func (a *App) Exit(name string, err error) int {
 	switch {

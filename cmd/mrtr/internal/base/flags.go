@@ -561,7 +561,7 @@ type UsageError struct{ Cmd, Msg string }
 func (e *UsageError) Error() string { return e.Msg }
 
 // Explain prints a usage error with the hint to --help and returns
-// errUsage; other errors it returns as they are.
+// ErrUsage; other errors it returns as they are.
 func Explain(w io.Writer, err error) error {
 	var ue *UsageError
 	if errors.As(err, &ue) {

@@ -21,7 +21,7 @@ import (
 // callError explains why a call failed: the timeout or an interrupt
 // rather than the error they caused, an HTTP refusal with what to do
 // about it, a JSON-RPC error by its code, message and data. The server's
-// words in it are cleaned of terminal controls by call (cleanError).
+// words in it are cleaned of terminal controls by call (CleanError).
 func callError(ctx context.Context, rec *httpRecorder, err error) error {
 	if cause := context.Cause(ctx); cause != nil {
 		if errors.Is(cause, context.Canceled) {

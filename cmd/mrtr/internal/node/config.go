@@ -26,7 +26,7 @@ const (
 
 // CommonConfig is what every HTTP-serving command (serve, and proxy
 // after it) can be told, by flag or by the MRTR_* variable of the same
-// name (the flag wins). commonFlags registers it.
+// name (the flag wins). CommonFlags registers it.
 type CommonConfig struct {
 	Addr         string
 	KeysFile     string
@@ -51,8 +51,8 @@ type CommonConfig struct {
 	Audit        auditConfig   // --audit, --audit-required (audit.go)
 
 	Getenv func(string) string // for the OTEL_* variables; nil: os.Getenv
-	Tel    *Telemetry          // built by newGuard
-	// Built by newGuard too: the codec, and the store when it is Redis
+	Tel    *Telemetry          // built by NewGuard
+	// Built by NewGuard too: the codec, and the store when it is Redis
 	// (the proxy's replicas find each other on it).
 	Codec      reqstate.Codec
 	RedisStore *redisstore.Store

@@ -44,7 +44,7 @@ type DrainConfig struct {
 	// serve holds nothing: its state travels in the token).
 	Held func() int
 	// Flows names the flows held or in flight in the drain's records; nil:
-	// none named (mrtr serve). The proxy sets it before newGuard, whose
+	// none named (mrtr serve). The proxy sets it before NewGuard, whose
 	// guard reports to it (observer).
 	Flows *flowTracker
 	// LogEvery is how often a drain says what it waits for; zero:
@@ -205,7 +205,7 @@ func (c *DrainConfig) observer(next mrtr.Observer) mrtr.Observer {
 }
 
 // maxNamedFlows bounds the flows a drain's record names; the rest are
-// counted (flowList's "more").
+// counted (FlowList's "more").
 const maxNamedFlows = 20
 
 // FlowRef is one flow a drain waits for.
@@ -221,7 +221,7 @@ type FlowRef struct {
 }
 
 // FlowList is what a drain waits for, as its records show it: a JSON
-// array of flowRef, or in the text format one line "FLOW METHOD TARGET
+// array of FlowRef, or in the text format one line "FLOW METHOD TARGET
 // (STATE); ...".
 type FlowList []FlowRef
 

@@ -22,7 +22,7 @@ import (
 // ServeMCP serves h at /mcp behind the --auth-* verifier, beside the
 // health endpoints and the protected-resource metadata, on --addr until
 // ctx ends. hostChecked says that h checks the Host of loopback requests
-// itself (the proxy does); otherwise serveMCP checks it in front of h.
+// itself (the proxy does); otherwise ServeMCP checks it in front of h.
 func (c *CommonConfig) ServeMCP(ctx context.Context, log *slog.Logger, h http.Handler, hostChecked bool) error {
 	authn, err := c.Auth.Verifier(ctx, log)
 	if err != nil {

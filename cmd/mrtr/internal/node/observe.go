@@ -24,7 +24,7 @@ import (
 )
 
 // Telemetry is what --metrics-addr and the OTEL_* variables turn on, and
-// the health probes: built by newGuard, used by the command that serves.
+// the health probes: built by NewGuard, used by the command that serves.
 type Telemetry struct {
 	Registry *prometheus.Registry     // nil without --metrics-addr
 	tracing  *sdktrace.TracerProvider // nil unless OTEL_EXPORTER_OTLP_*ENDPOINT is set

@@ -21,7 +21,7 @@ import (
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
-// ProxyConfig is commonConfig plus the flags only `mrtr proxy` has.
+// ProxyConfig is CommonConfig plus the flags only `mrtr proxy` has.
 type ProxyConfig struct {
 	node.CommonConfig
 	Upstream        string
@@ -237,7 +237,7 @@ func proxy(ctx context.Context, a *base.App, args []string) error {
 		endpoint = late
 	} else if len(c.Command) == 0 && c.runner == "" {
 		// Not fatal: the upstream may start after the proxy. (A command
-		// upstream has its own readiness check, added by upstreamTransport.)
+		// upstream has its own readiness check, added by UpstreamTransport.)
 		cctx, cancel := context.WithTimeout(ctx, c.dialTimeout+2*time.Second)
 		if err := h.CheckUpstream(cctx); err != nil {
 			log.Warn("mrtr proxy: the upstream does not serve MCP yet; calls fail until it does", "upstream", upstreamShown(c.Upstream), "error", err)

@@ -58,7 +58,7 @@ type UpstreamConfig struct {
 	rootsFromClient bool
 	MaxProcs        int
 	maxHolds        int
-	// MaxProcsPerCaller is --max-procs-per-caller; zero: perCaller's
+	// MaxProcsPerCaller is --max-procs-per-caller; zero: PerCaller's
 	// default. warm is --warm.
 	MaxProcsPerCaller int
 	warm              int
@@ -92,7 +92,7 @@ func (c *UpstreamConfig) heldCalls() int {
 	return 0
 }
 
-// upstreamFlags registers the flags of upstreamConfig.
+// upstreamFlags registers the flags of UpstreamConfig.
 func upstreamFlags(f *base.Flags, c *UpstreamConfig) {
 	f.Choice(base.GroupUpstream, &c.Era, "upstream-era", eraAuto, []string{eraAuto, EraModern, EraLegacy},
 		"the protocol generation the upstream speaks: auto (probe it: server/discover on stdio, a 2026-07-28 request over HTTP), modern (2026-07-28) or legacy (2025-11-25: its mid-call elicitation, sampling and roots requests become sealed rounds)")
@@ -300,7 +300,7 @@ func (c *UpstreamConfig) newBridge(guard *mrtr.Guard, dial func(context.Context)
 	return b
 }
 
-// httpTransport is upstreamTransport for --upstream URL: nil (the proxy's
+// httpTransport is UpstreamTransport for --upstream URL: nil (the proxy's
 // own transport) for a modern upstream; for a legacy one a bridge whose
 // sessions are 2025-11-25 Streamable HTTP sessions with the upstream, and
 // which passes 2025-11-25 clients' own traffic straight through.
@@ -334,7 +334,7 @@ func logModernHTTP(log *slog.Logger, name string) {
 	log.Info("mrtr proxy: the upstream speaks 2026-07-28: its pauses are sealed", "upstream", name, "era", EraModern)
 }
 
-// judgeHTTP is probeHTTP, but an upstream that answers only with a
+// judgeHTTP is ProbeHTTP, but an upstream that answers only with a
 // request for credentials is taken as modern, with a warning: its era
 // cannot be told without them (--upstream-era legacy bridges a
 // 2025-11-25 one). An error means it did not answer (or failed).
@@ -378,7 +378,7 @@ func upstreamHTTPTransport(dialTimeout time.Duration) *http.Transport {
 // probeHTTPTimeout bounds the era probe of an HTTP upstream.
 const probeHTTPTimeout = 30 * time.Second
 
-// errNeedsCredentials is probeHTTP's error for an upstream that answers
+// errNeedsCredentials is ProbeHTTP's error for an upstream that answers
 // 401 or 403.
 var errNeedsCredentials = errors.New("it needs credentials")
 

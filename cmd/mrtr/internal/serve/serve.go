@@ -66,7 +66,7 @@ func serve(ctx context.Context, a *base.App, args []string) error {
 	return c.ServeMCP(ctx, log, h, false)
 }
 
-// ServeConfig is commonConfig plus the flags only `mrtr serve` has.
+// ServeConfig is CommonConfig plus the flags only `mrtr serve` has.
 type ServeConfig struct {
 	node.CommonConfig
 	Stdio          bool
