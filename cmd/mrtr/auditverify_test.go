@@ -11,6 +11,7 @@ import (
 
 	"github.com/mrtr-go/mrtr/audit"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -145,9 +146,9 @@ func TestAuditVerifyTorn(t *testing.T) {
 func TestAuditRequiredNeedsAudit(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--addr", "127.0.0.1:0", "--audit-required"},
-		{"proxy", "--addr", "127.0.0.1:0", "--audit-required", "--upstream", "http://" + freeAddr(t) + "/mcp"},
+		{"proxy", "--addr", "127.0.0.1:0", "--audit-required", "--upstream", "http://" + testcmd.FreeAddr(t) + "/mcp"},
 	} {
-		code, _, stderr, ended, _ := runAppFor(15*time.Second, func(string) string { return "" }, args...)
+		code, _, stderr, ended, _ := testcmd.RunFor(15*time.Second, run, func(string) string { return "" }, args...)
 		if !ended {
 			t.Fatalf("mrtr %s: still running after 15s; waited for it to exit 2, a usage error naming --audit", strings.Join(args, " "))
 		}
@@ -191,16 +192,16 @@ func TestUpstreamURLShown(t *testing.T) {
 	trail := filepath.Join(t.TempDir(), "audit.jsonl")
 	url, logs := startProxyCmd(t, "--keys", keys, "--audit", trail, "--upstream", withSecret)
 	tok, answers := pauseCall(t, url, "deploy", map[string]any{"service": "s", "env": "staging"}, nil, map[string]any{"approve": true})
-	rpcPost(t, url, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{"service": "s", "env": "staging"}, "requestState": tok, "inputResponses": answers})
+	testcmd.RPCPost(t, url, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{"service": "s", "env": "staging"}, "requestState": tok, "inputResponses": answers})
 	ls := readTrail(t, trail)
 	if len(ls) == 0 || ls[0].Upstream != upstream {
 		t.Fatalf("the trail names the upstream %q, want %q", ls[0].Upstream, upstream)
 	}
 	// An upstream that is not there: the start's warning and the calls'
 	// errors name it too.
-	down := "http://user:zq-pw@" + freeAddr(t) + "/mcp?api_key=" + secret + "#zq-frag"
+	down := "http://user:zq-pw@" + testcmd.FreeAddr(t) + "/mcp?api_key=" + secret + "#zq-frag"
 	durl, dlogs := startProxyCmd(t, "--keys", keys, "--upstream", down, "--upstream-era", "modern")
-	rpcPost(t, durl, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{}})
+	testcmd.RPCPost(t, durl, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{}})
 	_, alogs := startProxyCmd(t, "--keys", keys, "--upstream", down) // era auto: judged when it answers (lateera.go)
 	b, _ := os.ReadFile(trail)
 	for name, text := range map[string]string{"the trail": string(b), "the log": logs.String(), "the log of a proxy of an upstream down": dlogs.String(),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -15,27 +14,15 @@ import (
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/call"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/clientcmd"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/probe"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/gosdk"
 	mrtrprobe "github.com/mrtr-go/mrtr/internal/probe"
 )
 
-// freeAddr is a 127.0.0.1 address at which nothing listens (a port just
-// given back by the kernel).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // freeLoopbackURL is the /mcp URL of freeAddr.
 func freeLoopbackURL(t *testing.T) string {
 	t.Helper()
-	return "http://" + freeAddr(t) + "/mcp"
+	return "http://" + testcmd.FreeAddr(t) + "/mcp"
 }
 
 // TestCallURLWithoutScheme pins issue 30 item 5: a loopback URL without

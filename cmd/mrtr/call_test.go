@@ -30,8 +30,8 @@ import (
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/call"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/clientcmd"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/gosdk"
-	"github.com/mrtr-go/mrtr/internal/supervise"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -614,10 +614,7 @@ const helperEnv = "MRTR_TEST_HELPER"
 const requirePTYEnv = "MRTR_REQUIRE_PTY"
 
 func TestMain(m *testing.M) {
-	supervise.Init() // this binary supervises the upstreams it runs (supervise.go)
-	if kind := os.Getenv(stdioServerEnv); kind != "" {
-		runStdioServer(kind) // exits
-	}
+	testcmd.Init() // this binary supervises the upstreams it runs, or is one
 	if os.Getenv(helperEnv) == "1" {
 		os.Args = append([]string{"mrtr"}, os.Args[1:]...)
 		main() // exits

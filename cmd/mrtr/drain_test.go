@@ -19,6 +19,7 @@ import (
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
@@ -28,7 +29,7 @@ import (
 // second).
 type drainedProxy struct {
 	url   string
-	logs  *syncBuffer
+	logs  *testcmd.Buffer
 	done  chan int // the exit code, once run returns
 	drain func()
 	force context.CancelFunc
@@ -39,7 +40,7 @@ type drainedProxy struct {
 func startDrainedProxy(t *testing.T, args ...string) *drainedProxy {
 	t.Helper()
 	sig := make(chan struct{})
-	p := &drainedProxy{logs: new(syncBuffer), done: make(chan int, 1), drain: sync.OnceFunc(func() { close(sig) })}
+	p := &drainedProxy{logs: new(testcmd.Buffer), done: make(chan int, 1), drain: sync.OnceFunc(func() { close(sig) })}
 	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: p.logs, Getenv: func(string) string { return "" }, Drain: sig}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.force = cancel
@@ -53,25 +54,13 @@ func startDrainedProxy(t *testing.T, args ...string) *drainedProxy {
 		<-exited
 	})
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if u := servingURL(p.logs.String()); u != "" {
+		if u := testcmd.ServingURL(p.logs.String()); u != "" {
 			p.url = u
 			return p
 		}
 	}
 	t.Fatalf("proxy did not start: %s", p.logs.String())
 	return nil
-}
-
-// servingURL is the URL of the "mrtr serving" line of a JSON log, if any.
-func servingURL(logs string) string {
-	sc := bufio.NewScanner(strings.NewReader(logs))
-	for sc.Scan() {
-		var line struct{ Msg, URL string }
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "mrtr serving" {
-			return line.URL
-		}
-	}
-	return ""
 }
 
 // exit waits up to d for the proxy to return and reports its code, or
@@ -103,7 +92,7 @@ func readyz(t *testing.T, mcpURL string) (int, map[string]string) {
 // proxy at url and returns its sealed state and the one input key.
 func pauseDelete(t *testing.T, url, item string) (string, string) {
 	t.Helper()
-	res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": item}})
+	res, e := testcmd.RPCPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": item}})
 	var tok string
 	json.Unmarshal(res["requestState"], &tok)
 	var irs map[string]json.RawMessage
@@ -122,7 +111,7 @@ func pauseDelete(t *testing.T, url, item string) (string, string) {
 func resumeDelete(t *testing.T, url, item, tok, key string) string {
 	t.Helper()
 	answers := map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}
-	res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": item}, "requestState": tok, "inputResponses": answers})
+	res, e := testcmd.RPCPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": item}, "requestState": tok, "inputResponses": answers})
 	if e != nil {
 		t.Fatalf("resume: %v", e)
 	}
@@ -201,13 +190,13 @@ func TestProxyDrainCutShort(t *testing.T) {
 // on the first signal.
 func TestServeDrainIdle(t *testing.T) {
 	sig := make(chan struct{})
-	logs := new(syncBuffer)
+	logs := new(testcmd.Buffer)
 	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: logs, Getenv: func(string) string { return "" }, Drain: sig}
 	done := make(chan int, 1)
 	go func() {
 		done <- run(context.Background(), a, []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"})
 	}()
-	for deadline := time.Now().Add(10 * time.Second); servingURL(logs.String()) == ""; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); testcmd.ServingURL(logs.String()) == ""; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("serve did not start:\n%s", logs.String())
 		}
@@ -337,7 +326,7 @@ func TestDrainProgressNamesFlows(t *testing.T) {
 	r, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", nil)
 	r.Header.Set("Mcp-Method", "prompts/get")
 	r.Header.Set("Mcp-Name", "greet")
-	var logs syncBuffer
+	var logs testcmd.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	done := make(chan bool, 1)
 	release := make(chan struct{})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -19,7 +20,7 @@ func TestKeysNone(t *testing.T) {
 	if !strings.Contains(logs.String(), "NO KEY RING GIVEN") {
 		t.Fatalf("--keys none: %s", logs)
 	}
-	a := &base.App{Stderr: new(syncBuffer), Getenv: func(k string) string { return map[string]string{"MRTR_KEYS": "none"}[k] }}
+	a := &base.App{Stderr: new(testcmd.Buffer), Getenv: func(k string) string { return map[string]string{"MRTR_KEYS": "none"}[k] }}
 	c, err := serve.ParseServe(a, nil)
 	if err != nil || c.KeysFile != "" || c.KeysJSON != "" {
 		t.Fatalf("MRTR_KEYS=none: %v %+v", err, c)

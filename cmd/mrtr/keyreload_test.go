@@ -18,6 +18,7 @@ import (
 
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/keys"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/app/observe"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
@@ -317,7 +318,7 @@ func jsonText(v any) string { b, _ := json.Marshal(v); return string(b) }
 // waitLog waits until the JSON log holds a line with msg and every
 // attribute in attrs (an event, not a duration: the deadline only bounds
 // a broken run).
-func waitLog(t *testing.T, logs *syncBuffer, from int, msg string, attrs map[string]string) {
+func waitLog(t *testing.T, logs *testcmd.Buffer, from int, msg string, attrs map[string]string) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		s := logs.String()
@@ -386,7 +387,7 @@ func TestServeInlineKeysNotReloadable(t *testing.T) {
 	ring, _ := reqstate.GenerateKeyRing("inline", nil)
 	data, _ := ring.MarshalSecretJSON()
 	c := &node.CommonConfig{KeysJSON: string(data), KeysPoll: time.Hour, Ttl: time.Minute, AnonTTL: time.Minute, KeySealWarn: 1}
-	var logs syncBuffer
+	var logs testcmd.Buffer
 	codec, eph, stop, err := c.OpenKeys(t.Context(), slog.New(slog.NewTextHandler(&logs, nil)), nil)
 	if err != nil || eph || codec.KeyRing().Primary() != "inline" {
 		t.Fatalf("%v %v", eph, err)
@@ -484,7 +485,7 @@ func TestServeSealWarning(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keys.json")
 	writeRing(t, path, genKey(t, "key-a"))
 	url, logs := startServe(t, "--keys", path, "--key-seal-warn", "2", "--metrics-addr", "127.0.0.1:0")
-	metricsURL := logURL(t, logs, "mrtr metrics serving")
+	metricsURL := testcmd.LogURL(t, logs, "mrtr metrics serving")
 	c := mcpClient{t, url}
 	c.pause()
 	if strings.Contains(logs.String(), "sealed many tokens") {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -105,8 +106,8 @@ func TestSIGHUPWithNothingToReload(t *testing.T) {
 // its own.
 type child struct {
 	cmd    *exec.Cmd
-	logs   *syncBuffer // stderr: the JSON log
-	url    string      // its "mrtr serving" URL
+	logs   *testcmd.Buffer // stderr: the JSON log
+	url    string          // its "mrtr serving" URL
 	exited chan struct{}
 	code   int // valid once exited is closed
 
@@ -129,7 +130,7 @@ func startChild(t *testing.T, env map[string]string, args ...string) *child {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	p := &child{cmd: cmd, logs: new(syncBuffer), exited: make(chan struct{})}
+	p := &child{cmd: cmd, logs: new(testcmd.Buffer), exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = io.Discard, p.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

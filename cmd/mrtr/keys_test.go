@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,73 +8,29 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/keys"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
-// runApp runs mrtr args in-process with an empty environment and returns
-// its exit code and output. A run still going after appDeadline fails t
-// (see runAppFor).
+// runApp runs mrtr args in-process, with no environment, through main's
+// dispatcher.
 func runApp(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	return runAppGetenv(t, func(string) string { return "" }, args...)
+	return testcmd.Run(t, run, nil, args...)
 }
-
-// appDeadline bounds one in-process run of a command in the tests. Every
-// command they run ends on its own in well under a second; the bound only
-// turns a regression that hangs into a failure naming the command, instead
-// of the whole package stopping at go test's -timeout. It decides no
-// outcome of a healthy run.
-const appDeadline = 2 * time.Minute
 
 // runAppGetenv is runApp with the environment getenv.
 func runAppGetenv(t *testing.T, getenv func(string) string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	code, stdout, stderr, ended, stopped := runAppFor(appDeadline, getenv, args...)
-	if !ended {
-		how := "it stopped when its context was cancelled"
-		if !stopped {
-			how = "it ignored the cancel of its context and is left running"
-		}
-		t.Fatalf("mrtr %s still running after %v, a hang (%s); its stderr so far:\n%s",
-			strings.Join(args, " "), appDeadline, how, stderr)
-	}
-	return code, stdout, stderr
-}
-
-// runAppFor runs mrtr args in-process for at most bound. ended is false
-// when the command had not ended by then: its context is then cancelled,
-// and stopped says whether it returned within a few seconds more (a
-// command that ignores its context is left running).
-func runAppFor(bound time.Duration, getenv func(string) string, args ...string) (code int, stdout, stderr string, ended, stopped bool) {
-	var out, errb syncBuffer
-	a := &base.App{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: getenv}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, a, args) }()
-	timer := time.NewTimer(bound)
-	defer timer.Stop()
-	select {
-	case code = <-done:
-		return code, out.String(), errb.String(), true, true
-	case <-timer.C:
-	}
-	cancel()
-	select {
-	case <-done:
-		stopped = true
-	case <-time.After(10 * time.Second):
-	}
-	return -1, out.String(), errb.String(), false, stopped
+	return testcmd.Run(t, run, getenv, args...)
 }
 
 // TestRunAppDeadline: the tests' in-process runs cannot hang the package.
-// `mrtr serve` never ends on its own, so runAppFor must give up on it at
+// `mrtr serve` never ends on its own, so testcmd.RunFor must give up on it at
 // its bound, report it, and stop it by cancelling its context.
 func TestRunAppDeadline(t *testing.T) {
-	_, _, stderr, ended, stopped := runAppFor(50*time.Millisecond, func(string) string { return "" }, "serve", "--addr", "127.0.0.1:0")
+	_, _, stderr, ended, stopped := testcmd.RunFor(50*time.Millisecond, run, func(string) string { return "" }, "serve", "--addr", "127.0.0.1:0")
 	if ended || !stopped {
 		t.Fatalf("serve, which cannot end by itself: ended %v, stopped at the deadline %v: %s", ended, stopped, stderr)
 	}

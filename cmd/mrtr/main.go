@@ -108,16 +108,8 @@ func run(ctx context.Context, a *base.App, args []string) int {
 		fmt.Fprint(a.Stdout, usage)
 		return 0
 	}
-	for _, cmd := range commands {
-		if cmd.Name != args[0] {
-			continue
-		}
-		if !cmd.Drains {
-			var cancel context.CancelFunc
-			ctx, cancel = a.UntilDrain(ctx)
-			defer cancel()
-		}
-		return a.Exit(cmd.Name, cmd.Run(ctx, a, args[1:]))
+	if status, ok := base.Dispatch(ctx, a, commands, args); ok {
+		return status
 	}
 	fmt.Fprintf(a.Stderr, "mrtr: unknown command %q\n\n%s", args[0], usage)
 	return 2

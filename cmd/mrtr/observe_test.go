@@ -20,6 +20,7 @@ import (
 
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
@@ -131,31 +132,6 @@ func scrape(t *testing.T, url string) (map[string]float64, string) {
 	return out, string(raw)
 }
 
-// logURL returns the url of the first JSON log line with message msg.
-func logURL(t *testing.T, logs *syncBuffer, msg string) string {
-	t.Helper()
-	sc := bufio.NewScanner(strings.NewReader(logs.String()))
-	for sc.Scan() {
-		var line struct{ Msg, URL string }
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == msg {
-			return line.URL
-		}
-	}
-	t.Fatalf("no %q in the log: %s", msg, logs.String())
-	return ""
-}
-
-func getHealth(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(b))
-}
-
 // TestServeMetricsReadiness runs a scripted set of flows against `mrtr
 // serve --metrics-addr` over a real Redis (accepted resumes, each
 // rejection reason, an outage of Redis stopped by pid), checks the exact
@@ -176,13 +152,13 @@ func TestServeMetricsReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	url, logs := startServe(t, "--keys", keys, "--replay", srv.URL(), "--metrics-addr", "127.0.0.1:0", "--max-rounds", "3")
-	metricsURL := logURL(t, logs, "mrtr metrics serving")
+	metricsURL := testcmd.LogURL(t, logs, "mrtr metrics serving")
 	base := strings.TrimSuffix(url, "/mcp")
 
-	if code, body := getHealth(t, base+"/healthz"); code != 200 || body != `{"status":"ok"}` {
+	if code, body := testcmd.GetHealth(t, base+"/healthz"); code != 200 || body != `{"status":"ok"}` {
 		t.Fatalf("/healthz: %d %s", code, body)
 	}
-	if code, body := getHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","store":"ok"}}` {
+	if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","store":"ok"}}` {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
 
@@ -229,20 +205,20 @@ func TestServeMetricsReadiness(t *testing.T) {
 	// C: paused, then Redis goes down: unready, and the resume fails closed.
 	c := callDeploy(t, url, "staging", "", nil)
 	srv.Stop()
-	if code, body := getHealth(t, base+"/readyz"); code != 503 || !strings.HasPrefix(body, `{"status":"unready","checks":{"keys":"ok","store":"`) || strings.Contains(body, "127.0.0.1") {
+	if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 503 || !strings.HasPrefix(body, `{"status":"unready","checks":{"keys":"ok","store":"`) || strings.Contains(body, "127.0.0.1") {
 		t.Fatalf("/readyz with Redis down: %d %s", code, body)
 	}
 	if got := callDeploy(t, url, "staging", c.state, nil); got.code != -32603 {
 		t.Fatalf("resume with Redis down: %+v", got)
 	}
-	if code, _ := getHealth(t, base+"/healthz"); code != 200 {
+	if code, _ := testcmd.GetHealth(t, base+"/healthz"); code != 200 {
 		t.Fatalf("/healthz with Redis down: %d", code)
 	}
 	// Redis back (empty): ready again, and C resumes.
 	srv.Start()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		code, body := getHealth(t, base+"/readyz")
+		code, body := testcmd.GetHealth(t, base+"/readyz")
 		if code == 200 && body == `{"status":"ok","checks":{"keys":"ok","store":"ok"}}` {
 			break
 		}
@@ -306,7 +282,7 @@ func TestServeMetricsReadiness(t *testing.T) {
 		}
 	}
 	// /metrics is not on the main listener.
-	if code, _ := getHealth(t, base+"/metrics"); code != 404 {
+	if code, _ := testcmd.GetHealth(t, base+"/metrics"); code != 404 {
 		t.Errorf("/metrics on the main listener: HTTP %d", code)
 	}
 }
@@ -317,10 +293,10 @@ func TestServeMetricsReadiness(t *testing.T) {
 func TestServeHealthWithoutAuthOrMetrics(t *testing.T) {
 	url, logs := startServe(t, "--auth-hs256-secret", strings.Repeat("s", 32))
 	base := strings.TrimSuffix(url, "/mcp")
-	if code, body := getHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok"}}` {
+	if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok"}}` {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
-	if code, _ := getHealth(t, base+"/healthz"); code != 200 {
+	if code, _ := testcmd.GetHealth(t, base+"/healthz"); code != 200 {
 		t.Fatalf("/healthz: %d", code)
 	}
 	resp, err := http.Post(url, "application/json", strings.NewReader(`{}`))
@@ -387,7 +363,7 @@ func TestServeExportsOTLP(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
 	t.Setenv("OTEL_SERVICE_NAME", "mrtr-test")
 
-	logs := new(syncBuffer)
+	logs := new(testcmd.Buffer)
 	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: logs, Getenv: os.Getenv}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -400,7 +376,7 @@ func TestServeExportsOTLP(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	url := logURL(t, logs, "mrtr serving")
+	url := testcmd.LogURL(t, logs, "mrtr serving")
 	if !strings.Contains(logs.String(), "exporting spans over OTLP/HTTP") || !strings.Contains(logs.String(), `"tracing":true`) {
 		t.Fatalf("tracing not announced: %s", logs.String())
 	}
@@ -470,7 +446,7 @@ func TestProxyMetricsAndHealth(t *testing.T) {
 	}))
 	defer up.Close()
 	url, logs := startProxyCmd(t, "--upstream", up.URL, "--metrics-addr", "127.0.0.1:0")
-	metricsURL := logURL(t, logs, "mrtr metrics serving")
+	metricsURL := testcmd.LogURL(t, logs, "mrtr metrics serving")
 	base := strings.TrimSuffix(url, "/mcp")
 	call := func(state string) map[string]any {
 		params := map[string]any{"name": "t", "_meta": map[string]any{
@@ -501,7 +477,7 @@ func TestProxyMetricsAndHealth(t *testing.T) {
 	if got := call(tok); got["error"] == nil {
 		t.Fatalf("replay accepted: %v", got)
 	}
-	if code, body := getHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","upstream":"ok"}}` {
+	if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","upstream":"ok"}}` {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
 	m, _ := scrape(t, metricsURL)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/probe"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	mrtrprobe "github.com/mrtr-go/mrtr/internal/probe"
 )
 
@@ -201,7 +202,7 @@ func wantProbeVerdicts(t *testing.T, rep *probeJSON, pairs ...string) {
 // alteration is accepted; another_caller is skipped, stdio having one
 // caller. The report names the program, not its arguments.
 func TestProbeCommandStdio(t *testing.T) {
-	code, rep := runProbeJSON(t, "--env", stdioServerEnv+"=modern", "--", os.Args[0], "-test.run=^$", "secret-arg")
+	code, rep := runProbeJSON(t, "--env", testcmd.StdioServerEnv+"=modern", "--", os.Args[0], "-test.run=^$", "secret-arg")
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
@@ -222,7 +223,7 @@ func TestProbeCommandStdio(t *testing.T) {
 // state answered with -32603 Internal error is a server error, as a 5xx
 // is over HTTP: oversized and error_shape fail.
 func TestProbeCommandStdioServerError(t *testing.T) {
-	_, rep := runProbeJSON(t, "--env", stdioServerEnv+"=fragile", "--", os.Args[0])
+	_, rep := runProbeJSON(t, "--env", testcmd.StdioServerEnv+"=fragile", "--", os.Args[0])
 	for _, c := range []string{mrtrprobe.CheckOversized, mrtrprobe.CheckErrorShape} {
 		if got := rep.Get(c); got.Verdict != mrtrprobe.Fail || !strings.Contains(got.Detail, "-32603 Internal error: a server error, not a refusal") {
 			t.Errorf("%s: %s (%s)", c, got.Verdict, got.Detail)
@@ -236,7 +237,7 @@ func TestProbeCommandStdioServerError(t *testing.T) {
 // says why once, not once per check; --json says it in "unchecked" and
 // skips every check.
 func TestProbeCommandStdioLegacy(t *testing.T) {
-	code, rep := runProbeJSON(t, "--env", stdioServerEnv+"=legacy", "--", os.Args[0])
+	code, rep := runProbeJSON(t, "--env", testcmd.StdioServerEnv+"=legacy", "--", os.Args[0])
 	if code != probe.ExitProbeUnchecked || rep.Era != mrtrprobe.LegacyVersion || !strings.Contains(rep.Unchecked, "the server speaks 2025-11-25") {
 		t.Errorf("exit %d, era %s, unchecked %q", code, rep.Era, rep.Unchecked)
 	}
@@ -245,7 +246,7 @@ func TestProbeCommandStdioLegacy(t *testing.T) {
 			t.Errorf("%s: %s (%s)", c.Name, c.Verdict, c.Detail)
 		}
 	}
-	code, out, errs := runProbeCmd(t, "--env", stdioServerEnv+"=legacy", "--", os.Args[0])
+	code, out, errs := runProbeCmd(t, "--env", testcmd.StdioServerEnv+"=legacy", "--", os.Args[0])
 	if code != 3 || strings.Count(out, "the server speaks 2025-11-25") != 1 || !strings.Contains(out, "nothing checked: ") || strings.Contains(out, "CHECK") {
 		t.Errorf("exit %d, want 3, and the reason once:\n%s%s", code, out, errs)
 	}

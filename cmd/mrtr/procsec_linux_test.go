@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/stdio"
 	"github.com/mrtr-go/mrtr/internal/supervise"
 	"github.com/mrtr-go/mrtr/internal/testing/proctest"
@@ -36,7 +37,7 @@ func runMrtr(t *testing.T, bin string, cred *syscall.Credential, env map[string]
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}
-	p := &child{cmd: cmd, logs: new(syncBuffer), exited: make(chan struct{})}
+	p := &child{cmd: cmd, logs: new(testcmd.Buffer), exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = io.Discard, p.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

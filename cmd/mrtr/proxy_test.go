@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 )
 
 func TestParseProxyFlagsAndEnv(t *testing.T) {
@@ -49,28 +49,9 @@ func TestParseProxyFlagsAndEnv(t *testing.T) {
 
 // startProxyCmd runs `mrtr proxy` in-process on a free loopback port and
 // returns its /mcp URL and log.
-func startProxyCmd(t *testing.T, args ...string) (string, *syncBuffer) {
+func startProxyCmd(t *testing.T, args ...string) (string, *testcmd.Buffer) {
 	t.Helper()
-	logs := new(syncBuffer)
-	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: logs, Getenv: func(string) string { return "" }}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, a, append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if code := <-done; code != 0 {
-			t.Errorf("proxy exited %d: %s", code, logs.String())
-		}
-	})
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if u := servingURL(logs.String()); u != "" {
-			return u, logs
-		}
-	}
-	t.Fatalf("proxy did not start: %s", logs.String())
-	return "", nil
+	return testcmd.Start(t, run, append([]string{"proxy"}, args...)...)
 }
 
 // TestProxyCommand: `mrtr proxy --upstream URL` seals an upstream's pause,

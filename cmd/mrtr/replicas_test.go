@@ -15,6 +15,7 @@ import (
 
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 	"github.com/mrtr-go/mrtr/replay/redisstore"
 )
@@ -68,9 +69,9 @@ func TestAdvertiseDefault(t *testing.T) {
 // every interface without --advertise the proxy refuses to start.
 func TestAdvertiseReplicas(t *testing.T) {
 	rurl := testredis.Start(t)
-	legacy := []string{"--replay", rurl, "--upstream-env", stdioServerEnv + "=legacy", "--", os.Args[0]}
+	legacy := []string{"--replay", rurl, "--upstream-env", testcmd.StdioServerEnv + "=legacy", "--", os.Args[0]}
 
-	var stderr syncBuffer
+	var stderr testcmd.Buffer
 	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }}
 	if code := run(context.Background(), a, append([]string{"proxy", "--addr", "0.0.0.0:0"}, legacy...)); code == 0 || !strings.Contains(stderr.String(), "--advertise") {
 		t.Fatalf("--addr 0.0.0.0:0 without --advertise: exit %d: %s", code, stderr.String())
@@ -122,7 +123,7 @@ func TestAdvertiseHints(t *testing.T) {
 	}
 
 	rurl := testredis.Start(t)
-	legacy := []string{"--replay", rurl, "--upstream-env", stdioServerEnv + "=legacy", "--", os.Args[0]}
+	legacy := []string{"--replay", rurl, "--upstream-env", testcmd.StdioServerEnv + "=legacy", "--", os.Args[0]}
 	_, logs := startProxyCmd(t, legacy...)
 	if n := strings.Count(logs.String(), "replicas on with a loopback --addr and no --advertise"); n != 1 {
 		t.Errorf("a default advertised URL on 127.0.0.1: warned %d times, want once:\n%s", n, logs)

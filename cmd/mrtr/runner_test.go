@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/runner"
 )
 
@@ -19,13 +20,13 @@ type runnerApp struct {
 	drain  chan struct{}
 	cancel context.CancelFunc
 	code   chan int
-	stderr *syncBuffer
+	stderr *testcmd.Buffer
 }
 
 func startRunnerApp(t *testing.T, environ []string, args ...string) *runnerApp {
 	t.Helper()
-	r := &runnerApp{drain: make(chan struct{}), code: make(chan int, 1), stderr: &syncBuffer{}}
-	a := &base.App{Stdin: strings.NewReader(""), Stdout: &syncBuffer{}, Stderr: r.stderr, Getenv: func(string) string { return "" },
+	r := &runnerApp{drain: make(chan struct{}), code: make(chan int, 1), stderr: &testcmd.Buffer{}}
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: &testcmd.Buffer{}, Stderr: r.stderr, Getenv: func(string) string { return "" },
 		Environ: func() []string { return environ }, Drain: r.drain}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -34,8 +35,8 @@ func startRunnerApp(t *testing.T, environ []string, args ...string) *runnerApp {
 		cancel()
 		select {
 		case <-r.code:
-		case <-time.After(appDeadline):
-			t.Errorf("mrtr runner still runs %v after its context ended", appDeadline)
+		case <-time.After(testcmd.Deadline):
+			t.Errorf("mrtr runner still runs %v after its context ended", testcmd.Deadline)
 		}
 	})
 	return r

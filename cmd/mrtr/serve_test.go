@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,13 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -139,49 +136,11 @@ func TestLocalOnly(t *testing.T) {
 	}
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // startServe runs `mrtr serve` in-process on a free loopback port and
 // returns its /mcp URL and log.
-func startServe(t *testing.T, args ...string) (string, *syncBuffer) {
+func startServe(t *testing.T, args ...string) (string, *testcmd.Buffer) {
 	t.Helper()
-	logs := new(syncBuffer)
-	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: logs, Getenv: func(string) string { return "" }}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, a, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if code := <-done; code != 0 {
-			t.Errorf("serve exited %d: %s", code, logs.String())
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		sc := bufio.NewScanner(strings.NewReader(logs.String()))
-		for sc.Scan() {
-			var line struct{ Msg, URL string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "mrtr serving" {
-				return line.URL, logs
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("serve did not start: %s", logs.String())
-	return "", nil
+	return testcmd.Start(t, run, append([]string{"serve"}, args...)...)
 }
 
 func TestServeEphemeralWarningAndShutdown(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
@@ -40,7 +41,7 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 	base := strings.TrimSuffix(url, "/mcp")
 	srv.Stop()
 	for range 5 {
-		if code, _ := getHealth(t, base+"/readyz"); code != 503 {
+		if code, _ := testcmd.GetHealth(t, base+"/readyz"); code != 503 {
 			t.Fatalf("/readyz with Redis stopped: %d", code)
 		}
 	}
@@ -48,7 +49,7 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 	if err == nil || err.Error() != "error -32603: the single-use store is unavailable; try again" {
 		t.Errorf("a resume with Redis down: %v; want the store named, nothing of the cause", err)
 	}
-	if n := len(logLines(logs, node.StoreDownMsg)); n != 1 {
+	if n := len(testcmd.LogLines(logs, node.StoreDownMsg)); n != 1 {
 		t.Errorf("%d lines say the store went down, want 1:\n%s", n, logs)
 	}
 	for _, rec := range logLinesWith(logs.String(), "failed to dial") {
@@ -59,7 +60,7 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 
 	srv.Start()
 	deadline := time.Now().Add(10 * time.Second)
-	for code, _ := getHealth(t, base+"/readyz"); code != 200; code, _ = getHealth(t, base+"/readyz") {
+	for code, _ := testcmd.GetHealth(t, base+"/readyz"); code != 200; code, _ = testcmd.GetHealth(t, base+"/readyz") {
 		if time.Now().After(deadline) {
 			t.Fatalf("/readyz not ready again after Redis came back:\n%s", logs)
 		}
@@ -69,11 +70,11 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 	if err != nil || !strings.HasSuffix(out, "deployed api to staging\n") {
 		t.Errorf("a resume with Redis back: %v %q", err, out)
 	}
-	back := logLines(logs, node.StoreBackMsg)
+	back := testcmd.LogLines(logs, node.StoreBackMsg)
 	if len(back) != 1 || back[0]["addr"] != srv.Addr() || back[0]["failed_dials"].(float64) < 5 || back[0]["down_for"] == nil {
 		t.Errorf("the end of the outage: %v, want one line with the address and at least 5 failed dials:\n%s", back, logs)
 	}
-	if n := len(logLines(logs, node.StoreDownMsg)); n != 1 {
+	if n := len(testcmd.LogLines(logs, node.StoreDownMsg)); n != 1 {
 		t.Errorf("%d lines say the store went down, want 1", n)
 	}
 }
@@ -82,9 +83,9 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 // go-redis's placeholder address "FailoverClient"; the log names it in
 // words instead.
 func TestStoreWatchSentinelName(t *testing.T) {
-	logs := new(syncBuffer)
+	logs := new(testcmd.Buffer)
 	w := node.NewStoreWatch(slog.New(slog.NewJSONHandler(logs, nil)))
-	addr := freeAddr(t)
+	addr := testcmd.FreeAddr(t)
 	var d net.Dialer
 	dial := w.DialHook(func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return d.DialContext(ctx, network, addr) // nothing listens there
@@ -94,7 +95,7 @@ func TestStoreWatchSentinelName(t *testing.T) {
 			t.Fatal("a dial to a closed port succeeded")
 		}
 	}
-	recs := logLines(logs, node.StoreDownMsg)
+	recs := testcmd.LogLines(logs, node.StoreDownMsg)
 	if len(recs) != 1 || recs[0]["addr"] != "the primary the sentinels name" {
 		t.Fatalf("down: %v", recs)
 	}

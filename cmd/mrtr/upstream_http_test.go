@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 )
 
 // legacyHTTPServer is go-sdk's Streamable HTTP server in stateful mode: a
@@ -62,7 +63,7 @@ func TestProxyHTTPLegacyUpstream(t *testing.T) {
 				t.Fatalf("resume: %s", got)
 			}
 			answers := map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}
-			_, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "a"}, "requestState": tok, "inputResponses": answers})
+			_, e := testcmd.RPCPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "a"}, "requestState": tok, "inputResponses": answers})
 			if e == nil || !strings.Contains(string(e["data"]), "replayed") {
 				t.Fatalf("replay: %v", e)
 			}

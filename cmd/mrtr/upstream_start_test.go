@@ -15,6 +15,7 @@ import (
 
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/bridge"
 	"github.com/mrtr-go/mrtr/internal/stdio"
 )
@@ -28,7 +29,7 @@ const startPatience = 30 * time.Second
 // code and the whole of stderr.
 func runProxyUntil(t *testing.T, a *base.App, until func(log string) bool, args ...string) (int, string) {
 	t.Helper()
-	logs := new(syncBuffer)
+	logs := new(testcmd.Buffer)
 	a.Stdin, a.Stdout, a.Stderr = strings.NewReader(""), io.Discard, logs
 	if a.Getenv == nil {
 		a.Getenv = func(string) string { return "" }
@@ -141,7 +142,7 @@ func TestProxyCommandWaitLogged(t *testing.T) {
 
 // The waiting record repeats, with less time left each time.
 func TestProbeStdioWaitRepeats(t *testing.T) {
-	logs := new(syncBuffer)
+	logs := new(testcmd.Buffer)
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	dial := func(context.Context) (bridge.Upstream, error) {
 		ch, err := stdio.Start(stdio.Config{Path: "sleep", Args: []string{"600"}, Logger: log})
@@ -179,7 +180,7 @@ func TestProbeStdioWaitRepeats(t *testing.T) {
 // be initialized.
 func TestProxyCommandGivenEraLogsExit(t *testing.T) {
 	url, logs := startProxyCmd(t, "--upstream-era", "legacy", "--", "sh", "-c", `echo "boom: missing config" >&2; exit 3`)
-	if _, e := rpcPost(t, url, "tools/list", map[string]any{}); e == nil || !strings.Contains(string(e["message"]), "could not be") {
+	if _, e := testcmd.RPCPost(t, url, "tools/list", map[string]any{}); e == nil || !strings.Contains(string(e["message"]), "could not be") {
 		t.Fatalf("a call to an upstream that cannot start: %v", e)
 	}
 	if rec := exitRecord(logs.String(), "bridge: initialize the upstream"); !strings.Contains(rec.Exit, "exit status 3") || !strings.Contains(rec.StderrTail, "boom: missing config") {

@@ -24,6 +24,25 @@ type Command struct {
 	Drains bool
 }
 
+// Dispatch runs the command among cmds that args[0] names with the words
+// after it, and returns its exit status (Exit); ok is false when no
+// command has that name. A command that does not drain (Command.Drains)
+// stops at the first signal too.
+func Dispatch(ctx context.Context, a *App, cmds []*Command, args []string) (status int, ok bool) {
+	for _, cmd := range cmds {
+		if len(args) == 0 || cmd.Name != args[0] {
+			continue
+		}
+		if !cmd.Drains {
+			var cancel context.CancelFunc
+			ctx, cancel = a.UntilDrain(ctx)
+			defer cancel()
+		}
+		return a.Exit(cmd.Name, cmd.Run(ctx, a, args[1:])), true
+	}
+	return 0, false
+}
+
 // Exit reports err, the error of command name, on a's stderr (unless it
 // was reported already) and returns the exit status it means: 0 for none
 // or --help, 2 for a usage error or a bad flag value, ExitInterrupted for
