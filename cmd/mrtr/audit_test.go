@@ -66,7 +66,7 @@ func runVerify(t *testing.T, args ...string) (int, string) {
 // audit verify accepts the trail and names a line that was changed.
 func TestProxyAudit(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "keys.json")
-	writeRing(t, keys, genKey(t, "k1"))
+	testcmd.WriteRing(t, keys, testcmd.GenKey(t, "k1"))
 	upstream, _ := startServe(t, "--keys", keys)
 	for _, tc := range []struct {
 		name, tool, upstream string

@@ -21,26 +21,16 @@ import (
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/testing/testissuer"
 )
-
-const devSecret = "0123456789abcdef0123456789abcdef" // 32 bytes
-
-func signJWT(t *testing.T, secret string, claims jwt.MapClaims, method jwt.SigningMethod) string {
-	t.Helper()
-	s, err := jwt.NewWithClaims(method, claims).SignedString([]byte(secret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // TestAuthHS256 pins the development mode through the command's own
 // wiring: a bearer JWT under the secret, HS256 only, sub and exp required,
 // and the principal handed to go-sdk as TokenInfo (UserID = sub,
 // Extra["iss"] = iss).
 func TestAuthHS256(t *testing.T) {
-	c := &node.AuthConfig{Hs256: devSecret}
+	c := &node.AuthConfig{Hs256: testcmd.DevSecret}
 	if err := c.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,12 +50,12 @@ func TestAuthHS256(t *testing.T) {
 	}{
 		{"none", "", 401},
 		{"garbage", "Bearer abc", 401},
-		{"good", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"sub": "alice", "iss": "me", "exp": exp}, jwt.SigningMethodHS256), 200},
-		{"wrong secret", "Bearer " + signJWT(t, strings.Repeat("x", 32), jwt.MapClaims{"sub": "alice", "exp": exp}, jwt.SigningMethodHS256), 401},
-		{"expired", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(-time.Hour).Unix()}, jwt.SigningMethodHS256), 401},
-		{"no exp", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"sub": "alice"}, jwt.SigningMethodHS256), 401},
-		{"no sub", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"exp": exp}, jwt.SigningMethodHS256), 401},
-		{"HS512", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"sub": "alice", "exp": exp}, jwt.SigningMethodHS512), 401},
+		{"good", "Bearer " + testcmd.SignJWT(t, testcmd.DevSecret, jwt.MapClaims{"sub": "alice", "iss": "me", "exp": exp}, jwt.SigningMethodHS256), 200},
+		{"wrong secret", "Bearer " + testcmd.SignJWT(t, strings.Repeat("x", 32), jwt.MapClaims{"sub": "alice", "exp": exp}, jwt.SigningMethodHS256), 401},
+		{"expired", "Bearer " + testcmd.SignJWT(t, testcmd.DevSecret, jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(-time.Hour).Unix()}, jwt.SigningMethodHS256), 401},
+		{"no exp", "Bearer " + testcmd.SignJWT(t, testcmd.DevSecret, jwt.MapClaims{"sub": "alice"}, jwt.SigningMethodHS256), 401},
+		{"no sub", "Bearer " + testcmd.SignJWT(t, testcmd.DevSecret, jwt.MapClaims{"exp": exp}, jwt.SigningMethodHS256), 401},
+		{"HS512", "Bearer " + testcmd.SignJWT(t, testcmd.DevSecret, jwt.MapClaims{"sub": "alice", "exp": exp}, jwt.SigningMethodHS512), 401},
 	} {
 		got = nil
 		r := httptest.NewRequest("POST", "/mcp", nil)
@@ -83,45 +73,6 @@ func TestAuthHS256(t *testing.T) {
 		if tc.want == 200 && (got == nil || got.UserID != "alice" || got.Extra["iss"] != "me") {
 			t.Errorf("%s: TokenInfo %+v", tc.name, got)
 		}
-	}
-}
-
-// TestAuthFlagRules: which --auth-* flags go together, each refusal naming
-// the flag and the rule.
-func TestAuthFlagRules(t *testing.T) {
-	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--auth-jwks", "jwks.json"}, "--auth-issuer: is required"},
-		{[]string{"--auth-jwks", "jwks.json", "--auth-issuer", "https://id.example"}, "--auth-audience: is required"},
-		{[]string{"--auth-issuer", "https://id.example"}, "--auth-audience: is required"},
-		{[]string{"--auth-scopes", "mcp"}, "--auth-issuer: is required"},
-		{[]string{"--auth-require-typ"}, "--auth-issuer: is required"},
-		{[]string{"--auth-hs256-secret", devSecret, "--auth-jwks", "jwks.json"}, "--auth-jwks: excludes --auth-hs256-secret"},
-		{[]string{"--auth-hs256-secret", "short"}, "at least 32 bytes"},
-	} {
-		_, err := serve.ParseServe(a, tc.args)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
-		}
-	}
-	for _, ok := range [][]string{
-		{"--auth-jwks", "jwks.json", "--auth-issuer", "https://id.example", "--auth-audience", "https://mcp.example/mcp", "--auth-scopes", "a,b"},
-		{"--auth-issuer", "https://id.example", "--auth-audience", "https://mcp.example/mcp"}, // discovery
-		{"--auth-hs256-secret", devSecret, "--auth-issuer", "dev"},
-		{"--auth-hs256-secret", devSecret, "--auth-require-typ"},
-	} {
-		if _, err := serve.ParseServe(a, ok); err != nil {
-			t.Errorf("%q: %v", ok, err)
-		}
-	}
-	env := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
-		return map[string]string{"MRTR_AUTH_JWKS": "jwks.json", "MRTR_AUTH_ISSUER": "https://id.example"}[k]
-	}}
-	if _, err := serve.ParseServe(env, nil); err == nil || !strings.Contains(err.Error(), "--auth-audience") {
-		t.Errorf("from the environment: %v", err)
 	}
 }
 

@@ -23,7 +23,7 @@ func TestProxyChildLogReadable(t *testing.T) {
 		t.Fatalf("mrtr call --legacy through the proxy: %v\n%s", err, out)
 	}
 	const ended = "bridge: legacy client session ended; its upstream was stopped"
-	deadline := time.Now().Add(startPatience)
+	deadline := time.Now().Add(testcmd.Patience)
 	for len(testcmd.LogLines(logs, ended)) == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -7,25 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
-
-// TestKeysNone pins issue 21 item 10: --keys none (and MRTR_KEYS=none),
-// as --help offers it, is the ephemeral ring.
-func TestKeysNone(t *testing.T) {
-	_, logs := startServe(t, "--keys", "none")
-	if !strings.Contains(logs.String(), "NO KEY RING GIVEN") {
-		t.Fatalf("--keys none: %s", logs)
-	}
-	a := &base.App{Stderr: new(testcmd.Buffer), Getenv: func(k string) string { return map[string]string{"MRTR_KEYS": "none"}[k] }}
-	c, err := serve.ParseServe(a, nil)
-	if err != nil || c.KeysFile != "" || c.KeysJSON != "" {
-		t.Fatalf("MRTR_KEYS=none: %v %+v", err, c)
-	}
-}
 
 // TestKeyFileHints pins issue 21 item 10: errors about key files say
 // what to do, in the file's terms, never a Go type name.

@@ -16,33 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/keys"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/app/observe"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
-
-// writeRing writes keys to path the way `mrtr keys` does (atomic rename).
-func writeRing(t *testing.T, path string, ks ...reqstate.Key) {
-	t.Helper()
-	ring, err := reqstate.NewKeyRing(ks...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := keys.WriteKeyRing(path, ring); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func genKey(t *testing.T, id string) reqstate.Key {
-	t.Helper()
-	k, err := reqstate.GenerateKey(id, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
 
 // secretForms are prefixes of the texts a key's secret could leak as.
 func secretForms(keys ...reqstate.Key) []string {
@@ -61,8 +39,8 @@ func secretForms(keys ...reqstate.Key) []string {
 // installed with its primary logged.
 func TestKeyReloader(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keys.json")
-	a, b := genKey(t, "key-a"), genKey(t, "key-b")
-	writeRing(t, path, a)
+	a, b := testcmd.GenKey(t, "key-a"), testcmd.GenKey(t, "key-b")
+	testcmd.WriteRing(t, path, a)
 	var logs bytes.Buffer
 	rl := &node.KeyReloader{Path: path, Log: slog.New(slog.NewTextHandler(&logs, nil)), Now: time.Now}
 	ring, err := rl.Initial()
@@ -77,8 +55,8 @@ func TestKeyReloader(t *testing.T) {
 		t.Fatalf("SIGHUP on an unchanged file says nothing: %s", logs.String())
 	}
 	// Each broken file is refused; the ring stays.
-	evil := genKey(t, "key-a") // the same id, another secret
-	past := genKey(t, "key-c")
+	evil := testcmd.GenKey(t, "key-a") // the same id, another secret
+	past := testcmd.GenKey(t, "key-c")
 	past.NotAfter = time.Now().Add(-time.Hour)
 	for _, tc := range []struct {
 		name, content, reason string
@@ -116,7 +94,7 @@ func TestKeyReloader(t *testing.T) {
 		{"no open window", []reqstate.Key{past}, "no key may seal now"},
 	} {
 		logs.Reset()
-		writeRing(t, path, tc.keys...)
+		testcmd.WriteRing(t, path, tc.keys...)
 		if rl.Reload("poll") {
 			t.Fatalf("%s: reloaded", tc.name)
 		}
@@ -142,7 +120,7 @@ func TestKeyReloader(t *testing.T) {
 	}
 	// A good file: installed, its primary logged.
 	logs.Reset()
-	writeRing(t, path, b, a)
+	testcmd.WriteRing(t, path, b, a)
 	if !rl.Reload("poll") {
 		t.Fatalf("good file not reloaded: %s", logs.String())
 	}
@@ -154,7 +132,7 @@ func TestKeyReloader(t *testing.T) {
 	}
 	// Dropping the key that was sealing is allowed, with a warning.
 	logs.Reset()
-	writeRing(t, path, a)
+	testcmd.WriteRing(t, path, a)
 	if !rl.Reload("poll") || !strings.Contains(logs.String(), "dropped=key-b") {
 		t.Fatalf("drop: %s", logs.String())
 	}
@@ -169,8 +147,8 @@ func TestKeyReloader(t *testing.T) {
 // file came back is said again.
 func TestKeyReloaderRefusedNotCurrent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keys.json")
-	a, b := genKey(t, "key-a"), genKey(t, "key-b")
-	writeRing(t, path, a)
+	a, b := testcmd.GenKey(t, "key-a"), testcmd.GenKey(t, "key-b")
+	testcmd.WriteRing(t, path, a)
 	var logs bytes.Buffer
 	rl := &node.KeyReloader{Path: path, Log: slog.New(slog.NewTextHandler(&logs, nil)), Now: time.Now}
 	ring, err := rl.Initial()
@@ -180,7 +158,7 @@ func TestKeyReloaderRefusedNotCurrent(t *testing.T) {
 	rl.Codec = reqstate.New(ring, nil)
 
 	// good is the ring B, A; bad is the same bytes with B's secret broken.
-	writeRing(t, path, b, a)
+	testcmd.WriteRing(t, path, b, a)
 	good, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -347,8 +325,8 @@ func waitLog(t *testing.T, logs *testcmd.Buffer, from int, msg string, attrs map
 // then leaves the ring unchanged, and flows keep working.
 func TestServeReloadsKeyRing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keys.json")
-	a, b := genKey(t, "key-a"), genKey(t, "key-b")
-	writeRing(t, path, a)
+	a, b := testcmd.GenKey(t, "key-a"), testcmd.GenKey(t, "key-b")
+	testcmd.WriteRing(t, path, a)
 	url, logs := startServe(t, "--keys", path, "--keys-poll", "20ms")
 	c := mcpClient{t, url}
 
@@ -357,7 +335,7 @@ func TestServeReloadsKeyRing(t *testing.T) {
 		t.Fatalf("sealed under %q before the rotation", kid)
 	}
 	mark := len(logs.String())
-	writeRing(t, path, b, a)
+	testcmd.WriteRing(t, path, b, a)
 	waitLog(t, logs, mark, "mrtr key ring reloaded", map[string]string{"primary": "key-b", "trigger": "poll"})
 
 	fresh, kid := c.pause()
@@ -421,8 +399,8 @@ func TestProxyReloadsKeyRing(t *testing.T) {
 	}))
 	defer up.Close()
 	path := filepath.Join(t.TempDir(), "keys.json")
-	a, b := genKey(t, "key-a"), genKey(t, "key-b")
-	writeRing(t, path, a)
+	a, b := testcmd.GenKey(t, "key-a"), testcmd.GenKey(t, "key-b")
+	testcmd.WriteRing(t, path, a)
 	url, logs := startProxyCmd(t, "--upstream", up.URL, "--keys", path, "--keys-poll", "20ms")
 	call := func(state string) map[string]any {
 		t.Helper()
@@ -468,7 +446,7 @@ func TestProxyReloadsKeyRing(t *testing.T) {
 		t.Fatalf("sealed under %q before the rotation", kid)
 	}
 	mark := len(logs.String())
-	writeRing(t, path, b, a)
+	testcmd.WriteRing(t, path, b, a)
 	waitLog(t, logs, mark, "mrtr key ring reloaded", map[string]string{"primary": "key-b"})
 	fresh, kid := pause()
 	if kid != "key-b" {
@@ -483,7 +461,7 @@ func TestProxyReloadsKeyRing(t *testing.T) {
 // mrtr_key_seal_warnings_total{key_id} for an alert.
 func TestServeSealWarning(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keys.json")
-	writeRing(t, path, genKey(t, "key-a"))
+	testcmd.WriteRing(t, path, testcmd.GenKey(t, "key-a"))
 	url, logs := startServe(t, "--keys", path, "--key-seal-warn", "2", "--metrics-addr", "127.0.0.1:0")
 	metricsURL := testcmd.LogURL(t, logs, "mrtr metrics serving")
 	c := mcpClient{t, url}
@@ -511,9 +489,9 @@ func TestServeSealWarning(t *testing.T) {
 // A key file in which no key can seal now stops startup, naming the file.
 func TestServeRefusesRingThatCannotSeal(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keys.json")
-	k := genKey(t, "key-a")
+	k := testcmd.GenKey(t, "key-a")
 	k.NotAfter = time.Now().Add(-time.Minute)
-	writeRing(t, path, k)
+	testcmd.WriteRing(t, path, k)
 	code, _, errOut := runApp(t, "serve", "--addr", "127.0.0.1:0", "--keys", path)
 	if code != 1 || !strings.Contains(errOut, path) || !strings.Contains(errOut, "no key may seal now") {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -523,8 +501,8 @@ func TestServeRefusesRingThatCannotSeal(t *testing.T) {
 // /readyz's keys check reads the ring in use, so it follows a reload, and
 // is unready while no key's window is open.
 func TestReadinessFollowsKeyRing(t *testing.T) {
-	open := genKey(t, "open")
-	closed := genKey(t, "closed")
+	open := testcmd.GenKey(t, "open")
+	closed := testcmd.GenKey(t, "closed")
 	closed.NotAfter = time.Now().Add(-time.Minute)
 	cur, _ := reqstate.NewKeyRing(open)
 	tel := &node.Telemetry{Health: &observe.Health{}}

@@ -25,15 +25,15 @@ import (
 // second SIGHUP with the file unchanged keeps the ring and says so.
 func TestSIGHUPReloadsKeyRing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keys.json")
-	a, b := genKey(t, "key-a"), genKey(t, "key-b")
-	writeRing(t, path, a)
+	a, b := testcmd.GenKey(t, "key-a"), testcmd.GenKey(t, "key-b")
+	testcmd.WriteRing(t, path, a)
 	url, logs := startServe(t, "--keys", path, "--keys-poll", "1h")
 	waitLog(t, logs, 0, "mrtr key ring reloads on change or SIGHUP", map[string]string{"file": path})
 	c := mcpClient{t, url}
 	inFlight, _ := c.pause()
 
 	mark := len(logs.String())
-	writeRing(t, path, b, a)
+	testcmd.WriteRing(t, path, b, a)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}

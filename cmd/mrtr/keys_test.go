@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/keyfile"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/keys"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/reqstate"
@@ -159,7 +160,7 @@ func TestKeyFileWriterRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "keys.json")
-	if err := keys.WriteKeyRing(path, ring); err != nil {
+	if err := keyfile.Write(path, ring); err != nil {
 		t.Fatal(err)
 	}
 	back, err := reqstate.LoadKeyRing(path)
@@ -192,7 +193,7 @@ func TestKeysStatus(t *testing.T) {
 		}
 		return k
 	}
-	writeRing(t, path,
+	testcmd.WriteRing(t, path,
 		key("2026-12-01-000000-aaaaaa", 1, "2026-12-01T00:00:00Z", ""),
 		key("2026-08-01-120000-bbbbbb", 2, "", "2026-12-01T00:00:00Z"),
 		key("legacy", 3, "", ""),
@@ -235,7 +236,7 @@ note: 2026-05 opens nothing since 2026-06-01T00:05:05Z: remove it (mrtr keys rem
 		t.Fatalf("not retired after not_after + ttl + leeway:\n%s", out)
 	}
 	// A primary that stops sealing with nobody after it.
-	writeRing(t, path, key("solo", 5, "2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z"))
+	testcmd.WriteRing(t, path, key("solo", 5, "2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z"))
 	code, out, _ = runApp(t, "keys", "status", path, "--at", "2026-11-30T12:00:00Z")
 	if code != 0 || !strings.Contains(out, "warning: primary solo stops sealing at 2026-12-01T00:00:00Z and no other key's window is open then") ||
 		!strings.Contains(out, "solo  primary  2026-11-01T00:00:00Z  2026-12-01T00:00:00Z  29d\n") {

@@ -173,7 +173,7 @@ func TestProxyHTTPUpstreamLateModern(t *testing.T) {
 func TestProxyHTTPUpstreamLateReplicas(t *testing.T) {
 	rurl := testredis.Start(t)
 	ring := filepath.Join(t.TempDir(), "keys.json")
-	writeRing(t, ring, genKey(t, "k1"))
+	testcmd.WriteRing(t, ring, testcmd.GenKey(t, "k1"))
 	addr := testcmd.FreeAddr(t)
 	args := []string{"--upstream", "http://" + addr + "/mcp", "--keys", ring, "--replay", rurl}
 	var srv *httptest.Server

@@ -19,7 +19,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 	"github.com/mrtr-go/mrtr/reqstate"
@@ -320,24 +319,6 @@ func TestServeHealthWithoutAuthOrMetrics(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"metrics":false,"tracing":false`) {
 		t.Fatalf("the policy line does not say metrics and tracing are off: %s", logs.String())
-	}
-}
-
-func TestMetricsAddrFlag(t *testing.T) {
-	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
-		return map[string]string{"MRTR_METRICS_ADDR": "127.0.0.1:9464"}[k]
-	}}
-	c, err := serve.ParseServe(a, nil)
-	if err != nil || c.MetricsAddr != "127.0.0.1:9464" {
-		t.Fatalf("MRTR_METRICS_ADDR: %v %q", err, c.MetricsAddr)
-	}
-	c, err = serve.ParseServe(a, []string{"--metrics-addr", "127.0.0.1:9465"})
-	if err != nil || c.MetricsAddr != "127.0.0.1:9465" {
-		t.Fatalf("--metrics-addr: %v %q", err, c.MetricsAddr)
-	}
-	code, _, errOut := runApp(t, "serve", "--metrics-addr", "256.0.0.1:99999", "--addr", "127.0.0.1:0")
-	if code != 1 || !strings.Contains(errOut, "--metrics-addr") {
-		t.Fatalf("bad --metrics-addr: exit %d, %s", code, errOut)
 	}
 }
 

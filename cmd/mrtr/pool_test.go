@@ -12,16 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 )
 
-// eventually fails t unless cond holds within startPatience, polling.
+// eventually fails t unless cond holds within testcmd.Patience, polling.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(startPatience); !cond(); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(testcmd.Patience); !cond(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, startPatience)
+			t.Fatalf("%s: not within %v", what, testcmd.Patience)
 		}
 	}
 }
@@ -67,17 +66,6 @@ func TestProxyPerCallerBound(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"limit":"--max-procs-per-caller"`) {
 		t.Errorf("no warning of the refusal: %s", logs.String())
-	}
-}
-
-// TestPerCallerDefault: --max-procs-per-caller 0 is a quarter of
-// --max-procs, at least 1.
-func TestPerCallerDefault(t *testing.T) {
-	for _, c := range []struct{ procs, given, want int }{{16, 0, 4}, {6, 0, 1}, {1, 0, 1}, {16, 9, 9}} {
-		u := proxy.UpstreamConfig{MaxProcs: c.procs, MaxProcsPerCaller: c.given}
-		if got := u.PerCaller(); got != c.want {
-			t.Errorf("--max-procs %d --max-procs-per-caller %d: %d, want %d", c.procs, c.given, got, c.want)
-		}
 	}
 }
 

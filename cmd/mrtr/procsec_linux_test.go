@@ -177,8 +177,8 @@ func TestUpstreamUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := filepath.Join(dir, "keys.json")
-	k := genKey(t, "upstream-user")
-	writeRing(t, keys, k)
+	k := testcmd.GenKey(t, "upstream-user")
+	testcmd.WriteRing(t, keys, k)
 	script := `id -u >&2; id -g >&2; cat "$0" >&2; ` + proxyPID + `tr '\0' '\n' < /proc/$pp/environ >&2; echo checks-done >&2; exec sleep 600` // lives on: one that exits before the era probe stops the proxy
 	p := runMrtr(t, os.Args[0], nil, map[string]string{"PROCSEC_MARK": "mark-in-the-environ"},
 		"proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--keys", keys, "--upstream-user", "65534:65534",

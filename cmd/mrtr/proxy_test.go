@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,39 +12,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 )
-
-func TestParseProxyFlagsAndEnv(t *testing.T) {
-	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
-		return map[string]string{"MRTR_UPSTREAM": "http://127.0.0.1:3000/mcp", "MRTR_MAX_HELD": "2048", "MRTR_REPLAY": "off"}[k]
-	}}
-	c, err := proxy.ParseProxy(a, []string{"--upstream-timeout", "30s", "--forward-authorization", "--max-upstream-state", "100", "--server-id", "gw"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Upstream != "http://127.0.0.1:3000/mcp" || c.MaxHeld != 2048 || c.Replay != "off" || c.UpstreamTimeout != 30*time.Second ||
-		!c.ForwardAuth || c.MaxState != 100 || c.ServerID != "gw" {
-		t.Fatalf("parsed %+v", c)
-	}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{nil, "--upstream: is required"},
-		{[]string{"--upstream", "ftp://x"}, `--upstream: "ftp://x" is not an http`},
-		{[]string{"--upstream", "http://x", "--max-held", "10"}, "--max-held: 10 B is below the minimum of 1 KiB"},
-		{[]string{"--upstream", "http://x", "--upstream-timeout", "0s"}, "--upstream-timeout"},
-	} {
-		a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-		_, err := proxy.ParseProxy(a, tc.args)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: err %v, want %q", tc.args, err, tc.want)
-		}
-	}
-}
 
 // startProxyCmd runs `mrtr proxy` in-process on a free loopback port and
 // returns its /mcp URL and log.
@@ -103,7 +71,7 @@ func TestProxyCommand(t *testing.T) {
 		t.Error("no loud warning for an ephemeral key ring")
 	}
 	bearer := func(sub string) string {
-		return "Bearer " + signJWT(t, secret, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()}, jwt.SigningMethodHS256)
+		return "Bearer " + testcmd.SignJWT(t, secret, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()}, jwt.SigningMethodHS256)
 	}
 	call := func(auth, state string) map[string]any {
 		params := map[string]any{"name": "t", "_meta": map[string]any{

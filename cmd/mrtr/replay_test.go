@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -12,69 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
-
-// --replay takes the one-server, Sentinel and Cluster forms of DESIGN.md
-// ("Many nodes on Redis"), --replay-replicas a count, each also from the
-// environment.
-func TestParseReplayForms(t *testing.T) {
-	env := map[string]string{}
-	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return env[k] }}
-	for _, u := range []string{
-		"redis://127.0.0.1:6379/0",
-		"rediss://:pw@redis.example:6380/1",
-		"redis://sentinel1:26379?master_name=mymaster&addr=sentinel2:26379&addr=sentinel3:26379",
-		"rediss://sentinel1:26379?master_name=mymaster&addr=sentinel2:26379",
-		"redis-cluster://node1:7000?addr=node2:7001&addr=node3:7002",
-		"rediss-cluster://node1:7000?addr=node2:7001",
-	} {
-		c, err := serve.ParseServe(a, []string{"--replay", u, "--replay-replicas", "1"})
-		if err != nil || c.Replay != u || c.Replicas != 1 {
-			t.Errorf("--replay %s --replay-replicas 1: %v, %+v", u, err, c)
-		}
-	}
-	env["MRTR_REPLAY"] = "redis-cluster://node1:7000"
-	env["MRTR_REPLAY_REPLICAS"] = "2"
-	c, err := serve.ParseServe(a, nil)
-	if err != nil || c.Replay != "redis-cluster://node1:7000" || c.Replicas != 2 {
-		t.Fatalf("from the environment: %v, %+v", err, c)
-	}
-	delete(env, "MRTR_REPLAY")
-	delete(env, "MRTR_REPLAY_REPLICAS")
-	if c, err := serve.ParseServe(a, nil); err != nil || c.Replicas != 0 {
-		t.Fatalf("default --replay-replicas: %v, %+v", err, c)
-	}
-	for _, bad := range [][]string{
-		{"--replay-replicas", "-1"},
-		{"--replay-replicas", "one"},
-		{"--replay-replicas", "1"}, // with the memory store
-		{"--replay", "off", "--replay-replicas", "1"},
-		{"--replay", "cluster://:hunter2-pw@node1:7000"},
-	} {
-		_, err := serve.ParseServe(a, bad)
-		if err == nil {
-			t.Errorf("%v accepted", bad)
-		} else if strings.Contains(err.Error(), "hunter2") {
-			t.Errorf("%v: error %q shows the password", bad, err)
-		}
-	}
-	// A malformed URL of the new forms stops serve with the reason, not
-	// the password.
-	for _, u := range []string{
-		"redis://:hunter2-pw@sentinel1:26379?master_name=",
-		"redis-cluster://:hunter2-pw@node1:7000?addr=node2",
-		"redis-cluster://:hunter2-pw@node1:7000/3",
-	} {
-		code, _, errOut := runApp(t, "serve", "--replay", u)
-		if code != 1 || !strings.Contains(errOut, "--replay: redisstore: parse URL") || strings.Contains(errOut, "hunter2") {
-			t.Errorf("serve --replay %s: exit %d, stderr %q", u, code, errOut)
-		}
-	}
-}
 
 // The store's name in the logs carries no password, in the user
 // information or in the Sentinel form's password parameter.

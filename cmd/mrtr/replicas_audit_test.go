@@ -60,7 +60,7 @@ func TestReplicasAuditForwarded(t *testing.T) {
 	rurl := testredis.Start(t)
 	dir := t.TempDir()
 	ring := filepath.Join(dir, "keys.json")
-	writeRing(t, ring, genKey(t, "k1"))
+	testcmd.WriteRing(t, ring, testcmd.GenKey(t, "k1"))
 	up := legacyHTTPServer(t)
 	args := func(trail string) []string {
 		return []string{"--upstream", up, "--keys", ring, "--replay", rurl, "--audit", trail}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"os"
 	"regexp"
 	"strings"
@@ -19,49 +18,6 @@ import (
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 	"github.com/mrtr-go/mrtr/replay/redisstore"
 )
-
-// TestAdvertiseFlag: --advertise takes an http(s) URL only.
-func TestAdvertiseFlag(t *testing.T) {
-	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-	c, err := proxy.ParseProxy(a, []string{"--upstream", "http://127.0.0.1:3000/mcp", "--advertise", "http://10.0.0.5:8080/mcp"})
-	if err != nil || c.Advertise != "http://10.0.0.5:8080/mcp" {
-		t.Fatalf("advertise %q, %v", c.Advertise, err)
-	}
-	for _, bad := range []string{"10.0.0.5:8080", "ftp://h/mcp", "http:///mcp"} {
-		if _, err := proxy.ParseProxy(a, []string{"--upstream", "http://127.0.0.1:3000/mcp", "--advertise", bad}); err == nil || !strings.Contains(err.Error(), "--advertise") {
-			t.Errorf("--advertise %s: err %v", bad, err)
-		}
-	}
-}
-
-// TestAdvertiseDefault: the default is http://ADDR/mcp with the port the
-// listener got; an address on every interface needs --advertise.
-func TestAdvertiseDefault(t *testing.T) {
-	for _, addr := range []string{"0.0.0.0:8080", ":8080", "[::]:8080"} {
-		if err := proxy.CheckAdvertise(addr, ""); err == nil || !strings.Contains(err.Error(), "--advertise") {
-			t.Errorf("--addr %s without --advertise: err %v", addr, err)
-		}
-		if err := proxy.CheckAdvertise(addr, "http://10.0.0.5:8080/mcp"); err != nil {
-			t.Errorf("--addr %s with --advertise: %v", addr, err)
-		}
-	}
-	if err := proxy.CheckAdvertise("10.0.0.5:8080", ""); err != nil {
-		t.Error(err)
-	}
-	bound := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 41234}
-	for addr, want := range map[string]string{
-		"127.0.0.1:0":    "http://127.0.0.1:41234/mcp",
-		"10.0.0.5:41234": "http://10.0.0.5:41234/mcp",
-		"[::1]:0":        "http://[::1]:41234/mcp",
-	} {
-		if got := proxy.AdvertiseURL(addr, "", bound); got != want {
-			t.Errorf("advertiseURL(%s) = %s, want %s", addr, got, want)
-		}
-	}
-	if got := proxy.AdvertiseURL("0.0.0.0:0", "https://px.internal/mcp", bound); got != "https://px.internal/mcp" {
-		t.Errorf("an explicit --advertise is kept: %s", got)
-	}
-}
 
 // TestAdvertiseReplicas: a bridged stdio upstream with a Redis store turns
 // replicas on: one log line names the node and the advertised URL (the
@@ -96,37 +52,6 @@ func TestAdvertiseReplicas(t *testing.T) {
 	// TestSealedEntries): present, and no URL in the clear.
 	if got := rc.Get(t.Context(), redisstore.DefaultPrefix+"peer:"+node).Val(); !strings.HasPrefix(got, "v1.") || strings.Contains(got, "127.0.0.1") {
 		t.Fatalf("the directory holds %q for this node, want an entry sealed for %s", got, mcpURL)
-	}
-}
-
-// TestAdvertiseHints pins issue 30 item 14: the --advertise error on
-// every interface suggests a URL with the user's own port, and a default
-// advertised URL on a loopback --addr is warned about (replicas on other
-// hosts cannot reach it), an explicit one or another address not.
-func TestAdvertiseHints(t *testing.T) {
-	for addr, want := range map[string]string{
-		"0.0.0.0:9090": "--advertise http://10.0.0.5:9090/mcp",
-		"[::]:8443":    "--advertise http://10.0.0.5:8443/mcp",
-		":0":           "--advertise http://10.0.0.5:PORT/mcp",
-	} {
-		if err := proxy.CheckAdvertise(addr, ""); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("--addr %s: %v, want it to suggest %s", addr, err, want)
-		}
-	}
-	for addr, warned := range map[string]bool{"127.0.0.1:8091": true, "[::1]:8091": true, "localhost:8091": true, "10.0.0.5:8080": false} {
-		if got := proxy.LoopbackAdvertise(addr, "") != ""; got != warned {
-			t.Errorf("--addr %s without --advertise: warned %v, want %v", addr, got, warned)
-		}
-		if proxy.LoopbackAdvertise(addr, "http://"+addr+"/mcp") != "" {
-			t.Errorf("--addr %s with --advertise: warned", addr)
-		}
-	}
-
-	rurl := testredis.Start(t)
-	legacy := []string{"--replay", rurl, "--upstream-env", testcmd.StdioServerEnv + "=legacy", "--", os.Args[0]}
-	_, logs := startProxyCmd(t, legacy...)
-	if n := strings.Count(logs.String(), "replicas on with a loopback --addr and no --advertise"); n != 1 {
-		t.Errorf("a default advertised URL on 127.0.0.1: warned %d times, want once:\n%s", n, logs)
 	}
 }
 

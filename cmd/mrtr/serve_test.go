@@ -5,95 +5,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
-	"github.com/mrtr-go/mrtr/reqstate"
 )
-
-func TestParseServeFlagsAndEnv(t *testing.T) {
-	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
-		return map[string]string{"MRTR_TTL": "90s", "MRTR_MAX_ROUNDS": "4", "MRTR_ADDR": "127.0.0.1:9999", "MRTR_LOG_FORMAT": "json", "MRTR_REPLAY_TIMEOUT": "3s"}[k]
-	}}
-	c, err := serve.ParseServe(a, []string{"--max-rounds", "6", "--server-id", "node-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Ttl != 90*time.Second || c.MaxRounds != 6 || c.Addr != "127.0.0.1:9999" || c.ServerID != "node-a" || c.LogFormat != "json" || c.Replay != "memory" || c.ReplayTO != 3*time.Second {
-		t.Fatalf("config %+v", c)
-	}
-	for _, bad := range [][]string{
-		{"--ttl", "0s"}, {"--ttl", "soon"}, {"--max-rounds", "0"}, {"--replay", "mysql://x"},
-		{"--log-format", "xml"}, {"--max-body", "10"}, {"--log-level", "loud"}, {"--stdio", "maybe"}, {"extra"}, {"--nope"},
-		{"--replay-timeout", "0s"}, {"--replay-timeout", "-1s"}, {"--replay-timeout", "fast"},
-	} {
-		if _, err := serve.ParseServe(a, bad); err == nil {
-			t.Errorf("%v accepted", bad)
-		}
-	}
-	a.Getenv = func(k string) string {
-		if k == "MRTR_TTL" {
-			return "forever"
-		}
-		return ""
-	}
-	if _, err := serve.ParseServe(a, nil); err == nil || !strings.Contains(err.Error(), "MRTR_TTL") {
-		t.Fatalf("bad env: %v", err)
-	}
-	a.Getenv = func(string) string { return "" }
-	c, err = serve.ParseServe(a, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.ReplayTO != 500*time.Millisecond {
-		t.Fatalf("default --replay-timeout = %v, want 500ms", c.ReplayTO)
-	}
-}
-
-func TestLoadKeysSources(t *testing.T) {
-	ring, _ := reqstate.GenerateKeyRing("envkey", nil)
-	data, _ := ring.MarshalSecretJSON()
-	path := filepath.Join(t.TempDir(), "keys.json")
-	other, _ := reqstate.GenerateKeyRing("filekey", nil)
-	fdata, _ := other.MarshalSecretJSON()
-	os.WriteFile(path, fdata, 0o600)
-
-	env := map[string]string{"MRTR_KEYS": string(data)}
-	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return env[k] }}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{nil, "envkey"},
-		{[]string{"--keys", path}, "filekey"},
-	} {
-		c, err := serve.ParseServe(a, tc.args)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, eph, err := c.LoadKeys()
-		if err != nil || eph || r.Primary() != tc.want {
-			t.Fatalf("%v: %v %v %v", tc.args, r, eph, err)
-		}
-	}
-	env["MRTR_KEYS"] = `{"keys":[{"id":"x","secret":"c2hvcnQ="}]}`
-	c, _ := serve.ParseServe(a, nil)
-	if _, _, err := c.LoadKeys(); err == nil || !strings.Contains(err.Error(), "MRTR_KEYS") || strings.Contains(err.Error(), "c2hvcnQ") {
-		t.Fatalf("bad MRTR_KEYS: %v", err)
-	}
-	delete(env, "MRTR_KEYS")
-	c, _ = serve.ParseServe(a, nil)
-	if _, eph, err := c.LoadKeys(); err != nil || !eph {
-		t.Fatal("no keys should give an ephemeral ring")
-	}
-}
 
 func TestServeRejectsBadStartup(t *testing.T) {
 	for _, args := range [][]string{

@@ -7,22 +7,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
-	"github.com/mrtr-go/mrtr/internal/bridge"
-	"github.com/mrtr-go/mrtr/internal/stdio"
 )
-
-// startPatience bounds each wait of these tests; a correct run takes well
-// under it. It decides no outcome.
-const startPatience = 30 * time.Second
 
 // runProxyUntil runs `mrtr proxy args` in-process until it returns, or
 // until until (given the log so far) says to stop it; it returns the exit
@@ -40,7 +32,7 @@ func runProxyUntil(t *testing.T, a *base.App, until func(log string) bool, args 
 	go func() {
 		done <- run(ctx, a, append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
 	}()
-	deadline := time.After(startPatience)
+	deadline := time.After(testcmd.Patience)
 	poll := time.NewTicker(10 * time.Millisecond)
 	defer poll.Stop()
 	for {
@@ -104,18 +96,8 @@ func TestProxyCommandKilledAtStart(t *testing.T) {
 	}
 }
 
-// waitingLines returns the probe's waiting records in log.
-func waitingLines(log string) []map[string]any {
-	var recs []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(log))
-	for sc.Scan() {
-		var rec map[string]any
-		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "mrtr proxy: waiting for the upstream command to answer server/discover" {
-			recs = append(recs, rec)
-		}
-	}
-	return recs
-}
+// waitingMsg is the probe's log line while it waits.
+const waitingMsg = "mrtr proxy: waiting for the upstream command to answer server/discover"
 
 // While the probe waits for a command that does not answer, the log names
 // it and the time left (issue 28, item 1); it used to say nothing for the
@@ -128,7 +110,7 @@ func TestProxyCommandWaitLogged(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
-	recs := waitingLines(out)
+	recs := testcmd.Lines(out, waitingMsg)
 	if len(recs) == 0 {
 		t.Fatalf("no waiting record: %s", out)
 	}
@@ -137,40 +119,6 @@ func TestProxyCommandWaitLogged(t *testing.T) {
 	}
 	if !strings.Contains(out, "no answer to server/discover") {
 		t.Fatalf("no timeout record: %s", out)
-	}
-}
-
-// The waiting record repeats, with less time left each time.
-func TestProbeStdioWaitRepeats(t *testing.T) {
-	logs := new(testcmd.Buffer)
-	log := slog.New(slog.NewJSONHandler(logs, nil))
-	dial := func(context.Context) (bridge.Upstream, error) {
-		ch, err := stdio.Start(stdio.Config{Path: "sleep", Args: []string{"600"}, Logger: log})
-		if err != nil {
-			return nil, err
-		}
-		return proxy.ChildUpstream{Child: ch}, nil
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan string, 1)
-	go func() {
-		era, _, _ := proxy.ProbeStdio(ctx, dial, log, "sleep", time.Minute, time.Second)
-		done <- era
-	}()
-	deadline := time.Now().Add(startPatience)
-	for len(waitingLines(logs.String())) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("one waiting record at most: %s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	<-done
-	recs := waitingLines(logs.String())
-	left0, left1 := recs[0]["left"].(float64), recs[1]["left"].(float64)
-	if left0 != float64(time.Minute) || left1 >= left0 {
-		t.Fatalf("left %v then %v, want a minute then less", left0, left1)
 	}
 }
 
@@ -199,7 +147,7 @@ func TestProxyCommandGivenEraLogsExit(t *testing.T) {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	const msg = "bridge: the upstream of a legacy client session exited"
-	deadline := time.Now().Add(startPatience)
+	deadline := time.Now().Add(testcmd.Patience)
 	for exitRecord(logs.String(), msg).Msg == "" && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

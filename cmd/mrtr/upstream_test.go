@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"strings"
 	"testing"
 
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 )
 
@@ -56,36 +52,6 @@ func TestProxyCommandUpstream(t *testing.T) {
 				t.Fatalf("the child's environment: %v %v", res, e)
 			}
 		})
-	}
-}
-
-// TestParseProxyCommand: what follows -- is the command, never flags.
-func TestParseProxyCommand(t *testing.T) {
-	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-	c, err := proxy.ParseProxy(a, []string{"--upstream-era", "legacy", "--roots", "file:///a", "--", "npx", "-y", "pkg", "--addr", "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(c.Command, " ") != "npx -y pkg --addr x" || c.Era != "legacy" || len(c.Roots) != 1 || c.Addr == "x" {
-		t.Fatalf("parsed %+v", c)
-	}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--"}, "-- must be followed by the command"},
-		{[]string{"--upstream", "http://x/mcp", "--", "cmd"}, "both name an upstream"},
-		{[]string{"--upstream-era", "old", "--", "cmd"}, "--upstream-era"},
-		{[]string{"--upstream-env", "=x", "--", "cmd"}, "--upstream-env"},
-	} {
-		a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-		c, err := proxy.ParseProxy(a, tc.args)
-		if err == nil && tc.want == "--upstream-env" {
-			_, _, err = c.UpstreamTransport(context.Background(), nil, nil)
-		}
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: err %v, want %q", tc.args, err, tc.want)
-		}
 	}
 }
 

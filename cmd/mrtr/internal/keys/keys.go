@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -111,7 +110,7 @@ func keygen(a *base.App, args []string) error {
 		return err
 	}
 	if *force {
-		if err := WriteKeyRing(*out, ring); err != nil {
+		if err := keyfile.Write(*out, ring); err != nil {
 			return err
 		}
 		fmt.Fprintf(a.Stderr, "wrote key ring %s with key %s\n", *out, *id)
@@ -254,7 +253,7 @@ func keys(a *base.App, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := WriteKeyRing(path, next); err != nil {
+	if err := keyfile.Write(path, next); err != nil {
 		return err
 	}
 	sealing, ok := next.SealingKey(time.Now())
@@ -287,33 +286,4 @@ func warnRecentSealer(a *base.App, path string, ring *reqstate.KeyRing, id strin
 	fmt.Fprintf(a.Stderr, "warning: %s changed %s ago, and %q is the key that sealed before %q: "+
 		"tokens it sealed in the last %s (--ttl) stop opening now; to let them finish, remove it after %s\n",
 		path, age.Round(time.Second), id, sealing, ttl, st.ModTime().Add(ttl).Format(time.RFC3339))
-}
-
-// WriteKeyRing replaces path atomically, keeping it private.
-func WriteKeyRing(path string, ring *reqstate.KeyRing) error {
-	data, err := ring.MarshalSecretJSON()
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".mrtr-keys-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -50,6 +50,10 @@ func Commands(cmds ...*base.Command) Main {
 // outcome of a healthy run.
 const Deadline = 2 * time.Minute
 
+// Patience bounds each wait for a command's child to start or to say
+// something; a correct run takes well under it. It decides no outcome.
+const Patience = 30 * time.Second
+
 // Run runs mrtr args in-process through main with the environment getenv
 // (nil: none) and empty stdin, and returns its exit status and output. A
 // run still going after Deadline fails t.
@@ -136,9 +140,12 @@ func ServingURL(logs string) string {
 }
 
 // LogLines are the JSON log lines of logs with message msg.
-func LogLines(logs *Buffer, msg string) []map[string]any {
+func LogLines(logs *Buffer, msg string) []map[string]any { return Lines(logs.String(), msg) }
+
+// Lines are the JSON log lines of log with message msg.
+func Lines(log, msg string) []map[string]any {
 	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	sc := bufio.NewScanner(strings.NewReader(log))
 	for sc.Scan() {
 		var l map[string]any
 		if json.Unmarshal(sc.Bytes(), &l) == nil && l["msg"] == msg {
