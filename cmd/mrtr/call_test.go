@@ -13,13 +13,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/creack/pty"
@@ -29,7 +26,6 @@ import (
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/call"
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/clientcmd"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/gosdk"
 	"github.com/mrtr-go/mrtr/reqstate"
@@ -183,19 +179,6 @@ func runCall(t *testing.T, ctx context.Context, stdin io.Reader, env map[string]
 	return out.String(), errb.String(), err
 }
 
-// wantInOrder checks that s holds each of subs, in order.
-func wantInOrder(t *testing.T, s string, subs ...string) {
-	t.Helper()
-	rest := s
-	for _, sub := range subs {
-		i := strings.Index(rest, sub)
-		if i < 0 {
-			t.Fatalf("output lacks %q (in order):\n%s", sub, s)
-		}
-		rest = rest[i+len(sub):]
-	}
-}
-
 func TestCallMultiRound(t *testing.T) {
 	url := startCallServer(t) + "/mcp"
 	for _, wire := range []string{"2026-07-28", "legacy"} {
@@ -234,7 +217,7 @@ func TestCallMultiRound(t *testing.T) {
 					if err != nil {
 						t.Fatalf("call: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 					}
-					wantInOrder(t, out, tt.want...)
+					testcmd.WantInOrder(t, out, tt.want...)
 				})
 			}
 		})
@@ -511,51 +494,6 @@ func TestCallTimeout(t *testing.T) {
 	}
 }
 
-// TestIdleTimer pins the --timeout clock on the real time.AfterFunc, in
-// a synctest bubble: time at a prompt does not count, nested pauses
-// hold, each resume grants a fresh d, and a stopped timer stays stopped.
-func TestIdleTimer(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const d = time.Minute
-		var expired atomic.Int32
-		w := call.NewIdleTimer(d, nil, func() { expired.Add(1) })
-		check := func(when string, want int32) {
-			t.Helper()
-			synctest.Wait()
-			if got := expired.Load(); got != want {
-				t.Fatalf("%s: expired %d times, want %d", when, got, want)
-			}
-		}
-		time.Sleep(d - time.Second)
-		check("before d", 0)
-		w.Pause()
-		time.Sleep(10 * d)
-		check("at a prompt", 0)
-		w.Pause() // two prompts at once
-		w.Resume()
-		time.Sleep(10 * d)
-		check("while one prompt still shows", 0)
-		w.Resume()
-		time.Sleep(d - time.Nanosecond)
-		check("just before a fresh d after the prompt", 0)
-		time.Sleep(time.Nanosecond)
-		check("a fresh d after the prompt", 1)
-
-		s := call.NewIdleTimer(d, nil, func() { t.Error("a stopped timer expired") })
-		s.Pause()
-		s.Stop()
-		s.Resume()
-		time.Sleep(10 * d)
-		synctest.Wait()
-
-		z := call.NewIdleTimer(0, nil, func() { t.Error("a zero timeout expired") })
-		z.Pause()
-		z.Resume()
-		time.Sleep(100 * d)
-		synctest.Wait()
-	})
-}
-
 func TestCallUsage(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
@@ -588,20 +526,6 @@ func TestCallUsage(t *testing.T) {
 	_, errOut, err := runCall(t, t.Context(), strings.NewReader(""), nil, "http://example.com/mcp", "t", "--bearer", "a\nb")
 	if err == nil || errors.Is(err, base.ErrUsage) || strings.Contains(err.Error()+errOut, "a\nb") {
 		t.Errorf("bad token: %v %q", err, errOut)
-	}
-}
-
-func TestToolArguments(t *testing.T) {
-	args, typed, err := clientcmd.ToolArguments(`{"a":1,"b":"x"}`, []string{"b=2", "c=abc", "d=null", `e="q"`, "f=[1", "g=", "h=a=b", "b=3", "a=x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]any{"a": "x", "b": json.Number("3"), "c": "abc", "d": nil, "e": "q", "f": "[1", "g": "", "h": "a=b"}
-	if !reflect.DeepEqual(args, want) {
-		t.Fatalf("args %#v\nwant %#v", args, want)
-	}
-	if wantTyped := map[string]string{"b": "3", "d": "null"}; !reflect.DeepEqual(typed, wantTyped) {
-		t.Fatalf("typed %v, want %v", typed, wantTyped)
 	}
 }
 
@@ -825,7 +749,7 @@ func TestCallInTerminal(t *testing.T) {
 		tm.expect("guess: ")
 		tm.pty.Write([]byte{3}) // VINTR: SIGINT to the foreground process group
 		tm.expect("mrtr call: interrupted\n")
-		if code := wait(t, cmd, tm); code != base.ExitInterrupted {
+		if code := wait(t, cmd, tm); code != 130 {
 			t.Fatalf("exit code %d", code)
 		}
 	})

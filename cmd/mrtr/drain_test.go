@@ -1,27 +1,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
-	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
-	"github.com/mrtr-go/mrtr/replay"
-	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // drainedProxy is `mrtr proxy` run in process, stoppable the way signals
@@ -259,23 +251,6 @@ func initLegacy(t *testing.T, url string) string {
 	return id
 }
 
-// drainRecords returns the JSON log records of logs whose msg starts
-// with prefix.
-func drainRecords(t *testing.T, logs, prefix string) []map[string]json.RawMessage {
-	t.Helper()
-	var out []map[string]json.RawMessage
-	sc := bufio.NewScanner(strings.NewReader(logs))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var rec map[string]json.RawMessage
-		var msg string
-		if json.Unmarshal(sc.Bytes(), &rec) == nil && json.Unmarshal(rec["msg"], &msg) == nil && strings.HasPrefix(msg, prefix) {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
 // TestProxyDrainNamesFlows (issue 39, item 6): a drain that waits for an
 // abandoned held call says which: its records name the flow (the id the
 // audit trail gives it), its method and target, and that it is held.
@@ -300,124 +275,24 @@ func TestProxyDrainNamesFlows(t *testing.T) {
 	if paused.Flow == "" {
 		t.Fatalf("no paused line with a flow in the trail:\n%s", raw)
 	}
-	want := node.FlowRef{Flow: paused.Flow, Method: "tools/call", Target: "delete", State: "held", Round: 1}
+	// A flow as the log names it.
+	type flowRef struct {
+		Flow   string `json:"flow,omitempty"`
+		Method string `json:"method"`
+		Target string `json:"target,omitempty"`
+		State  string `json:"state"`
+		Round  int    `json:"round,omitempty"`
+	}
+	want := flowRef{Flow: paused.Flow, Method: "tools/call", Target: "delete", State: "held", Round: 1}
 	logs := p.logs.String()
 	for _, msg := range []string{"mrtr draining: /readyz answers 503", "mrtr drain timed out"} {
-		recs := drainRecords(t, logs, msg)
+		recs := testcmd.Records(logs, msg)
 		if len(recs) != 1 {
 			t.Fatalf("%d records %q, want 1:\n%s", len(recs), msg, logs)
 		}
-		var got []node.FlowRef
+		var got []flowRef
 		if err := json.Unmarshal(recs[0]["waiting_for"], &got); err != nil || len(got) != 1 || got[0] != want {
 			t.Errorf("record %q waits for %s, want [%+v]", msg, recs[0]["waiting_for"], want)
 		}
 	}
-}
-
-// TestDrainProgressNamesFlows (issue 39, item 6): the drain's progress
-// record ("mrtr draining", its text unchanged) names the flows held and
-// the requests in flight; once nothing is left it names none.
-func TestDrainProgressNamesFlows(t *testing.T) {
-	flows := node.NewFlowTracker()
-	var held atomic.Int64
-	c := &node.DrainConfig{Timeout: time.Hour, Flows: flows, LogEvery: time.Nanosecond, Held: func() int { return int(held.Load()) }}
-	flowID := pausedFlow(t, flows)
-	held.Store(1)
-	r, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", nil)
-	r.Header.Set("Mcp-Method", "prompts/get")
-	r.Header.Set("Mcp-Name", "greet")
-	var logs testcmd.Buffer
-	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	done := make(chan bool, 1)
-	release := make(chan struct{})
-	h := c.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
-	go h.ServeHTTP(nil, r)
-	for _, n := c.Counts(); n == 0; _, n = c.Counts() {
-		time.Sleep(time.Millisecond)
-	}
-	go func() { done <- c.Drain(context.Background(), log) }()
-	for len(drainRecords(t, logs.String(), "mrtr draining")) < 2 {
-		time.Sleep(time.Millisecond)
-	}
-	close(release)
-	held.Store(0)
-	if !<-done {
-		t.Fatalf("the drain did not end once nothing was left:\n%s", logs.String())
-	}
-	recs := drainRecords(t, logs.String(), "mrtr draining")
-	var got []node.FlowRef
-	json.Unmarshal(recs[1]["waiting_for"], &got)
-	want := []node.FlowRef{{Flow: flowID, Method: "tools/call", Target: "delete", State: "held", Round: 1}, {Method: "prompts/get", Target: "greet", State: "in_flight"}}
-	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
-		t.Fatalf("the progress record waits for %s, want %+v", recs[1]["waiting_for"], want)
-	}
-	if text, _ := node.FlowList(got).MarshalText(); string(text) != "flow "+flowID+" tools/call delete (held); prompts/get greet (in_flight)" {
-		t.Errorf("in the text format: %q", text)
-	}
-}
-
-// pausedFlow pauses a tools/call of delete through a guard that reports
-// to obs, and returns its flow id.
-func pausedFlow(t *testing.T, obs mrtr.Observer) string {
-	t.Helper()
-	ring, err := reqstate.GenerateKeyRing("k1", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pauseWith(t, mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil), Observer: obs}))
-}
-
-// pauseWith pauses a tools/call of delete through g and returns its flow
-// id.
-func pauseWith(t *testing.T, g *mrtr.Guard) string {
-	t.Helper()
-	f, err := g.Begin(t.Context(), &mrtr.Request{Method: "tools/call", ProtocolVersion: "2026-07-28", Target: "delete", Arguments: json.RawMessage(`{"item":"a"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Pause(nil, "confirm"); err != nil {
-		t.Fatal(err)
-	}
-	f.End(t.Context(), nil)
-	return f.ID()
-}
-
-// TestFlowTrackerForgetsExpired: a held flow is named only while its
-// token (and so the bridge's hold) lives; a resumed one that answers is
-// forgotten.
-func TestFlowTrackerForgetsExpired(t *testing.T) {
-	flows := node.NewFlowTracker()
-	flows.SetTTL(mrtr.Options{TTL: time.Minute, AnonymousTTL: time.Minute})
-	pausedFlow(t, flows)
-	if l := flows.List(time.Now()); len(l) != 1 || l[0].State != "held" {
-		t.Fatalf("just paused: %+v, want one held flow", l)
-	}
-	if l := flows.List(time.Now().Add(2 * time.Minute)); len(l) != 0 {
-		t.Fatalf("after its token's TTL: %+v, want none", l)
-	}
-}
-
-// TestFlowTrackerBounded: pauses abandoned between drains do not pile up:
-// once the tracker holds MinPrune flows, those whose token expired go.
-func TestFlowTrackerBounded(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		flows := node.NewFlowTracker()
-		flows.SetTTL(mrtr.Options{TTL: time.Minute, AnonymousTTL: time.Minute})
-		ring, err := reqstate.GenerateKeyRing("k1", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil), Observer: flows})
-		old := pauseWith(t, g)
-		time.Sleep(2 * time.Minute)
-		for range node.MinPrune {
-			pauseWith(t, g)
-		}
-		flows.Mu.Lock()
-		n, kept := len(flows.Flows), flows.Flows[old].Flow != ""
-		flows.Mu.Unlock()
-		if kept || n != node.MinPrune {
-			t.Fatalf("%d flows tracked, the expired one kept: %v; want %d, it gone", n, kept, node.MinPrune)
-		}
-	})
 }

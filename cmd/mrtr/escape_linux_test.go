@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
 	"github.com/mrtr-go/mrtr/internal/testing/proctest"
 )
+
+// escapesMsg is the proxy's warning at start when its upstream command
+// cannot run in a PID namespace of its own.
+const escapesMsg = "mrtr proxy: the upstream command cannot run in a PID namespace of its own: a process it starts can kill its supervisor and then outlive the proxy"
 
 // TestProxyWarnsEscapes pins the last part of issue 35 item 7: where the
 // kernel refuses the command a PID namespace of its own, the proxy says
@@ -36,7 +39,7 @@ func TestProxyWarnsEscapes(t *testing.T) {
 		p := runMrtr(t, unshare, nil, nil, "-Ur", "/bin/sh", "-c", tc.script, os.Args[0],
 			"proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--", "/bin/sh", "-c", "exec sleep 600")
 		p.waitLines(t, "mrtr proxy: waiting for the upstream command", 1)
-		if got := len(p.lines(proxy.EscapesMsg)) == 1; got != tc.warn {
+		if got := len(p.lines(escapesMsg)) == 1; got != tc.warn {
 			t.Errorf("%s: warned %v, want %v:\n%s", tc.name, got, tc.warn, p.logs.String())
 		}
 	}
@@ -71,7 +74,7 @@ func TestProxyKill9TakesTheEscapee(t *testing.T) {
 		t.Fatalf("the escapee (%q) does not run", b)
 	}
 	defer syscall.Kill(escapee, syscall.SIGKILL) // the test failed: leave nothing
-	if len(p.lines(proxy.EscapesMsg)) != 0 {
+	if len(p.lines(escapesMsg)) != 0 {
 		t.Skipf("no PID namespace for the command here:\n%s", p.logs.String())
 	}
 	p.cmd.Process.Kill()

@@ -60,40 +60,6 @@ func TestBadValueOneMessage(t *testing.T) {
 	}
 }
 
-// TestSizes pins issue 21 item 9: sizes take units, with or without a
-// space, as the docs write them; everywhere a size is taken.
-func TestSizes(t *testing.T) {
-	for in, want := range map[string]int64{
-		"1048576": 1 << 20, "4MiB": 4 << 20, "4 MiB": 4 << 20, "4 mib": 4 << 20, "16KiB": 16 << 10,
-		"512 KB": 512000, "1GB": 1e9, "1 GiB": 1 << 30, "100B": 100, "2M": 2 << 20, "1.5 MiB": 3 << 19, " 8 KiB ": 8 << 10,
-	} {
-		if got, err := base.ParseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "MiB", "4 MiBs", "-1", "4 TB", "1e3", "99999999999 GiB", "4..5MiB"} {
-		if got, err := base.ParseSize(bad); err == nil {
-			t.Errorf("parseSize(%q) = %d, want an error", bad, got)
-		}
-	}
-	for n, want := range map[int64]string{1 << 20: "1 MiB", 4 << 20: "4 MiB", 16 << 10: "16 KiB", 1000: "1000 B", 0: "0 B", 3 << 30: "3 GiB"} {
-		if got := base.FormatSize(n); got != want {
-			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
-		}
-	}
-
-	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
-		return map[string]string{"MRTR_MAX_UPSTREAM_STATE": "32 KiB"}[k]
-	}}
-	c, err := proxy.ParseProxy(a, []string{"--upstream", "http://127.0.0.1:3000/mcp", "--max-held", "4 MiB", "--max-body", "2MiB"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.MaxHeld != 4<<20 || c.MaxBodyBytes != 2<<20 || c.MaxState != 32<<10 {
-		t.Fatalf("max-held %d, max-body %d, max-upstream-state %d", c.MaxHeld, c.MaxBodyBytes, c.MaxState)
-	}
-}
-
 // TestHelpGroups pins issue 21 item 13: serve --help and proxy --help
 // open with a paragraph (what, where, the health endpoints, the demo
 // tools) and list every flag once, under its group, in the groups' order.
@@ -181,41 +147,5 @@ func TestStartupErrorsInTerminal(t *testing.T) {
 	tm.expect("create one with: mrtr keygen --out " + missing + "\n")
 	if err := cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("exit: %v\n%s", err, tm.screen)
-	}
-}
-
-// TestFlagsCommandAndStrings: the words after -- go to Command's slice
-// (the command a proxy runs, its own flags untouched), a repeatable flag
-// collects every use, and both are listed by --help in their group.
-func TestFlagsCommandAndStrings(t *testing.T) {
-	var help bytes.Buffer
-	a := &base.App{Stdout: &help, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-	var (
-		command, env []string
-		era          string
-	)
-	newSet := func() *base.Flags {
-		command, env, era = nil, nil, ""
-		f := a.NewFlags("proxy", "mrtr proxy [flags] -- COMMAND [ARG...]", "")
-		f.Strings(base.GroupUpstream, &env, "upstream-env", "`K=V` for the command's environment")
-		f.Choice(base.GroupUpstream, &era, "upstream-era", "auto", []string{"auto", "modern", "legacy"}, "the upstream's protocol era")
-		f.Command(&command, "COMMAND [ARG...]")
-		return f
-	}
-	if err := newSet().Parse(a.Getenv, []string{"--upstream-env", "A=1", "--upstream-env=B=2", "--upstream-era", "legacy", "--", "npx", "-y", "pkg", "--upstream-era", "x"}); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(command, " ") != "npx -y pkg --upstream-era x" || strings.Join(env, ",") != "A=1,B=2" || era != "legacy" {
-		t.Fatalf("command %q, env %q, era %q", command, env, era)
-	}
-	if err := newSet().Parse(a.Getenv, []string{"npx"}); err == nil {
-		t.Fatal("a command without -- accepted")
-	}
-	help.Reset()
-	newSet().Parse(a.Getenv, []string{"--help"})
-	for _, want := range []string{"Upstream:\n  --upstream-env K=V\n", "(repeatable)", "  --upstream-era auto|modern|legacy\n", "After the flags: -- COMMAND [ARG...]"} {
-		if !strings.Contains(help.String(), want) {
-			t.Errorf("--help lacks %q:\n%s", want, help.String())
-		}
 	}
 }

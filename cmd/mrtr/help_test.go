@@ -134,7 +134,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"serve"}, map[string]string{"MRTR_TTL": "5"}, "$MRTR_TTL (--ttl)"},
 	} {
 		code, out, errOut := runAppEnv(t, tc.env, tc.args...)
-		if code != 2 || out != "" || !strings.Contains(errOut, tc.want) || !strings.HasSuffix(errOut, base.HelpHint(tc.args[0])) {
+		if code != 2 || out != "" || !strings.Contains(errOut, tc.want) || !strings.HasSuffix(errOut, "Run \"mrtr "+tc.args[0]+" --help\" for its flags.\n") {
 			t.Errorf("mrtr %v (env %v): exit %d, stderr %q; want 2, %q and the hint", tc.args, tc.env, code, errOut, tc.want)
 		}
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/probe"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	mrtrprobe "github.com/mrtr-go/mrtr/internal/probe"
 )
@@ -238,7 +237,7 @@ func TestProbeCommandStdioServerError(t *testing.T) {
 // skips every check.
 func TestProbeCommandStdioLegacy(t *testing.T) {
 	code, rep := runProbeJSON(t, "--env", testcmd.StdioServerEnv+"=legacy", "--", os.Args[0])
-	if code != probe.ExitProbeUnchecked || rep.Era != mrtrprobe.LegacyVersion || !strings.Contains(rep.Unchecked, "the server speaks 2025-11-25") {
+	if code != 3 || rep.Era != mrtrprobe.LegacyVersion || !strings.Contains(rep.Unchecked, "the server speaks 2025-11-25") {
 		t.Errorf("exit %d, era %s, unchecked %q", code, rep.Era, rep.Unchecked)
 	}
 	for _, c := range rep.Checks {
@@ -361,12 +360,12 @@ func startHostileProbeServer(t *testing.T) (url, tool string) {
 func TestProbeCleansServerText(t *testing.T) {
 	url, tool := startHostileProbeServer(t)
 	_, out, errs := runProbeCmd(t, url)
-	wantClean(t, "the table", out+errs)
+	testcmd.WantClean(t, "the table", out+errs)
 	if !strings.Contains(out, "tool deploy, ") || !strings.Contains(out, `error -32602 "no\x1b]52;c;cHduZWQ=\ape" (pass)`) {
 		t.Errorf("table:\n%s%s", out, errs)
 	}
 	code, js, _ := runProbeCmd(t, url, "--json")
-	wantClean(t, "the JSON", js)
+	testcmd.WantClean(t, "the JSON", js)
 	var rep probeJSON
 	if err := json.Unmarshal([]byte(js), &rep); err != nil {
 		t.Fatalf("exit %d, not JSON (%v): %s", code, err, js)
@@ -383,7 +382,7 @@ func TestProbeCleansServerText(t *testing.T) {
 func TestProbeCommandIncomplete(t *testing.T) {
 	px, _ := startProxyCmd(t, "--upstream", startPlainServer(t))
 	code, out, errs := runProbeCmd(t, px)
-	if code != probe.ExitProbeIncomplete || !strings.Contains(out, "\nincomplete: moved could not run or was inconclusive (see above); exit status 4\n") {
+	if code != 4 || !strings.Contains(out, "\nincomplete: moved could not run or was inconclusive (see above); exit status 4\n") {
 		t.Errorf("exit %d, want 4:\n%s%s", code, out, errs)
 	}
 	if code, out, errs := runProbeCmd(t, px, "--tool", "deploy"); code != 0 || strings.Contains(out, "incomplete") {

@@ -153,17 +153,6 @@ func TestProxyNotDumpable(t *testing.T) {
 const proxyPID = `read -r s </proc/self/stat; s=${s##*) }; s=${s#* }; pp=${s%% *}; sup=$pp; ` +
 	`while tr '\0' ' ' < /proc/$pp/cmdline | grep -q ` + supervise.Arg + `; do read -r s </proc/$pp/stat; s=${s##*) }; s=${s#* }; pp=${s%% *}; done; `
 
-// TestUndumpable: undumpable clears the process's dumpable flag, as
-// PR_GET_DUMPABLE reads it.
-func TestUndumpable(t *testing.T) {
-	if err := supervise.Undumpable(); err != nil {
-		t.Fatal(err)
-	}
-	if d, err := supervise.Dumpable(); err != nil || d {
-		t.Fatalf("dumpable after undumpable: %v, %v", d, err)
-	}
-}
-
 // TestUpstreamUser pins the rest of issue 27 item 6: with --upstream-user
 // the command runs as that user, who can read neither the proxy's key
 // file (mode 0600, the proxy's) nor its environment, whatever the
@@ -189,7 +178,7 @@ func TestUpstreamUser(t *testing.T) {
 	}
 	denied := 0
 	for _, s := range said {
-		for _, secret := range append(secretForms(k), "mark-in-the-environ", `"secret"`) {
+		for _, secret := range append(testcmd.SecretForms(k), "mark-in-the-environ", `"secret"`) {
 			if strings.Contains(s, secret) {
 				t.Fatalf("the child read the key file or the proxy's environment: %.40q…", s)
 			}

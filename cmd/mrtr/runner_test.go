@@ -105,7 +105,7 @@ func TestRunnerUsageErrors(t *testing.T) {
 		{[]string{"--listen", sock, "--allow-uid", "1", "--max-children", "0", "--", "cat"}, "--max-children: 0 is below the minimum of 1"},
 	} {
 		code, _, errOut := runApp(t, append([]string{"runner"}, tc.args...)...)
-		if code != 2 || !strings.Contains(errOut, tc.want) || !strings.HasSuffix(errOut, base.HelpHint("runner")) {
+		if code != 2 || !strings.Contains(errOut, tc.want) || !strings.HasSuffix(errOut, "Run \"mrtr runner --help\" for its flags.\n") {
 			t.Errorf("mrtr runner %v: exit %d, stderr %q; want 2, %q and the hint", tc.args, code, errOut, tc.want)
 		}
 	}

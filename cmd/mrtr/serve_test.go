@@ -4,11 +4,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 )
 
@@ -21,34 +19,6 @@ func TestServeRejectsBadStartup(t *testing.T) {
 		code, _, errOut := runApp(t, args...)
 		if code != 1 || errOut == "" {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
-		}
-	}
-}
-
-func TestLocalOnly(t *testing.T) {
-	h := node.LocalOnly([]string{"mcp.internal"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	for _, tc := range []struct {
-		host, origin string
-		want         int
-	}{
-		{"127.0.0.1:8080", "", 200},
-		{"localhost:8080", "http://localhost:3000", 200},
-		{"[::1]:8080", "", 200},
-		{"mcp.internal", "", 200},
-		{"evil.example.com", "", 403},
-		{"127.0.0.1:8080", "http://evil.example.com", 403},
-		{"127.0.0.1:8080", "null", 403},
-		{"localhost.evil.com", "", 403},
-	} {
-		r := httptest.NewRequest("POST", "/mcp", nil)
-		r.Host = tc.host
-		if tc.origin != "" {
-			r.Header.Set("Origin", tc.origin)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != tc.want {
-			t.Errorf("host %q origin %q: %d, want %d", tc.host, tc.origin, w.Code, tc.want)
 		}
 	}
 }

@@ -2,15 +2,11 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
@@ -29,6 +25,12 @@ func logLinesWith(logs string, msg string) []map[string]any {
 	}
 	return out
 }
+
+// The log lines of a Redis store going down and coming back.
+const (
+	storeDownMsg = "redis single-use store: cannot connect; resumes fail closed until it is back (said once, and once when it is)"
+	storeBackMsg = "redis single-use store: connected again"
+)
 
 // TestStoreOutageNamedAndLoggedOnce pins issue 30 item 11: while Redis is
 // down a resume is refused with -32603 naming the store and saying to try
@@ -49,7 +51,7 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 	if err == nil || err.Error() != "error -32603: the single-use store is unavailable; try again" {
 		t.Errorf("a resume with Redis down: %v; want the store named, nothing of the cause", err)
 	}
-	if n := len(testcmd.LogLines(logs, node.StoreDownMsg)); n != 1 {
+	if n := len(testcmd.LogLines(logs, storeDownMsg)); n != 1 {
 		t.Errorf("%d lines say the store went down, want 1:\n%s", n, logs)
 	}
 	for _, rec := range logLinesWith(logs.String(), "failed to dial") {
@@ -70,36 +72,11 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 	if err != nil || !strings.HasSuffix(out, "deployed api to staging\n") {
 		t.Errorf("a resume with Redis back: %v %q", err, out)
 	}
-	back := testcmd.LogLines(logs, node.StoreBackMsg)
+	back := testcmd.LogLines(logs, storeBackMsg)
 	if len(back) != 1 || back[0]["addr"] != srv.Addr() || back[0]["failed_dials"].(float64) < 5 || back[0]["down_for"] == nil {
 		t.Errorf("the end of the outage: %v, want one line with the address and at least 5 failed dials:\n%s", back, logs)
 	}
-	if n := len(testcmd.LogLines(logs, node.StoreDownMsg)); n != 1 {
+	if n := len(testcmd.LogLines(logs, storeDownMsg)); n != 1 {
 		t.Errorf("%d lines say the store went down, want 1", n)
-	}
-}
-
-// TestStoreWatchSentinelName: a Sentinel client dials its primary under
-// go-redis's placeholder address "FailoverClient"; the log names it in
-// words instead.
-func TestStoreWatchSentinelName(t *testing.T) {
-	logs := new(testcmd.Buffer)
-	w := node.NewStoreWatch(slog.New(slog.NewJSONHandler(logs, nil)))
-	addr := testcmd.FreeAddr(t)
-	var d net.Dialer
-	dial := w.DialHook(func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return d.DialContext(ctx, network, addr) // nothing listens there
-	})
-	for range 3 {
-		if _, err := dial(t.Context(), "tcp", "FailoverClient"); err == nil {
-			t.Fatal("a dial to a closed port succeeded")
-		}
-	}
-	recs := testcmd.LogLines(logs, node.StoreDownMsg)
-	if len(recs) != 1 || recs[0]["addr"] != "the primary the sentinels name" {
-		t.Fatalf("down: %v", recs)
-	}
-	if o := w.Down["the primary the sentinels name"]; o == nil || o.Failed != 3 {
-		t.Fatalf("outage %+v, want 3 failed dials", o)
 	}
 }

@@ -364,3 +364,15 @@ func TestElicitKeepsTheServersKey(t *testing.T) {
 		t.Fatalf("%#v\n%q", res, out)
 	}
 }
+
+// TestLimitsSingular pins issue 30 item 10: a limit of one is singular.
+func TestLimitsSingular(t *testing.T) {
+	fields := ParseElicitSchema(map[string]any{"type": "object", "properties": map[string]any{
+		"s": map[string]any{"type": "string", "minLength": 1, "maxLength": 1}}})
+	if len(fields) != 1 || strings.Join(fields[0].Limits, ", ") != "at least 1 character, at most 1 character" {
+		t.Fatalf("limits of a one-character field: %v", fields)
+	}
+	if _, _, problem := fields[0].Parse("ab"); problem != "must be at most 1 character" {
+		t.Errorf("two characters for one: %q", problem)
+	}
+}

@@ -2,10 +2,18 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
+	"github.com/mrtr-go/mrtr/replay"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // TestDrainCounted (issue 35): a drain waits for every POST (a call, a
@@ -80,4 +88,112 @@ func TestDrainForcedStopsUpstreamAtOnce(t *testing.T) {
 	if d.Drain(context.Background(), slog.New(slog.DiscardHandler)) || !d.forced.Load() {
 		t.Fatal("a drain cut short by --drain-timeout 0 did not count as forced")
 	}
+}
+
+// TestDrainProgressNamesFlows (issue 39, item 6): the drain's progress
+// record ("mrtr draining", its text unchanged) names the flows held and
+// the requests in flight; once nothing is left it names none.
+func TestDrainProgressNamesFlows(t *testing.T) {
+	flows := NewFlowTracker()
+	var held atomic.Int64
+	c := &DrainConfig{Timeout: time.Hour, Flows: flows, LogEvery: time.Nanosecond, Held: func() int { return int(held.Load()) }}
+	flowID := pausedFlow(t, flows)
+	held.Store(1)
+	r, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", nil)
+	r.Header.Set("Mcp-Method", "prompts/get")
+	r.Header.Set("Mcp-Name", "greet")
+	var logs testcmd.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	done := make(chan bool, 1)
+	release := make(chan struct{})
+	h := c.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	go h.ServeHTTP(nil, r)
+	for _, n := c.Counts(); n == 0; _, n = c.Counts() {
+		time.Sleep(time.Millisecond)
+	}
+	go func() { done <- c.Drain(context.Background(), log) }()
+	for len(testcmd.Records(logs.String(), "mrtr draining")) < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	held.Store(0)
+	if !<-done {
+		t.Fatalf("the drain did not end once nothing was left:\n%s", logs.String())
+	}
+	recs := testcmd.Records(logs.String(), "mrtr draining")
+	var got []FlowRef
+	json.Unmarshal(recs[1]["waiting_for"], &got)
+	want := []FlowRef{{Flow: flowID, Method: "tools/call", Target: "delete", State: "held", Round: 1}, {Method: "prompts/get", Target: "greet", State: "in_flight"}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("the progress record waits for %s, want %+v", recs[1]["waiting_for"], want)
+	}
+	if text, _ := FlowList(got).MarshalText(); string(text) != "flow "+flowID+" tools/call delete (held); prompts/get greet (in_flight)" {
+		t.Errorf("in the text format: %q", text)
+	}
+}
+
+// TestFlowTrackerForgetsExpired: a held flow is named only while its
+// token (and so the bridge's hold) lives; a resumed one that answers is
+// forgotten.
+func TestFlowTrackerForgetsExpired(t *testing.T) {
+	flows := NewFlowTracker()
+	flows.SetTTL(mrtr.Options{TTL: time.Minute, AnonymousTTL: time.Minute})
+	pausedFlow(t, flows)
+	if l := flows.List(time.Now()); len(l) != 1 || l[0].State != "held" {
+		t.Fatalf("just paused: %+v, want one held flow", l)
+	}
+	if l := flows.List(time.Now().Add(2 * time.Minute)); len(l) != 0 {
+		t.Fatalf("after its token's TTL: %+v, want none", l)
+	}
+}
+
+// TestFlowTrackerBounded: pauses abandoned between drains do not pile up:
+// once the tracker holds MinPrune flows, those whose token expired go.
+func TestFlowTrackerBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		flows := NewFlowTracker()
+		flows.SetTTL(mrtr.Options{TTL: time.Minute, AnonymousTTL: time.Minute})
+		ring, err := reqstate.GenerateKeyRing("k1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil), Observer: flows})
+		old := pauseWith(t, g)
+		time.Sleep(2 * time.Minute)
+		for range MinPrune {
+			pauseWith(t, g)
+		}
+		flows.Mu.Lock()
+		n, kept := len(flows.Flows), flows.Flows[old].Flow != ""
+		flows.Mu.Unlock()
+		if kept || n != MinPrune {
+			t.Fatalf("%d flows tracked, the expired one kept: %v; want %d, it gone", n, kept, MinPrune)
+		}
+	})
+}
+
+// pausedFlow pauses a tools/call of delete through a guard that reports
+// to obs, and returns its flow id.
+func pausedFlow(t *testing.T, obs mrtr.Observer) string {
+	t.Helper()
+	ring, err := reqstate.GenerateKeyRing("k1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pauseWith(t, mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil), Observer: obs}))
+}
+
+// pauseWith pauses a tools/call of delete through g and returns its flow
+// id.
+func pauseWith(t *testing.T, g *mrtr.Guard) string {
+	t.Helper()
+	f, err := g.Begin(t.Context(), &mrtr.Request{Method: "tools/call", ProtocolVersion: "2026-07-28", Target: "delete", Arguments: json.RawMessage(`{"item":"a"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Pause(nil, "confirm"); err != nil {
+		t.Fatal(err)
+	}
+	f.End(t.Context(), nil)
+	return f.ID()
 }

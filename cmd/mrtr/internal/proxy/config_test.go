@@ -212,3 +212,18 @@ func TestUpstreamTransportFlag(t *testing.T) {
 		t.Fatalf("--upstream-transport lean where unsupported: %q names no way out", err)
 	}
 }
+
+// TestSizeFlags: the proxy's sizes take units, from a flag or its
+// variable (base's TestSizes checks the units themselves).
+func TestSizeFlags(t *testing.T) {
+	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
+		return map[string]string{"MRTR_MAX_UPSTREAM_STATE": "32 KiB"}[k]
+	}}
+	c, err := ParseProxy(a, []string{"--upstream", "http://127.0.0.1:3000/mcp", "--max-held", "4 MiB", "--max-body", "2MiB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxHeld != 4<<20 || c.MaxBodyBytes != 2<<20 || c.MaxState != 32<<10 {
+		t.Fatalf("max-held %d, max-body %d, max-upstream-state %d", c.MaxHeld, c.MaxBodyBytes, c.MaxState)
+	}
+}

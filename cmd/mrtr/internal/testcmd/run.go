@@ -168,3 +168,18 @@ func LogURL(t testing.TB, logs *Buffer, msg string) string {
 	t.Fatalf("no %q in the log: %s", msg, logs.String())
 	return ""
 }
+
+// Records are the JSON log records of log whose msg starts with prefix.
+func Records(log, prefix string) []map[string]json.RawMessage {
+	var out []map[string]json.RawMessage
+	sc := bufio.NewScanner(strings.NewReader(log))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var rec map[string]json.RawMessage
+		var msg string
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && json.Unmarshal(rec["msg"], &msg) == nil && strings.HasPrefix(msg, prefix) {
+			out = append(out, rec)
+		}
+	}
+	return out
+}

@@ -1,6 +1,8 @@
 package testcmd
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"testing"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -43,4 +45,14 @@ func WriteRing(t testing.TB, path string, keys ...reqstate.Key) {
 	if err := keyfile.Write(path, ring); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// SecretForms are prefixes of the texts a key's secret could leak as.
+func SecretForms(keys ...reqstate.Key) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, base64.StdEncoding.EncodeToString(k.Secret[:])[:16], base64.RawURLEncoding.EncodeToString(k.Secret[:])[:16],
+			hex.EncodeToString(k.Secret[:])[:16])
+	}
+	return out
 }
