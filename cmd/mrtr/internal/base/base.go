@@ -53,15 +53,15 @@ func (a *App) UntilDrain(ctx context.Context) (context.Context, context.CancelFu
 var ErrUsage = errors.New("usage")
 
 // ErrInterrupted ends a command the user interrupted (Ctrl-C); it exits
-// with ExitInterrupted.
+// with exitInterrupted.
 var ErrInterrupted = errors.New("interrupted")
 
-// ExitInterrupted is the status of a command ended by SIGINT, as shells
+// exitInterrupted is the status of a command ended by SIGINT, as shells
 // report one: 128 + 2.
-const ExitInterrupted = 130
+const exitInterrupted = 130
 
-// IsFlagError reports whether err is a bad flag value (*flagError).
-func IsFlagError(err error) bool {
+// isFlagError reports whether err is a bad flag value (*flagError).
+func isFlagError(err error) bool {
 	var fe *flagError
 	return errors.As(err, &fe)
 }

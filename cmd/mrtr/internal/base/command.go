@@ -45,7 +45,7 @@ func Dispatch(ctx context.Context, a *App, cmds []*Command, args []string) (stat
 
 // Exit reports err, the error of command name, on a's stderr (unless it
 // was reported already) and returns the exit status it means: 0 for none
-// or --help, 2 for a usage error or a bad flag value, ExitInterrupted for
+// or --help, 2 for a usage error or a bad flag value, exitInterrupted for
 // ErrInterrupted, the status an error carries itself (mrtr probe's
 // outcome, see ExitStatus), else 1.
 func (a *App) Exit(name string, err error) int {
@@ -58,12 +58,12 @@ func (a *App) Exit(name string, err error) int {
 		return 2
 	case errors.Is(err, ErrInterrupted):
 		fmt.Fprintf(a.Stderr, "mrtr %s: %v\n", name, err)
-		return ExitInterrupted
-	case IsFlagError(err):
+		return exitInterrupted
+	case isFlagError(err):
 		// A bad or missing flag value, from the command line or the
 		// environment, found by the flag package or by a check: a usage
 		// error like an unknown flag.
-		fmt.Fprintf(a.Stderr, "mrtr %s: %v\n%s", name, err, HelpHint(name))
+		fmt.Fprintf(a.Stderr, "mrtr %s: %v\n%s", name, err, helpHint(name))
 		return 2
 	case exitStatus(err) != 0:
 		return exitStatus(err)

@@ -217,10 +217,10 @@ func (f *Flags) Int64(g flagGroup, p *int64, name string, def, min int64, usage 
 func (f *Flags) Size(g flagGroup, p *int64, name string, def, min int64, usage string) {
 	*p = def
 	f.Fs.Var((*sizeValue)(p), name, usage)
-	f.Add(g, name, "size", "size", FormatSize(def), usage)
+	f.Add(g, name, "size", "size", formatSize(def), usage)
 	f.Check(name, func() error {
 		if *p < min {
-			return FlagErr(name, "%s is below the minimum of %s", FormatSize(*p), FormatSize(min))
+			return FlagErr(name, "%s is below the minimum of %s", formatSize(*p), formatSize(min))
 		}
 		return nil
 	})
@@ -264,7 +264,7 @@ func (f *Flags) Parse(getenv func(string) string, args []string) error {
 		pos = rest
 	}
 	if len(pos) != 0 {
-		fmt.Fprintf(f.Fs.Output(), "mrtr %s: unexpected argument %q\n%s", f.Fs.Name(), pos[0], HelpHint(f.Fs.Name()))
+		fmt.Fprintf(f.Fs.Output(), "mrtr %s: unexpected argument %q\n%s", f.Fs.Name(), pos[0], helpHint(f.Fs.Name()))
 		return ErrUsage
 	}
 	if f.rest != nil {
@@ -348,10 +348,10 @@ func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 // sizeValue is a size in bytes that reads units.
 type sizeValue int64
 
-func (v *sizeValue) String() string { return FormatSize(int64(*v)) }
+func (v *sizeValue) String() string { return formatSize(int64(*v)) }
 
 func (v *sizeValue) Set(s string) error {
-	n, err := ParseSize(s)
+	n, err := parseSize(s)
 	if err != nil {
 		return err
 	}
@@ -382,11 +382,11 @@ func sizeUnit(u string) (int64, bool) {
 	return 0, false
 }
 
-// ParseSize reads a size: a whole number of bytes, or a number followed,
+// parseSize reads a size: a whole number of bytes, or a number followed,
 // with or without a space, by B, KiB, MiB, GiB (powers of 1024; K, M, G
 // too) or KB, MB, GB (powers of 1000), in any case: 4MiB, "4 MiB", 512kb,
 // 1.5MiB.
-func ParseSize(s string) (int64, error) {
+func parseSize(s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	i := strings.IndexFunc(s, func(r rune) bool { return !unicode.IsDigit(r) && r != '.' })
 	num, unit := s, ""
@@ -410,8 +410,8 @@ func ParseSize(s string) (int64, error) {
 	return int64(x * float64(mult)), nil
 }
 
-// FormatSize writes n in the largest binary unit that divides it.
-func FormatSize(n int64) string {
+// formatSize writes n in the largest binary unit that divides it.
+func formatSize(n int64) string {
 	for _, u := range []struct {
 		name string
 		size int64
@@ -565,14 +565,14 @@ func (e *UsageError) Error() string { return e.Msg }
 func Explain(w io.Writer, err error) error {
 	var ue *UsageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(w, "mrtr %s: %s\n%s", ue.Cmd, ue.Msg, HelpHint(ue.Cmd))
+		fmt.Fprintf(w, "mrtr %s: %s\n%s", ue.Cmd, ue.Msg, helpHint(ue.Cmd))
 		return ErrUsage
 	}
 	return err
 }
 
-// HelpHint is the line after a usage error.
-func HelpHint(cmd string) string {
+// helpHint is the line after a usage error.
+func helpHint(cmd string) string {
 	return fmt.Sprintf("Run \"mrtr %s --help\" for its flags.\n", cmd)
 }
 

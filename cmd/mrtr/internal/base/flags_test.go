@@ -14,17 +14,17 @@ func TestSizes(t *testing.T) {
 		"1048576": 1 << 20, "4MiB": 4 << 20, "4 MiB": 4 << 20, "4 mib": 4 << 20, "16KiB": 16 << 10,
 		"512 KB": 512000, "1GB": 1e9, "1 GiB": 1 << 30, "100B": 100, "2M": 2 << 20, "1.5 MiB": 3 << 19, " 8 KiB ": 8 << 10,
 	} {
-		if got, err := ParseSize(in); err != nil || got != want {
+		if got, err := parseSize(in); err != nil || got != want {
 			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"", "MiB", "4 MiBs", "-1", "4 TB", "1e3", "99999999999 GiB", "4..5MiB"} {
-		if got, err := ParseSize(bad); err == nil {
+		if got, err := parseSize(bad); err == nil {
 			t.Errorf("parseSize(%q) = %d, want an error", bad, got)
 		}
 	}
 	for n, want := range map[int64]string{1 << 20: "1 MiB", 4 << 20: "4 MiB", 16 << 10: "16 KiB", 1000: "1000 B", 0: "0 B", 3 << 30: "3 GiB"} {
-		if got := FormatSize(n); got != want {
+		if got := formatSize(n); got != want {
 			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
 		}
 	}

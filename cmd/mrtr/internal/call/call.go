@@ -166,18 +166,18 @@ func callCmd(ctx context.Context, a *base.App, args []string) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	errTimeout := fmt.Errorf("no answer from the server within %v", *timeout)
-	idle := NewIdleTimer(*timeout, a.AfterFunc, func() { cancel(errTimeout) })
-	defer idle.Stop()
+	idle := newIdleTimer(*timeout, a.AfterFunc, func() { cancel(errTimeout) })
+	defer idle.stop()
 
-	p := NewPrompter(a.Stdin, a.Stdout)
+	p := newPrompter(a.Stdin, a.Stdout)
 	// atPrompt runs a question of the server's: on 2025-11-25 it is a
 	// request whose context outlives the call, so end it with the call.
 	atPrompt := func(hctx context.Context, ask func(context.Context) error) error {
 		hctx, stop := context.WithCancelCause(hctx)
 		defer stop(nil)
 		defer context.AfterFunc(ctx, func() { stop(context.Cause(ctx)) })()
-		idle.Pause()
-		defer idle.Resume()
+		idle.pause()
+		defer idle.resume()
 		return ask(hctx)
 	}
 	in := &inputs{p: p, roots: roots, atPrompt: atPrompt}

@@ -16,8 +16,8 @@ import (
 // and messages are shown without terminal controls.
 func TestSampleCleansServerText(t *testing.T) {
 	var out strings.Builder
-	p := NewPrompter(strings.NewReader("reply\n"), &out)
-	_, err := p.Sample(t.Context(), &mcp.CreateMessageParams{SystemPrompt: "system " + testcmd.Hostile, MaxTokens: 10,
+	p := newPrompter(strings.NewReader("reply\n"), &out)
+	_, err := p.sample(t.Context(), &mcp.CreateMessageParams{SystemPrompt: "system " + testcmd.Hostile, MaxTokens: 10,
 		Messages: []*mcp.SamplingMessage{{Role: mcp.Role("user" + testcmd.Hostile), Content: &mcp.TextContent{Text: "message " + testcmd.Hostile}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +33,7 @@ func TestIdleTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const d = time.Minute
 		var expired atomic.Int32
-		w := NewIdleTimer(d, nil, func() { expired.Add(1) })
+		w := newIdleTimer(d, nil, func() { expired.Add(1) })
 		check := func(when string, want int32) {
 			t.Helper()
 			synctest.Wait()
@@ -43,29 +43,29 @@ func TestIdleTimer(t *testing.T) {
 		}
 		time.Sleep(d - time.Second)
 		check("before d", 0)
-		w.Pause()
+		w.pause()
 		time.Sleep(10 * d)
 		check("at a prompt", 0)
-		w.Pause() // two prompts at once
-		w.Resume()
+		w.pause() // two prompts at once
+		w.resume()
 		time.Sleep(10 * d)
 		check("while one prompt still shows", 0)
-		w.Resume()
+		w.resume()
 		time.Sleep(d - time.Nanosecond)
 		check("just before a fresh d after the prompt", 0)
 		time.Sleep(time.Nanosecond)
 		check("a fresh d after the prompt", 1)
 
-		s := NewIdleTimer(d, nil, func() { t.Error("a stopped timer expired") })
-		s.Pause()
-		s.Stop()
-		s.Resume()
+		s := newIdleTimer(d, nil, func() { t.Error("a stopped timer expired") })
+		s.pause()
+		s.stop()
+		s.resume()
 		time.Sleep(10 * d)
 		synctest.Wait()
 
-		z := NewIdleTimer(0, nil, func() { t.Error("a zero timeout expired") })
-		z.Pause()
-		z.Resume()
+		z := newIdleTimer(0, nil, func() { t.Error("a zero timeout expired") })
+		z.pause()
+		z.resume()
 		time.Sleep(100 * d)
 		synctest.Wait()
 	})

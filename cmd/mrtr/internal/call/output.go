@@ -30,7 +30,7 @@ func list(ctx context.Context, a *base.App, cs *mcp.ClientSession) error {
 				return fmt.Errorf("list tools: %w", err)
 			}
 			fmt.Fprintf(w, "  %s%s\n", termtext.Line(t.Name), summary(t.Description))
-			fields := ParseElicitSchema(t.InputSchema)
+			fields := parseElicitSchema(t.InputSchema)
 			for _, f := range fields {
 				fmt.Fprintf(w, "    %s (%s)%s\n", f.name, strings.Join(f.listFacts(), ", "), summary(f.title+" "+f.desc))
 			}

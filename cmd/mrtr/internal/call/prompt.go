@@ -46,7 +46,7 @@ type readResult struct {
 	err  error
 }
 
-func NewPrompter(in io.Reader, out io.Writer) *prompter {
+func newPrompter(in io.Reader, out io.Writer) *prompter {
 	return &prompter{in: bufio.NewReader(in), out: out, echo: !isTerminal(in)}
 }
 
@@ -109,7 +109,7 @@ func (p *prompter) elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.E
 		return &mcp.ElicitResult{Action: action}, nil
 	}
 
-	fields := ParseElicitSchema(params.RequestedSchema)
+	fields := parseElicitSchema(params.RequestedSchema)
 	if msg == "" {
 		msg = "The server asks for input."
 	}
@@ -189,7 +189,7 @@ func (p *prompter) field(ctx context.Context, f *field) (v any, set bool, action
 		if k := keyword(line); k != "" {
 			return nil, false, k, nil
 		}
-		v, set, problem := f.Parse(line)
+		v, set, problem := f.parse(line)
 		if problem == "" {
 			return v, set, "", nil
 		}
@@ -254,7 +254,7 @@ type field struct {
 	def               any // the schema default; meaningful if hasDef
 	hasDef            bool
 	choices           []choice
-	Limits            []string           // the keywords a person should know, described
+	limits            []string           // the keywords a person should know, described
 	schema            *jsonschema.Schema // nil: left to the server to check
 }
 
@@ -263,12 +263,12 @@ type choice struct {
 	label string // a title, or "" for a bare enum value
 }
 
-// ParseElicitSchema returns the fields of a requested schema (a flat
+// parseElicitSchema returns the fields of a requested schema (a flat
 // object of primitive properties, MCP 2025-06-18 and later) in prompt
 // order: required ones in the order the schema lists them, then the
 // optional ones by name (the schema arrives as a Go map, so its own
 // property order is gone).
-func ParseElicitSchema(schema any) []*field {
+func parseElicitSchema(schema any) []*field {
 	s := asObject(normalize(schema))
 	props := asObject(s["properties"])
 	var fields []*field
@@ -328,7 +328,7 @@ func newField(name string, s map[string]any, required bool) *field {
 			if v == json.Number("1") {
 				format = strings.Replace(format, "characters", "character", 1)
 			}
-			f.Limits = append(f.Limits, termtext.Clean(fmt.Sprintf(format, v)))
+			f.limits = append(f.limits, termtext.Clean(fmt.Sprintf(format, v)))
 		}
 	}
 	switch typ := typeName(s["type"]); {
@@ -435,7 +435,7 @@ func (f *field) facts() []string {
 	} else {
 		facts = append(facts, "optional")
 	}
-	return append(facts, f.Limits...)
+	return append(facts, f.limits...)
 }
 
 // listFacts is facts for a listing of a tool's inputs, where no numbered
@@ -478,10 +478,10 @@ func (f *field) inputPrompt() string {
 	return f.name + ": "
 }
 
-// Parse turns one line of input into the field's value. set is false for
+// parse turns one line of input into the field's value. set is false for
 // an optional field left empty; a non-empty problem says why the input
 // was refused.
-func (f *field) Parse(line string) (v any, set bool, problem string) {
+func (f *field) parse(line string) (v any, set bool, problem string) {
 	s := strings.TrimSpace(line) // a string keeps its inner spaces
 	if s == "" || (f.kind == kindChoices && strings.Trim(s, ", \t") == "") {
 		switch {
@@ -654,10 +654,10 @@ func indent(s, prefix string) string {
 	return prefix + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+prefix)
 }
 
-// Sample shows a sampling request's messages and takes the person's
+// sample shows a sampling request's messages and takes the person's
 // reply as the model's. Refusing it (:decline, :cancel, the end of
 // input) is an error: sampling has no decline.
-func (p *prompter) Sample(ctx context.Context, params *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+func (p *prompter) sample(ctx context.Context, params *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.start(); err != nil {

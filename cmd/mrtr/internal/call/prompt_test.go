@@ -27,7 +27,7 @@ func form(t *testing.T, msg, schema string) *mcp.ElicitParams {
 func elicitWith(t *testing.T, params *mcp.ElicitParams, input string) (*mcp.ElicitResult, string) {
 	t.Helper()
 	var out strings.Builder
-	res, err := NewPrompter(strings.NewReader(input), &out).elicit(t.Context(), params)
+	res, err := newPrompter(strings.NewReader(input), &out).elicit(t.Context(), params)
 	if err != nil {
 		t.Fatalf("elicit: %v\noutput:\n%s", err, out.String())
 	}
@@ -236,7 +236,7 @@ func TestElicitURL(t *testing.T) {
 // One reader serves every prompt: answers piped ahead are not lost.
 func TestElicitSharesTheReader(t *testing.T) {
 	var out strings.Builder
-	p := NewPrompter(strings.NewReader("5\n6\n:decline\n"), &out)
+	p := newPrompter(strings.NewReader("5\n6\n:decline\n"), &out)
 	schema := form(t, "guess", `{"type":"object","required":["g"],"properties":{"g":{"type":"integer"}}}`)
 	var got []any
 	for range 3 {
@@ -257,7 +257,7 @@ func TestElicitSharesTheReader(t *testing.T) {
 func TestElicitContextEnds(t *testing.T) {
 	r, w := io.Pipe()
 	var out strings.Builder
-	p := NewPrompter(r, &out)
+	p := newPrompter(r, &out)
 	params := form(t, "ok?", `{"type":"object"}`)
 	stop := errors.New("stopped")
 	ctx, cancel := context.WithCancelCause(t.Context())
@@ -290,7 +290,7 @@ func TestElicitStripsControlCharacters(t *testing.T) {
 // Concurrent elicitations of one round take turns at the terminal.
 func TestElicitConcurrent(t *testing.T) {
 	var out strings.Builder
-	p := NewPrompter(strings.NewReader("one\ntwo\n"), &out)
+	p := newPrompter(strings.NewReader("one\ntwo\n"), &out)
 	params := form(t, "name?", `{"type":"object","required":["a"],"properties":{"a":{"type":"string"}}}`)
 	got := make(chan any, 2)
 	for range 2 {
@@ -313,7 +313,7 @@ func TestElicitConcurrent(t *testing.T) {
 // is asked field by field with no question before it.
 func TestElicitHintOnce(t *testing.T) {
 	var out strings.Builder
-	p := NewPrompter(strings.NewReader("1\n2\n"), &out)
+	p := newPrompter(strings.NewReader("1\n2\n"), &out)
 	params := form(t, "guess", `{"type":"object","required":["g"],"properties":{"g":{"type":"integer"}}}`)
 	for range 2 {
 		if res, err := p.elicit(t.Context(), params); err != nil || res.Action != "accept" {
@@ -331,7 +331,7 @@ func TestElicitHintOnce(t *testing.T) {
 // --arg takes; "choose one: number or value" is for a prompt, where the
 // numbered choices follow.
 func TestListFactsShowEnumValues(t *testing.T) {
-	fields := ParseElicitSchema(form(t, "", `{"type":"object","required":["env"],"properties":{
+	fields := parseElicitSchema(form(t, "", `{"type":"object","required":["env"],"properties":{
 		"env":{"type":"string","enum":["staging","production"]},
 		"size":{"type":"string","enum":["s","l"],"enumNames":["Small","Large"]},
 		"hero":{"type":"string","oneOf":[{"const":"hero-1","title":"Superman"},{"const":"hero-2"}]},
@@ -367,12 +367,12 @@ func TestElicitKeepsTheServersKey(t *testing.T) {
 
 // TestLimitsSingular pins issue 30 item 10: a limit of one is singular.
 func TestLimitsSingular(t *testing.T) {
-	fields := ParseElicitSchema(map[string]any{"type": "object", "properties": map[string]any{
+	fields := parseElicitSchema(map[string]any{"type": "object", "properties": map[string]any{
 		"s": map[string]any{"type": "string", "minLength": 1, "maxLength": 1}}})
-	if len(fields) != 1 || strings.Join(fields[0].Limits, ", ") != "at least 1 character, at most 1 character" {
+	if len(fields) != 1 || strings.Join(fields[0].limits, ", ") != "at least 1 character, at most 1 character" {
 		t.Fatalf("limits of a one-character field: %v", fields)
 	}
-	if _, _, problem := fields[0].Parse("ab"); problem != "must be at most 1 character" {
+	if _, _, problem := fields[0].parse("ab"); problem != "must be at most 1 character" {
 		t.Errorf("two characters for one: %q", problem)
 	}
 }

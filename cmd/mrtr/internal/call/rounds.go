@@ -90,7 +90,7 @@ func (in *inputs) elicit(ctx context.Context, params *mcp.ElicitParams) (res *mc
 
 func (in *inputs) sample(ctx context.Context, params *mcp.CreateMessageParams) (res *mcp.CreateMessageResult, err error) {
 	err = in.atPrompt(ctx, func(ctx context.Context) error {
-		res, err = in.p.Sample(ctx, params)
+		res, err = in.p.sample(ctx, params)
 		return err
 	})
 	return res, err

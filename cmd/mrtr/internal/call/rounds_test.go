@@ -94,7 +94,7 @@ func TestAnswerRootsWithoutRoot(t *testing.T) {
 // one choice matches; two that differ only in case (or a value and a
 // title) are refused, and the exact value always wins.
 func TestPickAmbiguous(t *testing.T) {
-	f := ParseElicitSchema(map[string]any{"type": "object", "required": []any{"c"}, "properties": map[string]any{
+	f := parseElicitSchema(map[string]any{"type": "object", "required": []any{"c"}, "properties": map[string]any{
 		"c": map[string]any{"type": "string", "oneOf": []any{
 			map[string]any{"const": "red", "title": "Red"}, map[string]any{"const": "RED", "title": "Loud red"},
 			map[string]any{"const": "g", "title": "Green"}, map[string]any{"const": "b", "title": "G"}}}}})[0]
@@ -105,7 +105,7 @@ func TestPickAmbiguous(t *testing.T) {
 		{"red", "red"}, {"RED", "RED"}, {"Red", nil}, {"rEd", nil},
 		{"green", "g"}, {"GREEN", "g"}, {"G", nil}, {"g", "g"}, {"loud RED", "RED"}, {"3", "g"},
 	} {
-		v, set, problem := f.Parse(tc.in)
+		v, set, problem := f.parse(tc.in)
 		switch {
 		case tc.want == nil && (set || problem == ""):
 			t.Errorf("%q: took %v, want it refused as ambiguous", tc.in, v)

@@ -19,8 +19,8 @@ type idleTimer struct {
 	stopped bool
 }
 
-// NewIdleTimer starts the timer with after (nil: time.AfterFunc).
-func NewIdleTimer(d time.Duration, after base.AfterFunc, expire func()) *idleTimer {
+// newIdleTimer starts the timer with after (nil: time.AfterFunc).
+func newIdleTimer(d time.Duration, after base.AfterFunc, expire func()) *idleTimer {
 	w := &idleTimer{d: d}
 	switch {
 	case d <= 0:
@@ -32,7 +32,7 @@ func NewIdleTimer(d time.Duration, after base.AfterFunc, expire func()) *idleTim
 	return w
 }
 
-func (w *idleTimer) Pause() {
+func (w *idleTimer) pause() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.paused++; w.paused == 1 && w.t != nil {
@@ -40,7 +40,7 @@ func (w *idleTimer) Pause() {
 	}
 }
 
-func (w *idleTimer) Resume() {
+func (w *idleTimer) resume() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.paused--; w.paused == 0 && w.t != nil && !w.stopped {
@@ -48,7 +48,7 @@ func (w *idleTimer) Resume() {
 	}
 }
 
-func (w *idleTimer) Stop() {
+func (w *idleTimer) stop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.stopped = true

@@ -17,11 +17,11 @@ import (
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
-// DefaultKeyID names a new key after the moment it was made, plus six
+// defaultKeyID names a new key after the moment it was made, plus six
 // random characters: ids made within the same second (keygen then keys
 // add, in a script) must not repeat. 2026-11-30-150405-a1b2c3 is 24 of
 // the 32 characters an id may have.
-func DefaultKeyID() (string, error) {
+func defaultKeyID() (string, error) {
 	var b [3]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("key id: %w", err)
@@ -87,7 +87,7 @@ func keygen(a *base.App, args []string) error {
 		return base.ErrUsage
 	}
 	if *id == "" {
-		if *id, err = DefaultKeyID(); err != nil {
+		if *id, err = defaultKeyID(); err != nil {
 			return err
 		}
 	}
@@ -193,7 +193,7 @@ func keys(a *base.App, args []string) error {
 	}
 	keys := ring.Keys()
 	if *id == "" {
-		if *id, err = DefaultKeyID(); err != nil {
+		if *id, err = defaultKeyID(); err != nil {
 			return err
 		}
 	}

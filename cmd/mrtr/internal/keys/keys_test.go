@@ -31,7 +31,7 @@ func TestGeneratedIDsUnique(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for range 100 {
-		id, err := DefaultKeyID()
+		id, err := defaultKeyID()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +77,7 @@ func TestKeysWindowsPreserved(t *testing.T) {
 	}
 	got := map[string][2]string{}
 	for _, k := range ring.Keys() {
-		got[k.ID] = [2]string{WindowText(k.NotBefore), WindowText(k.NotAfter)}
+		got[k.ID] = [2]string{windowText(k.NotBefore), windowText(k.NotAfter)}
 	}
 	want := map[string][2]string{
 		"newer": {"-", "2028-01-01T00:00:00Z"},

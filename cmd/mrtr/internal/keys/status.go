@@ -107,7 +107,7 @@ func shortAge(d time.Duration) string {
 	return strconv.FormatInt(int64(d/time.Second), 10) + "s"
 }
 
-func WindowText(t time.Time) string {
+func windowText(t time.Time) string {
 	if t.IsZero() {
 		return noWindowText
 	}
@@ -167,7 +167,7 @@ func keysStatus(a *base.App, args []string) error {
 				age += " (id)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, role, WindowText(k.NotBefore), WindowText(k.NotAfter), age)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, role, windowText(k.NotBefore), windowText(k.NotAfter), age)
 
 		switch role {
 		case rolePrimary:
@@ -180,14 +180,14 @@ func keysStatus(a *base.App, args []string) error {
 			if !k.NotAfter.IsZero() {
 				if next, ok := ring.SealingKey(k.NotAfter); !ok {
 					warnings = append(warnings, fmt.Sprintf("warning: primary %s stops sealing at %s and no other key's window is open then: sealing will fail; add a key with --not-before %s",
-						k.ID, WindowText(k.NotAfter), WindowText(k.NotAfter)))
+						k.ID, windowText(k.NotAfter), windowText(k.NotAfter)))
 				} else {
-					warnings = append(warnings, fmt.Sprintf("note: at %s %s takes over from %s", WindowText(k.NotAfter), next, k.ID))
+					warnings = append(warnings, fmt.Sprintf("note: at %s %s takes over from %s", windowText(k.NotAfter), next, k.ID))
 				}
 			}
 		case roleRetired:
 			warnings = append(warnings, fmt.Sprintf("note: %s opens nothing since %s: remove it (mrtr keys remove %s %s)",
-				k.ID, WindowText(k.NotAfter.Add(grace)), path, k.ID))
+				k.ID, windowText(k.NotAfter.Add(grace)), path, k.ID))
 		}
 	}
 	tw.Flush()

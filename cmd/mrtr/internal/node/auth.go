@@ -19,7 +19,7 @@ type AuthConfig struct {
 	issuer   string
 	audience string
 	scopes   string // space or comma separated
-	Hs256    string // development secret
+	hs256    string // development secret
 	typ      bool   // require typ at+jwt (RFC 9068)
 }
 
@@ -34,23 +34,23 @@ func authFlags(f *base.Flags, c *AuthConfig) {
 	f.String(base.GroupAuth, &c.scopes, "auth-scopes", "", "scopes every call needs (space or comma separated); a token without them gets 403 insufficient_scope")
 	f.Bool(base.GroupAuth, &c.typ, "auth-require-typ", false, "refuse a token whose header does not say typ at+jwt (or application/at+jwt), as RFC 9068 asks, "+
 		"so an ID token or another JWT of the issuer is no access token. Off by default: some issuers omit typ")
-	f.String(base.GroupAuth, &c.Hs256, "auth-hs256-secret", "", fmt.Sprintf("development only: require a bearer JWT signed with this HS256 secret, at least %d bytes (sub and exp checked)", bearer.MinHS256SecretBytes))
-	f.Check("auth-hs256-secret", c.Check)
+	f.String(base.GroupAuth, &c.hs256, "auth-hs256-secret", "", fmt.Sprintf("development only: require a bearer JWT signed with this HS256 secret, at least %d bytes (sub and exp checked)", bearer.MinHS256SecretBytes))
+	f.Check("auth-hs256-secret", c.check)
 }
 
 // Enabled reports whether any --auth-* flag asks for tokens.
 func (c *AuthConfig) Enabled() bool {
-	return c.jwks != "" || c.issuer != "" || c.audience != "" || c.scopes != "" || c.Hs256 != "" || c.typ
+	return c.jwks != "" || c.issuer != "" || c.audience != "" || c.scopes != "" || c.hs256 != "" || c.typ
 }
 
 func (c *AuthConfig) scopeList() []string {
 	return strings.FieldsFunc(c.scopes, func(r rune) bool { return r == ' ' || r == ',' })
 }
 
-// Check enforces which flags go together, naming the rule.
-func (c *AuthConfig) Check() error {
-	if c.Hs256 != "" {
-		if n := len(c.Hs256); n < bearer.MinHS256SecretBytes {
+// check enforces which flags go together, naming the rule.
+func (c *AuthConfig) check() error {
+	if c.hs256 != "" {
+		if n := len(c.hs256); n < bearer.MinHS256SecretBytes {
 			// Never the secret itself, only its length.
 			return base.FlagErr("auth-hs256-secret", "the secret is %d bytes; an HS256 secret must be at least %d bytes (256 bits) of random data", n, bearer.MinHS256SecretBytes)
 		}
@@ -78,8 +78,8 @@ func (c *AuthConfig) Verifier(ctx context.Context, log *slog.Logger) (*bearer.Ve
 		return nil, nil
 	}
 	opts := &bearer.Options{Issuer: c.issuer, Audience: c.audience, JWKS: c.jwks, Scopes: c.scopeList(), RequireTyp: c.typ, Logger: log}
-	if c.Hs256 != "" {
-		opts.HS256Secret = []byte(c.Hs256)
+	if c.hs256 != "" {
+		opts.HS256Secret = []byte(c.hs256)
 	}
 	v, err := bearer.New(ctx, opts)
 	if err != nil {
@@ -87,7 +87,7 @@ func (c *AuthConfig) Verifier(ctx context.Context, log *slog.Logger) (*bearer.Ve
 	}
 	mode := "jwks " + c.jwks
 	switch {
-	case c.Hs256 != "":
+	case c.hs256 != "":
 		mode = "hs256 (development)"
 	case c.jwks == "":
 		mode = "jwks discovered from " + c.issuer
@@ -96,9 +96,9 @@ func (c *AuthConfig) Verifier(ctx context.Context, log *slog.Logger) (*bearer.Ve
 	return v, nil
 }
 
-// Protect puts h behind v (when set) and serves v's RFC 9728 metadata on
+// protect puts h behind v (when set) and serves v's RFC 9728 metadata on
 // mux through wrap (the loopback Host check).
-func Protect(v *bearer.Verifier, h http.Handler, mux *http.ServeMux, wrap func(http.Handler) http.Handler) http.Handler {
+func protect(v *bearer.Verifier, h http.Handler, mux *http.ServeMux, wrap func(http.Handler) http.Handler) http.Handler {
 	if v == nil {
 		return h
 	}

@@ -31,8 +31,8 @@ type CommonConfig struct {
 	Addr         string
 	KeysFile     string
 	KeysJSON     string        // MRTR_KEYS only: the key ring itself
-	KeysPoll     time.Duration // how often the key file is checked for changes
-	KeySealWarn  int64         // seals by one key in this process before a warning
+	keysPoll     time.Duration // how often the key file is checked for changes
+	keySealWarn  int64         // seals by one key in this process before a warning
 	Ttl          time.Duration
 	AnonTTL      time.Duration
 	MaxRounds    int
@@ -79,9 +79,9 @@ func CommonFlags(f *base.Flags, c *CommonConfig) {
 			c.KeysFile = v
 		}
 	}
-	f.Duration(base.GroupKeys, &c.KeysPoll, "keys-poll", defaultKeysPoll,
+	f.Duration(base.GroupKeys, &c.keysPoll, "keys-poll", defaultKeysPoll,
 		"how often the --keys file is checked for a change")
-	f.Int64(base.GroupKeys, &c.KeySealWarn, "key-seal-warn", reqstate.DefaultSealWarn, 1,
+	f.Int64(base.GroupKeys, &c.keySealWarn, "key-seal-warn", reqstate.DefaultSealWarn, 1,
 		"warn when one key has sealed this many tokens in this process; with N nodes sharing a key, about 2^30/N (the AES-GCM budget is 2^32 per key across all nodes)")
 	f.Duration(base.GroupPolicy, &c.Ttl, "ttl", mrtr.DefaultTTL, "lifetime of a requestState issued to an authenticated caller")
 	f.Duration(base.GroupPolicy, &c.AnonTTL, "anonymous-ttl", mrtr.DefaultAnonymousTTL,

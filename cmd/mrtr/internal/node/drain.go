@@ -36,7 +36,7 @@ const drainPoll = 20 * time.Millisecond
 // requests in flight (counted by wrap) and, in the proxy, the calls a
 // bridge holds for a client's answers.
 type DrainConfig struct {
-	Timeout time.Duration // --drain-timeout; zero: no drain, stop at once
+	timeout time.Duration // --drain-timeout; zero: no drain, stop at once
 	// Signal is closed by the first SIGTERM or SIGINT (app.drain); nil:
 	// never (ending the command's ctx stops it as before).
 	Signal <-chan struct{}
@@ -47,9 +47,9 @@ type DrainConfig struct {
 	// none named (mrtr serve). The proxy sets it before NewGuard, whose
 	// guard reports to it (observer).
 	Flows *flowTracker
-	// LogEvery is how often a drain says what it waits for; zero:
+	// logEvery is how often a drain says what it waits for; zero:
 	// drainLogEvery.
-	LogEvery time.Duration
+	logEvery time.Duration
 
 	inFlight atomic.Int64
 	draining atomic.Bool
@@ -59,12 +59,12 @@ type DrainConfig struct {
 // drainFlags registers --drain-timeout.
 func drainFlags(f *base.Flags, c *DrainConfig) {
 	const name = "drain-timeout"
-	f.Fs.DurationVar(&c.Timeout, name, DefaultDrainTimeout, "")
+	f.Fs.DurationVar(&c.timeout, name, DefaultDrainTimeout, "")
 	f.Add(base.GroupListen, name, "duration", "duration", base.ShortDuration(DefaultDrainTimeout),
 		"on SIGTERM or SIGINT, /readyz turns 503 and the server goes on serving until no call is in flight or held for a client's answers (a paused call of a 2025-11-25 upstream), for at most this long; 0: stop at once. A second signal stops at once")
 	f.Check(name, func() error {
-		if c.Timeout < 0 {
-			return base.FlagErr(name, "%q is negative (0 stops at once)", c.Timeout.String())
+		if c.timeout < 0 {
+			return base.FlagErr(name, "%q is negative (0 stops at once)", c.timeout.String())
 		}
 		return nil
 	})
@@ -84,8 +84,8 @@ func counted(r *http.Request) bool {
 	return false
 }
 
-// Wrap counts the requests of h in flight.
-func (c *DrainConfig) Wrap(h http.Handler) http.Handler {
+// wrap counts the requests of h in flight.
+func (c *DrainConfig) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if counted(r) {
 			if c.Flows != nil { // named before it is counted
@@ -107,34 +107,34 @@ func (c *DrainConfig) check(context.Context) error {
 	return nil
 }
 
-// Counts returns the calls held and the requests in flight.
-func (c *DrainConfig) Counts() (held, inFlight int) {
+// counts returns the calls held and the requests in flight.
+func (c *DrainConfig) counts() (held, inFlight int) {
 	if c.Held != nil {
 		held = c.Held()
 	}
 	return held, int(c.inFlight.Load())
 }
 
-// Drain turns /readyz 503 and waits until nothing is held or in flight,
+// drain turns /readyz 503 and waits until nothing is held or in flight,
 // --drain-timeout passes or ctx ends (the second signal). It reports
 // whether everything ended; if not, the caller stops at once and what is
 // left is lost. New calls are served meanwhile: the load balancer sends
 // fewer once /readyz fails, and a client in the middle of a flow must be
 // able to finish it (its resume may come through another replica).
-func (c *DrainConfig) Drain(ctx context.Context, log *slog.Logger) bool {
+func (c *DrainConfig) drain(ctx context.Context, log *slog.Logger) bool {
 	c.draining.Store(true)
-	held, inFlight := c.Counts()
+	held, inFlight := c.counts()
 	start := time.Now()
 	log.Info("mrtr draining: /readyz answers 503; serving until no call is held or in flight (a second SIGTERM or SIGINT stops at once)",
-		"held", held, "in_flight", inFlight, "drain_timeout", c.Timeout, c.waitingFor(held, inFlight))
-	every := cmp.Or(c.LogEvery, drainLogEvery)
-	deadline := time.NewTimer(c.Timeout)
+		"held", held, "in_flight", inFlight, "drain_timeout", c.timeout, c.waitingFor(held, inFlight))
+	every := cmp.Or(c.logEvery, drainLogEvery)
+	deadline := time.NewTimer(c.timeout)
 	defer deadline.Stop()
 	poll := time.NewTicker(drainPoll)
 	defer poll.Stop()
 	lastLog := start
 	for {
-		held, inFlight = c.Counts()
+		held, inFlight = c.counts()
 		if held == 0 && inFlight == 0 {
 			log.Info("mrtr drained: no call held or in flight", "waited", time.Since(start).Round(time.Millisecond))
 			return true
@@ -142,14 +142,14 @@ func (c *DrainConfig) Drain(ctx context.Context, log *slog.Logger) bool {
 		if time.Since(lastLog) >= every {
 			lastLog = time.Now()
 			log.Info("mrtr draining", "held", held, "in_flight", inFlight,
-				"waited", time.Since(start).Round(time.Second), "left", (c.Timeout - time.Since(start)).Round(time.Second), c.waitingFor(held, inFlight))
+				"waited", time.Since(start).Round(time.Second), "left", (c.timeout - time.Since(start)).Round(time.Second), c.waitingFor(held, inFlight))
 		}
 		select {
 		case <-poll.C:
 			continue
 		case <-deadline.C:
 			log.Warn("mrtr drain timed out (--drain-timeout): stopping; the calls left are lost (their clients must start over)",
-				"held", held, "in_flight", inFlight, "drain_timeout", c.Timeout, c.waitingFor(held, inFlight))
+				"held", held, "in_flight", inFlight, "drain_timeout", c.timeout, c.waitingFor(held, inFlight))
 		case <-ctx.Done():
 			log.Warn("mrtr stopping at once (second signal); the calls left are lost (their clients must start over)",
 				"held", held, "in_flight", inFlight, "waited", time.Since(start).Round(time.Millisecond), c.waitingFor(held, inFlight))
@@ -174,7 +174,7 @@ func (c *DrainConfig) UpstreamStopContext(grace time.Duration) (context.Context,
 // to /readyz.
 func (c *CommonConfig) mountDrain(h http.Handler) http.Handler {
 	c.Tel.Health.Checks = append(c.Tel.Health.Checks, observe.Check{Name: "drain", Fn: c.DrainConfig.check, Quiet: true})
-	return c.DrainConfig.Wrap(h)
+	return c.DrainConfig.wrap(h)
 }
 
 // waitingFor is the "waiting_for" attribute of a drain's records: the
@@ -185,9 +185,9 @@ func (c *DrainConfig) waitingFor(held, inFlight int) slog.Attr {
 	if c.Flows == nil {
 		return slog.Attr{} // not written
 	}
-	var l FlowList
+	var l flowList
 	if held+inFlight > 0 {
-		l = c.Flows.List(time.Now())
+		l = c.Flows.list(time.Now())
 	}
 	return slog.Any("waiting_for", l)
 }
@@ -205,11 +205,11 @@ func (c *DrainConfig) observer(next mrtr.Observer) mrtr.Observer {
 }
 
 // maxNamedFlows bounds the flows a drain's record names; the rest are
-// counted (FlowList's "more").
+// counted (flowList's "more").
 const maxNamedFlows = 20
 
-// FlowRef is one flow a drain waits for.
-type FlowRef struct {
+// flowRef is one flow a drain waits for.
+type flowRef struct {
 	Flow   string `json:"flow,omitempty"` // "" for a first call in flight
 	Method string `json:"method"`
 	Target string `json:"target,omitempty"`
@@ -220,22 +220,22 @@ type FlowRef struct {
 	anon  bool // a held flow of an anonymous caller: its token's TTL is AnonymousTTL
 }
 
-// FlowList is what a drain waits for, as its records show it: a JSON
-// array of FlowRef, or in the text format one line "FLOW METHOD TARGET
+// flowList is what a drain waits for, as its records show it: a JSON
+// array of flowRef, or in the text format one line "FLOW METHOD TARGET
 // (STATE); ...".
-type FlowList []FlowRef
+type flowList []flowRef
 
 // MarshalJSON writes the list as an array of objects (a text marshaler
 // alone would be written as a string).
-func (l FlowList) MarshalJSON() ([]byte, error) {
+func (l flowList) MarshalJSON() ([]byte, error) {
 	if l == nil {
 		return []byte("[]"), nil
 	}
-	return json.Marshal([]FlowRef(l))
+	return json.Marshal([]flowRef(l))
 }
 
 // MarshalText writes the list on one line, for the text log format.
-func (l FlowList) MarshalText() ([]byte, error) {
+func (l flowList) MarshalText() ([]byte, error) {
 	var b strings.Builder
 	for i, f := range l {
 		if i > 0 {
@@ -261,51 +261,51 @@ func (l FlowList) MarshalText() ([]byte, error) {
 type flowTracker struct {
 	ttl, anonymousTTL time.Duration // a held flow is forgotten after its token's; zero: never
 
-	Mu       sync.Mutex
-	Flows    map[string]FlowRef // by flow id
-	requests map[*http.Request]FlowRef
+	mu       sync.Mutex
+	Flows    map[string]flowRef // by flow id
+	requests map[*http.Request]flowRef
 	pruneAt  int // the size of flows at which Paused forgets the expired ones
 }
 
-// MinPrune is the least size of flowTracker.flows that is pruned.
-const MinPrune = 1024
+// minPrune is the least size of flowTracker.flows that is pruned.
+const minPrune = 1024
 
 func NewFlowTracker() *flowTracker {
-	return &flowTracker{Flows: map[string]FlowRef{}, requests: map[*http.Request]FlowRef{}}
+	return &flowTracker{Flows: map[string]flowRef{}, requests: map[*http.Request]flowRef{}}
 }
 
 // SetTTL sets how long a held flow lives: its token's TTL and the leeway
 // on each side (as the bridge's holds).
 func (t *flowTracker) SetTTL(p mrtr.Options) {
 	lee := max(p.Leeway, 0)
-	t.Mu.Lock()
+	t.mu.Lock()
 	t.ttl, t.anonymousTTL = p.TTL+2*lee, p.AnonymousTTL+2*lee
-	t.Mu.Unlock()
+	t.mu.Unlock()
 }
 
 // request records r in flight until the returned func runs.
 func (t *flowTracker) request(r *http.Request) func() {
-	ref := FlowRef{Method: mcpwire.Shown(r.Header.Get("Mcp-Method")), Target: mcpwire.Shown(r.Header.Get("Mcp-Name")), State: "in_flight", since: time.Now()}
+	ref := flowRef{Method: mcpwire.Shown(r.Header.Get("Mcp-Method")), Target: mcpwire.Shown(r.Header.Get("Mcp-Name")), State: "in_flight", since: time.Now()}
 	if ref.Method == "" {
 		ref.Method = r.Method // a DELETE, a request without the header
 	}
-	t.Mu.Lock()
+	t.mu.Lock()
 	t.requests[r] = ref
-	t.Mu.Unlock()
+	t.mu.Unlock()
 	return func() {
-		t.Mu.Lock()
+		t.mu.Lock()
 		delete(t.requests, r)
-		t.Mu.Unlock()
+		t.mu.Unlock()
 	}
 }
 
-// List returns what is held or in flight at now: the flows, then the
+// list returns what is held or in flight at now: the flows, then the
 // requests in flight whose flow is not known, oldest first, at most
 // maxNamedFlows of them.
-func (t *flowTracker) List(now time.Time) FlowList {
-	t.Mu.Lock()
-	defer t.Mu.Unlock()
-	var l FlowList
+func (t *flowTracker) list(now time.Time) flowList {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var l flowList
 	named := map[string]int{} // method and target of the flows in flight, as many as there are
 	t.pruneLocked(now)
 	for _, f := range t.Flows {
@@ -321,7 +321,7 @@ func (t *flowTracker) List(now time.Time) FlowList {
 		}
 		l = append(l, r)
 	}
-	slices.SortFunc(l, func(a, b FlowRef) int { return a.since.Compare(b.since) })
+	slices.SortFunc(l, func(a, b flowRef) int { return a.since.Compare(b.since) })
 	if len(l) > maxNamedFlows {
 		l = l[:maxNamedFlows]
 	}
@@ -337,11 +337,11 @@ func (t *flowTracker) pruneLocked(now time.Time) {
 			delete(t.Flows, id)
 		}
 	}
-	t.pruneAt = max(2*len(t.Flows), MinPrune)
+	t.pruneAt = max(2*len(t.Flows), minPrune)
 }
 
 // expired reports whether the flow f's token expired at now.
-func (t *flowTracker) expired(f FlowRef, now time.Time) bool {
+func (t *flowTracker) expired(f flowRef, now time.Time) bool {
 	ttl := t.ttl
 	if f.anon {
 		ttl = t.anonymousTTL
@@ -355,13 +355,13 @@ func (t *flowTracker) Paused(_ context.Context, e mrtr.PauseEvent) {
 	if id == "" {
 		return
 	}
-	t.Mu.Lock()
+	t.mu.Lock()
 	now := time.Now()
-	t.Flows[id] = FlowRef{Flow: id, Method: mcpwire.Shown(e.Method), Target: mcpwire.Shown(e.Target), State: "held", Round: e.Round, since: now, anon: e.Principal.Anonymous()}
-	if len(t.Flows) >= max(t.pruneAt, MinPrune) { // abandoned pauses must not pile up between drains
+	t.Flows[id] = flowRef{Flow: id, Method: mcpwire.Shown(e.Method), Target: mcpwire.Shown(e.Target), State: "held", Round: e.Round, since: now, anon: e.Principal.Anonymous()}
+	if len(t.Flows) >= max(t.pruneAt, minPrune) { // abandoned pauses must not pile up between drains
 		t.pruneLocked(now)
 	}
-	t.Mu.Unlock()
+	t.mu.Unlock()
 }
 
 // Resumed records an accepted resume's flow as in flight.
@@ -370,17 +370,17 @@ func (t *flowTracker) Resumed(_ context.Context, e mrtr.ResumeEvent) {
 	if id == "" || e.Outcome != mrtr.OutcomeOK {
 		return
 	}
-	t.Mu.Lock()
-	t.Flows[id] = FlowRef{Flow: id, Method: mcpwire.Shown(e.Method), Target: mcpwire.Shown(e.Target), State: "in_flight", Round: e.Round, since: time.Now(), anon: e.Principal.Anonymous()}
-	t.Mu.Unlock()
+	t.mu.Lock()
+	t.Flows[id] = flowRef{Flow: id, Method: mcpwire.Shown(e.Method), Target: mcpwire.Shown(e.Target), State: "in_flight", Round: e.Round, since: time.Now(), anon: e.Principal.Anonymous()}
+	t.mu.Unlock()
 }
 
 // Ended forgets a flow whose call answered without pausing again.
 func (t *flowTracker) Ended(_ context.Context, e mrtr.EndEvent) {
 	if id := e.FlowID(); id != "" && !e.Paused {
-		t.Mu.Lock()
+		t.mu.Lock()
 		delete(t.Flows, id)
-		t.Mu.Unlock()
+		t.mu.Unlock()
 	}
 }
 

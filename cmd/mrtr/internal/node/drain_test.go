@@ -45,7 +45,7 @@ func TestDrainCounted(t *testing.T) {
 func TestDrainWrapCounts(t *testing.T) {
 	var c DrainConfig
 	var seen int
-	h := c.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { _, seen = c.Counts() }))
+	h := c.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { _, seen = c.counts() }))
 	for _, tc := range []struct {
 		method, mcpMethod string
 		want              int
@@ -60,7 +60,7 @@ func TestDrainWrapCounts(t *testing.T) {
 		if seen != tc.want {
 			t.Errorf("%s %q: %d in flight while it runs, want %d", tc.method, tc.mcpMethod, seen, tc.want)
 		}
-		if _, n := c.Counts(); n != 0 {
+		if _, n := c.counts(); n != 0 {
 			t.Errorf("%s %q: %d in flight after it ended", tc.method, tc.mcpMethod, n)
 		}
 	}
@@ -85,7 +85,7 @@ func TestDrainForcedStopsUpstreamAtOnce(t *testing.T) {
 	}
 	// A drain cut short by its timeout forces.
 	d := DrainConfig{Held: func() int { return 1 }}
-	if d.Drain(context.Background(), slog.New(slog.DiscardHandler)) || !d.forced.Load() {
+	if d.drain(context.Background(), slog.New(slog.DiscardHandler)) || !d.forced.Load() {
 		t.Fatal("a drain cut short by --drain-timeout 0 did not count as forced")
 	}
 }
@@ -96,7 +96,7 @@ func TestDrainForcedStopsUpstreamAtOnce(t *testing.T) {
 func TestDrainProgressNamesFlows(t *testing.T) {
 	flows := NewFlowTracker()
 	var held atomic.Int64
-	c := &DrainConfig{Timeout: time.Hour, Flows: flows, LogEvery: time.Nanosecond, Held: func() int { return int(held.Load()) }}
+	c := &DrainConfig{timeout: time.Hour, Flows: flows, logEvery: time.Nanosecond, Held: func() int { return int(held.Load()) }}
 	flowID := pausedFlow(t, flows)
 	held.Store(1)
 	r, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", nil)
@@ -106,12 +106,12 @@ func TestDrainProgressNamesFlows(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	done := make(chan bool, 1)
 	release := make(chan struct{})
-	h := c.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	h := c.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
 	go h.ServeHTTP(nil, r)
-	for _, n := c.Counts(); n == 0; _, n = c.Counts() {
+	for _, n := c.counts(); n == 0; _, n = c.counts() {
 		time.Sleep(time.Millisecond)
 	}
-	go func() { done <- c.Drain(context.Background(), log) }()
+	go func() { done <- c.drain(context.Background(), log) }()
 	for len(testcmd.Records(logs.String(), "mrtr draining")) < 2 {
 		time.Sleep(time.Millisecond)
 	}
@@ -121,13 +121,13 @@ func TestDrainProgressNamesFlows(t *testing.T) {
 		t.Fatalf("the drain did not end once nothing was left:\n%s", logs.String())
 	}
 	recs := testcmd.Records(logs.String(), "mrtr draining")
-	var got []FlowRef
+	var got []flowRef
 	json.Unmarshal(recs[1]["waiting_for"], &got)
-	want := []FlowRef{{Flow: flowID, Method: "tools/call", Target: "delete", State: "held", Round: 1}, {Method: "prompts/get", Target: "greet", State: "in_flight"}}
+	want := []flowRef{{Flow: flowID, Method: "tools/call", Target: "delete", State: "held", Round: 1}, {Method: "prompts/get", Target: "greet", State: "in_flight"}}
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("the progress record waits for %s, want %+v", recs[1]["waiting_for"], want)
 	}
-	if text, _ := FlowList(got).MarshalText(); string(text) != "flow "+flowID+" tools/call delete (held); prompts/get greet (in_flight)" {
+	if text, _ := flowList(got).MarshalText(); string(text) != "flow "+flowID+" tools/call delete (held); prompts/get greet (in_flight)" {
 		t.Errorf("in the text format: %q", text)
 	}
 }
@@ -139,16 +139,16 @@ func TestFlowTrackerForgetsExpired(t *testing.T) {
 	flows := NewFlowTracker()
 	flows.SetTTL(mrtr.Options{TTL: time.Minute, AnonymousTTL: time.Minute})
 	pausedFlow(t, flows)
-	if l := flows.List(time.Now()); len(l) != 1 || l[0].State != "held" {
+	if l := flows.list(time.Now()); len(l) != 1 || l[0].State != "held" {
 		t.Fatalf("just paused: %+v, want one held flow", l)
 	}
-	if l := flows.List(time.Now().Add(2 * time.Minute)); len(l) != 0 {
+	if l := flows.list(time.Now().Add(2 * time.Minute)); len(l) != 0 {
 		t.Fatalf("after its token's TTL: %+v, want none", l)
 	}
 }
 
 // TestFlowTrackerBounded: pauses abandoned between drains do not pile up:
-// once the tracker holds MinPrune flows, those whose token expired go.
+// once the tracker holds minPrune flows, those whose token expired go.
 func TestFlowTrackerBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		flows := NewFlowTracker()
@@ -160,14 +160,14 @@ func TestFlowTrackerBounded(t *testing.T) {
 		g := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil), Observer: flows})
 		old := pauseWith(t, g)
 		time.Sleep(2 * time.Minute)
-		for range MinPrune {
+		for range minPrune {
 			pauseWith(t, g)
 		}
-		flows.Mu.Lock()
+		flows.mu.Lock()
 		n, kept := len(flows.Flows), flows.Flows[old].Flow != ""
-		flows.Mu.Unlock()
-		if kept || n != MinPrune {
-			t.Fatalf("%d flows tracked, the expired one kept: %v; want %d, it gone", n, kept, MinPrune)
+		flows.mu.Unlock()
+		if kept || n != minPrune {
+			t.Fatalf("%d flows tracked, the expired one kept: %v; want %d, it gone", n, kept, minPrune)
 		}
 	})
 }

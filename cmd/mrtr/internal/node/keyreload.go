@@ -23,17 +23,17 @@ import (
 // defaultKeysPoll is how often a running server looks at its key file.
 const defaultKeysPoll = 5 * time.Second
 
-// OpenKeys returns the codec of serve and proxy over the configured key
+// openKeys returns the codec of serve and proxy over the configured key
 // ring, and starts what reloads it without a restart: a poll of the key
 // file every --keys-poll and SIGHUP. A key ring given inline in
 // $MRTR_KEYS, or the ephemeral one, cannot be reloaded; SIGHUP then only
 // logs that. stop ends the reloading.
-func (c *CommonConfig) OpenKeys(ctx context.Context, log *slog.Logger, onSealWarn func(keyID string, seals uint64)) (codec *reqstate.AESGCM, ephemeral bool, stop func(), err error) {
-	var rl *KeyReloader
+func (c *CommonConfig) openKeys(ctx context.Context, log *slog.Logger, onSealWarn func(keyID string, seals uint64)) (codec *reqstate.AESGCM, ephemeral bool, stop func(), err error) {
+	var rl *keyReloader
 	var ring *reqstate.KeyRing
 	if c.KeysFile != "" && c.KeysJSON == "" {
-		rl = &KeyReloader{Path: c.KeysFile, Log: log, Now: time.Now}
-		if ring, err = rl.Initial(); err != nil {
+		rl = &keyReloader{Path: c.KeysFile, Log: log, now: time.Now}
+		if ring, err = rl.initial(); err != nil {
 			return nil, false, nil, keyfile.KeyFileHint(c.KeysFile, err)
 		}
 		if w := keyfile.KeyFileExposed(c.KeysFile); w != "" {
@@ -48,7 +48,7 @@ func (c *CommonConfig) OpenKeys(ctx context.Context, log *slog.Logger, onSealWar
 	codec = reqstate.New(ring, &reqstate.Options{
 		// A key keeps opening for as long as a token it sealed may be accepted.
 		OpenGrace:  max(c.Ttl, c.AnonTTL) + mrtr.DefaultLeeway,
-		SealWarn:   c.KeySealWarn,
+		SealWarn:   c.keySealWarn,
 		OnSealWarn: onSealWarn,
 		Logger:     log,
 	})
@@ -59,8 +59,8 @@ func (c *CommonConfig) OpenKeys(ctx context.Context, log *slog.Logger, onSealWar
 	var wg sync.WaitGroup
 	if rl != nil {
 		rl.Codec = codec
-		wg.Go(func() { rl.run(ctx, c.KeysPoll, hup) })
-		log.Info("mrtr key ring reloads on change or SIGHUP", "file", c.KeysFile, "poll", c.KeysPoll)
+		wg.Go(func() { rl.run(ctx, c.keysPoll, hup) })
+		log.Info("mrtr key ring reloads on change or SIGHUP", "file", c.KeysFile, "poll", c.keysPoll)
 	} else {
 		why := "the key ring is inline in $MRTR_KEYS: it cannot be reloaded; give a file (--keys FILE) to rotate without restarts"
 		if ephemeral {
@@ -98,15 +98,15 @@ func (c *CommonConfig) keysSource() string {
 	return "(ephemeral)"
 }
 
-// KeyReloader replaces a running codec's key ring when its file changes.
+// keyReloader replaces a running codec's key ring when its file changes.
 // A file that does not parse, whose keys cannot seal now, or that gives a
 // known key id another secret is refused with a log line naming the file
 // and the reason (never a secret), and the current ring stays.
-type KeyReloader struct {
+type keyReloader struct {
 	Path  string
 	Codec *reqstate.AESGCM
 	Log   *slog.Logger
-	Now   func() time.Time
+	now   func() time.Time
 
 	// Only a file whose content is the ring in use is recorded as current
 	// (stat and current): a refused file is not, so every poll reads it
@@ -124,8 +124,8 @@ type fileStamp struct {
 	mod  time.Time
 }
 
-// Initial reads the ring the server starts with.
-func (k *KeyReloader) Initial() (*reqstate.KeyRing, error) {
+// initial reads the ring the server starts with.
+func (k *keyReloader) initial() (*reqstate.KeyRing, error) {
 	data, st, err := k.read()
 	if err != nil {
 		return nil, fmt.Errorf("load key ring: %w", err)
@@ -139,7 +139,7 @@ func (k *KeyReloader) Initial() (*reqstate.KeyRing, error) {
 	return ring, nil
 }
 
-func (k *KeyReloader) read() ([]byte, fileStamp, error) {
+func (k *keyReloader) read() ([]byte, fileStamp, error) {
 	f, err := os.Open(k.Path)
 	if err != nil {
 		return nil, fileStamp{}, err
@@ -163,7 +163,7 @@ func (k *KeyReloader) read() ([]byte, fileStamp, error) {
 }
 
 // run polls the file every interval and reloads on SIGHUP until ctx ends.
-func (k *KeyReloader) run(ctx context.Context, interval time.Duration, hup <-chan os.Signal) {
+func (k *keyReloader) run(ctx context.Context, interval time.Duration, hup <-chan os.Signal) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -171,19 +171,19 @@ func (k *KeyReloader) run(ctx context.Context, interval time.Duration, hup <-cha
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			k.Reload("poll")
+			k.reload("poll")
 		case <-hup:
-			k.Reload("SIGHUP")
+			k.reload("SIGHUP")
 		}
 	}
 }
 
-// Reload reads the file and installs its ring if it changed. A poll reads
+// reload reads the file and installs its ring if it changed. A poll reads
 // the file only when its size or modification time differs from the file
 // the ring in use was read from (so, while a refused file is in place,
 // every poll reads it); SIGHUP always reads it. It reports whether the
 // ring was replaced.
-func (k *KeyReloader) Reload(trigger string) bool {
+func (k *keyReloader) reload(trigger string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	forced := trigger != "poll"
@@ -221,7 +221,7 @@ func (k *KeyReloader) Reload(trigger string) bool {
 	}
 	ring, err := reqstate.ParseKeyRing(data)
 	if err == nil {
-		if _, ok := ring.SealingKey(k.Now()); !ok {
+		if _, ok := ring.SealingKey(k.now()); !ok {
 			err = fmt.Errorf("no key may seal now: every key's window is closed (see mrtr keys status)")
 		}
 	}
@@ -235,16 +235,16 @@ func (k *KeyReloader) Reload(trigger string) bool {
 		return false
 	}
 	k.stat, k.current, k.refused = st, sum, [sha256.Size]byte{}
-	sealing, _ := ring.SealingKey(k.Now())
+	sealing, _ := ring.SealingKey(k.now())
 	k.Log.Info("mrtr key ring reloaded", "file", k.Path, "trigger", trigger, "keys", ring.IDs(), "primary", sealing)
-	if was, ok := old.SealingKey(k.Now()); ok && !slices.Contains(ring.IDs(), was) {
+	if was, ok := old.SealingKey(k.now()); ok && !slices.Contains(ring.IDs(), was) {
 		k.Log.Warn("mrtr key ring reload dropped the key that was sealing: flows it paused can no longer resume; "+
 			"keep a key in the ring for the longest TTL after it stops sealing", "file", k.Path, "dropped", was)
 	}
 	return true
 }
 
-func (k *KeyReloader) refuse(trigger string, err error) {
+func (k *keyReloader) refuse(trigger string, err error) {
 	k.Log.Error("mrtr key ring reload refused; the current ring stays", "file", k.Path, "trigger", trigger,
 		"error", err.Error(), "keys", k.Codec.KeyRing().IDs())
 }

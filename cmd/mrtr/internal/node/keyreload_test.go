@@ -24,13 +24,13 @@ func TestKeyReloader(t *testing.T) {
 	a, b := testcmd.GenKey(t, "key-a"), testcmd.GenKey(t, "key-b")
 	testcmd.WriteRing(t, path, a)
 	var logs bytes.Buffer
-	rl := &KeyReloader{Path: path, Log: slog.New(slog.NewTextHandler(&logs, nil)), Now: time.Now}
-	ring, err := rl.Initial()
+	rl := &keyReloader{Path: path, Log: slog.New(slog.NewTextHandler(&logs, nil)), now: time.Now}
+	ring, err := rl.initial()
 	if err != nil {
 		t.Fatal(err)
 	}
 	rl.Codec = reqstate.New(ring, nil)
-	if rl.Reload("poll") || rl.Reload("SIGHUP") {
+	if rl.reload("poll") || rl.reload("SIGHUP") {
 		t.Fatal("an unchanged file reloaded")
 	}
 	if !strings.Contains(logs.String(), "key ring unchanged") {
@@ -51,7 +51,7 @@ func TestKeyReloader(t *testing.T) {
 		if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if rl.Reload("poll") {
+		if rl.reload("poll") {
 			t.Fatalf("%s: reloaded", tc.name)
 		}
 		if got := logs.String(); !strings.Contains(got, "reload refused") || !strings.Contains(got, path) || !strings.Contains(got, tc.reason) {
@@ -63,7 +63,7 @@ func TestKeyReloader(t *testing.T) {
 		// A poll does not repeat the refusal of the same content.
 		logs.Reset()
 		os.Chtimes(path, time.Now(), time.Now().Add(time.Second))
-		if rl.Reload("poll"); logs.Len() != 0 {
+		if rl.reload("poll"); logs.Len() != 0 {
 			t.Fatalf("%s: refused twice: %s", tc.name, logs.String())
 		}
 	}
@@ -77,7 +77,7 @@ func TestKeyReloader(t *testing.T) {
 	} {
 		logs.Reset()
 		testcmd.WriteRing(t, path, tc.keys...)
-		if rl.Reload("poll") {
+		if rl.reload("poll") {
 			t.Fatalf("%s: reloaded", tc.name)
 		}
 		if got := logs.String(); !strings.Contains(got, "reload refused") || !strings.Contains(got, tc.reason) {
@@ -95,15 +95,15 @@ func TestKeyReloader(t *testing.T) {
 	// A missing file (mid-replace) is said once and keeps the ring.
 	logs.Reset()
 	os.Remove(path)
-	rl.Reload("poll")
-	rl.Reload("poll")
+	rl.reload("poll")
+	rl.reload("poll")
 	if n := strings.Count(logs.String(), "reload refused"); n != 1 || rl.Codec.KeyRing().Primary() != "key-a" {
 		t.Fatalf("missing file: %d refusals, ring %v", n, rl.Codec.KeyRing().IDs())
 	}
 	// A good file: installed, its primary logged.
 	logs.Reset()
 	testcmd.WriteRing(t, path, b, a)
-	if !rl.Reload("poll") {
+	if !rl.reload("poll") {
 		t.Fatalf("good file not reloaded: %s", logs.String())
 	}
 	if got := logs.String(); !strings.Contains(got, "key ring reloaded") || !strings.Contains(got, "primary=key-b") || !strings.Contains(got, "trigger=poll") {
@@ -115,7 +115,7 @@ func TestKeyReloader(t *testing.T) {
 	// Dropping the key that was sealing is allowed, with a warning.
 	logs.Reset()
 	testcmd.WriteRing(t, path, a)
-	if !rl.Reload("poll") || !strings.Contains(logs.String(), "dropped=key-b") {
+	if !rl.reload("poll") || !strings.Contains(logs.String(), "dropped=key-b") {
 		t.Fatalf("drop: %s", logs.String())
 	}
 }
@@ -132,8 +132,8 @@ func TestKeyReloaderRefusedNotCurrent(t *testing.T) {
 	a, b := testcmd.GenKey(t, "key-a"), testcmd.GenKey(t, "key-b")
 	testcmd.WriteRing(t, path, a)
 	var logs bytes.Buffer
-	rl := &KeyReloader{Path: path, Log: slog.New(slog.NewTextHandler(&logs, nil)), Now: time.Now}
-	ring, err := rl.Initial()
+	rl := &keyReloader{Path: path, Log: slog.New(slog.NewTextHandler(&logs, nil)), now: time.Now}
+	ring, err := rl.initial()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,31 +165,31 @@ func TestKeyReloaderRefusedNotCurrent(t *testing.T) {
 	ringIDs := func() string { return strings.Join(rl.Codec.KeyRing().IDs(), " ") }
 
 	put(bad, stamp)
-	if rl.Reload("poll") || refusals() != 1 || ringIDs() != "key-a" {
+	if rl.reload("poll") || refusals() != 1 || ringIDs() != "key-a" {
 		t.Fatalf("broken file: %d refusals, ring %q: %s", refusals(), ringIDs(), logs.String())
 	}
-	if rl.Reload("SIGHUP") || refusals() != 2 || strings.Contains(logs.String(), "key ring unchanged") {
+	if rl.reload("SIGHUP") || refusals() != 2 || strings.Contains(logs.String(), "key ring unchanged") {
 		t.Fatalf("SIGHUP on the file still refused: %d refusals: %s", refusals(), logs.String())
 	}
-	if rl.Reload("poll") || refusals() != 2 {
+	if rl.reload("poll") || refusals() != 2 {
 		t.Fatalf("a poll repeated the refusal: %s", logs.String())
 	}
 	// The fix has the refused file's size and modification time.
 	put(good, stamp)
-	if !rl.Reload("poll") || ringIDs() != "key-b key-a" {
+	if !rl.reload("poll") || ringIDs() != "key-b key-a" {
 		t.Fatalf("the fixed file (same size and time as the refused one) not picked up: ring %q: %s", ringIDs(), logs.String())
 	}
 
 	// The same mistake, the good file back, the same mistake again: said twice.
 	logs.Reset()
 	put(bad, stamp.Add(1*time.Second))
-	rl.Reload("poll")
+	rl.reload("poll")
 	put(good, stamp.Add(2*time.Second))
-	if rl.Reload("poll") || refusals() != 1 {
+	if rl.reload("poll") || refusals() != 1 {
 		t.Fatalf("after the good file came back: %d refusals: %s", refusals(), logs.String())
 	}
 	put(bad, stamp.Add(3*time.Second))
-	rl.Reload("poll")
+	rl.reload("poll")
 	if n := refusals(); n != 2 || ringIDs() != "key-b key-a" {
 		t.Fatalf("the same broken file written again: %d refusals (want 2), ring %q: %s", n, ringIDs(), logs.String())
 	}
@@ -199,9 +199,9 @@ func TestKeyReloaderRefusedNotCurrent(t *testing.T) {
 func TestServeInlineKeysNotReloadable(t *testing.T) {
 	ring, _ := reqstate.GenerateKeyRing("inline", nil)
 	data, _ := ring.MarshalSecretJSON()
-	c := &CommonConfig{KeysJSON: string(data), KeysPoll: time.Hour, Ttl: time.Minute, AnonTTL: time.Minute, KeySealWarn: 1}
+	c := &CommonConfig{KeysJSON: string(data), keysPoll: time.Hour, Ttl: time.Minute, AnonTTL: time.Minute, keySealWarn: 1}
 	var logs testcmd.Buffer
-	codec, eph, stop, err := c.OpenKeys(t.Context(), slog.New(slog.NewTextHandler(&logs, nil)), nil)
+	codec, eph, stop, err := c.openKeys(t.Context(), slog.New(slog.NewTextHandler(&logs, nil)), nil)
 	if err != nil || eph || codec.KeyRing().Primary() != "inline" {
 		t.Fatalf("%v %v", eph, err)
 	}
@@ -219,7 +219,7 @@ func TestReadinessFollowsKeyRing(t *testing.T) {
 	closed.NotAfter = time.Now().Add(-time.Minute)
 	cur, _ := reqstate.NewKeyRing(open)
 	tel := &Telemetry{Health: &observe.Health{}}
-	tel.AddReadiness(func() *reqstate.KeyRing { return cur }, nil, "", time.Second)
+	tel.addReadiness(func() *reqstate.KeyRing { return cur }, nil, "", time.Second)
 	check := tel.Health.Checks[0]
 	if check.Name != "keys" || check.Fn(t.Context()) != nil {
 		t.Fatalf("keys check on a sealing ring: %v", check.Fn(t.Context()))

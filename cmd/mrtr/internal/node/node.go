@@ -42,10 +42,10 @@ func (c *CommonConfig) ServeMCP(ctx context.Context, log *slog.Logger, h http.Ha
 		}
 	}
 	hosts := c.AllowedHostList()
-	local := func(h http.Handler) http.Handler { return LocalOnly(hosts, h) }
+	local := func(h http.Handler) http.Handler { return localOnly(hosts, h) }
 	mux := http.NewServeMux()
 	// The metadata endpoints that protect mounts get the Host check either way.
-	endpoint := Protect(authn, h, mux, local)
+	endpoint := protect(authn, h, mux, local)
 	if !hostChecked {
 		endpoint = local(endpoint)
 	}
@@ -62,7 +62,7 @@ func (c *CommonConfig) NewGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 	if err != nil {
 		return nil, nil, err
 	}
-	codec, ephemeral, stopKeys, err := c.OpenKeys(ctx, log, tel.sealWarnings())
+	codec, ephemeral, stopKeys, err := c.openKeys(ctx, log, tel.sealWarnings())
 	if err != nil {
 		tel.close(log)
 		return nil, nil, err
@@ -72,7 +72,7 @@ func (c *CommonConfig) NewGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 			"Paused flows will not survive a restart and other nodes cannot resume them. " +
 			"Run `mrtr keygen --out keys.json` and pass --keys keys.json (or set MRTR_KEYS) in production.")
 	}
-	store, closeStore, err := c.OpenStore(ctx, log)
+	store, closeStore, err := c.openStore(ctx, log)
 	if err != nil {
 		stopKeys()
 		tel.close(log)
@@ -85,7 +85,7 @@ func (c *CommonConfig) NewGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 		tel.close(log)
 		return nil, nil, err
 	}
-	tel.AddReadiness(codec.KeyRing, store, c.Replay, c.ReplayTO)
+	tel.addReadiness(codec.KeyRing, store, c.Replay, c.ReplayTO)
 	c.Tel = tel
 	c.Codec = codec
 	c.RedisStore, _ = store.(*redisstore.Store)
@@ -101,7 +101,7 @@ func (c *CommonConfig) NewGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 	p := guard.Policy()
 	sealing, _ := ring.SealingKey(time.Now())
 	log.Info("mrtr policy", "keys", ring.IDs(), "primary", sealing, "server_id", p.ServerID, "ttl", p.TTL, "anonymous_ttl", p.AnonymousTTL,
-		"max_rounds", p.MaxRounds, "replay", c.ReplayName(), "replay_replicas", c.Replicas, "auth", c.Auth.Enabled(),
+		"max_rounds", p.MaxRounds, "replay", c.replayName(), "replay_replicas", c.Replicas, "auth", c.Auth.Enabled(),
 		"metrics", c.MetricsAddr != "", "tracing", tel.tracing != nil)
 	return guard, func() { closeStore(); stopKeys(); closeAudit(); tel.close(log) }, nil
 }
@@ -113,7 +113,7 @@ func (c *CommonConfig) listen() (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--addr: %w", err)
 	}
-	return NewLimitListener(ln, c.MaxConns), nil
+	return newLimitListener(ln, c.MaxConns), nil
 }
 
 // newHTTPServer is the hardened server every command serves MCP with:
@@ -138,14 +138,14 @@ func (c *CommonConfig) newHTTPServer(h http.Handler, log *slog.Logger) *http.Ser
 func runHTTP(ctx context.Context, srv *http.Server, ln net.Listener, addr string, log *slog.Logger, d *DrainConfig) error {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	log.Info("mrtr serving", "url", ListenURL(addr, ln.Addr(), "/mcp"))
+	log.Info("mrtr serving", "url", listenURL(addr, ln.Addr(), "/mcp"))
 	drained := false
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
 	case <-d.Signal:
-		if !d.Drain(ctx, log) {
+		if !d.drain(ctx, log) {
 			srv.Close()
 			return nil
 		}
@@ -176,10 +176,10 @@ func runHTTP(ctx context.Context, srv *http.Server, ln net.Listener, addr string
 	return nil
 }
 
-// ReplayName describes the single-use store without any password: neither
+// replayName describes the single-use store without any password: neither
 // the user information nor a password query parameter (the Sentinel form
 // carries the primary's there).
-func (c *CommonConfig) ReplayName() string {
+func (c *CommonConfig) replayName() string {
 	u, err := url.Parse(c.Replay)
 	if err != nil || u.Scheme == "" {
 		if strings.Contains(c.Replay, "@") || strings.Contains(strings.ToLower(c.Replay), "password") {
@@ -233,7 +233,7 @@ func maskPasswordParams(u *url.URL) {
 	}
 }
 
-func (c *CommonConfig) OpenStore(ctx context.Context, log *slog.Logger) (replay.Store, func(), error) {
+func (c *CommonConfig) openStore(ctx context.Context, log *slog.Logger) (replay.Store, func(), error) {
 	switch c.Replay {
 	case "off":
 		return nil, func() {}, nil
@@ -247,7 +247,7 @@ func (c *CommonConfig) OpenStore(ctx context.Context, log *slog.Logger) (replay.
 	if err != nil {
 		return nil, nil, fmt.Errorf("--replay: %w", err)
 	}
-	watch := NewStoreWatch(log)
+	watch := newStoreWatch(log)
 	watch.watch(s.Client())
 	watch.setQuiet(true) // the check below says it at startup
 	defer watch.setQuiet(false)
@@ -257,9 +257,9 @@ func (c *CommonConfig) OpenStore(ctx context.Context, log *slog.Logger) (replay.
 	if err := s.Ping(pctx); err != nil {
 		if cause, ok := redisRefusal(err); ok {
 			s.Close()
-			return nil, nil, storeRefused(c.ReplayName(), cause)
+			return nil, nil, storeRefused(c.replayName(), cause)
 		}
-		log.Warn("redis single-use store not reachable yet; resumes fail closed until it is", "replay", c.ReplayName(), "error", err)
+		log.Warn("redis single-use store not reachable yet; resumes fail closed until it is", "replay", c.replayName(), "error", err)
 		return s, func() { s.Close() }, nil
 	}
 	c.checkDurability(pctx, s, log)
@@ -299,10 +299,10 @@ func (c *CommonConfig) checkDurability(ctx context.Context, s *redisstore.Store,
 		log.Warn("redis single-use store has neither AOF persistence (appendonly no) nor replicas: "+
 			"if it restarts, every token used so far can be used once more until it expires. "+
 			"Set appendonly yes (see docs/OPERATIONS.md, \"Many nodes on Redis\")",
-			"replay", c.ReplayName(), "primaries", d.Primaries)
+			"replay", c.replayName(), "primaries", d.Primaries)
 	case d.Replicas < c.Replicas:
 		log.Warn("redis single-use store has fewer replicas than --replay-replicas: resumes fail closed until enough replicas connect",
-			"replay", c.ReplayName(), "replicas", d.Replicas, "replay_replicas", c.Replicas)
+			"replay", c.replayName(), "replicas", d.Replicas, "replay_replicas", c.Replicas)
 	default:
 		log.Info("redis single-use store durability", "aof", d.AOF, "replicas", d.Replicas, "replay_replicas", c.Replicas, "primaries", d.Primaries)
 	}
@@ -319,11 +319,11 @@ func (c *CommonConfig) AllowedHostList() []string {
 	return hosts
 }
 
-// LocalOnly protects against DNS rebinding on loopback connections: a
+// localOnly protects against DNS rebinding on loopback connections: a
 // request that arrived on a loopback address must name a loopback host
 // (or an allowed one) in its Host header, and a browser's Origin, when
 // present, must too. Requests on other addresses pass.
-func LocalOnly(allowed []string, next http.Handler) http.Handler {
+func localOnly(allowed []string, next http.Handler) http.Handler {
 	ok := func(hostport string) bool {
 		host := strings.ToLower(hostport)
 		if h, _, err := net.SplitHostPort(host); err == nil {
@@ -378,7 +378,7 @@ type limitListener struct {
 	closeOnce sync.Once
 }
 
-func NewLimitListener(ln net.Listener, n int) *limitListener {
+func newLimitListener(ln net.Listener, n int) *limitListener {
 	return &limitListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
 }
 
@@ -401,8 +401,8 @@ func (l *limitListener) Close() error {
 	return l.Listener.Close()
 }
 
-// Open is the number of connections holding a slot.
-func (l *limitListener) Open() int { return len(l.slots) }
+// open is the number of connections holding a slot.
+func (l *limitListener) open() int { return len(l.slots) }
 
 type limitConn struct {
 	net.Conn

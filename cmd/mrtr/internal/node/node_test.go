@@ -27,8 +27,8 @@ import (
 // and the principal handed to go-sdk as TokenInfo (UserID = sub,
 // Extra["iss"] = iss).
 func TestAuthHS256(t *testing.T) {
-	c := &AuthConfig{Hs256: testcmd.DevSecret}
-	if err := c.Check(); err != nil {
+	c := &AuthConfig{hs256: testcmd.DevSecret}
+	if err := c.check(); err != nil {
 		t.Fatal(err)
 	}
 	v, err := c.Verifier(t.Context(), slog.New(slog.DiscardHandler))
@@ -37,7 +37,7 @@ func TestAuthHS256(t *testing.T) {
 	}
 	defer v.Close()
 	var got *auth.TokenInfo
-	h := Protect(v, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := protect(v, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = auth.TokenInfoFromContext(r.Context())
 	}), http.NewServeMux(), func(h http.Handler) http.Handler { return h })
 	exp := time.Now().Add(time.Hour).Unix()
@@ -78,7 +78,7 @@ func TestLimitListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := NewLimitListener(ln, 1)
+	l := newLimitListener(ln, 1)
 	defer l.Close()
 	go func() {
 		for range 2 {
@@ -106,8 +106,8 @@ func TestLimitListener(t *testing.T) {
 	a.Close()
 	a.Close() // a second close frees nothing more
 	b := <-accepted
-	if b == nil || l.Open() != 1 {
-		t.Fatalf("after a close: %v, open %d", b, l.Open())
+	if b == nil || l.open() != 1 {
+		t.Fatalf("after a close: %v, open %d", b, l.open())
 	}
 	b.Close()
 	l.Close()
@@ -131,11 +131,11 @@ func TestListenURL(t *testing.T) {
 		}
 		ln.Close()
 		want := strings.Replace(c.want, "PORT", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), 1)
-		if got := ListenURL(c.given, ln.Addr(), "/mcp"); got != want {
+		if got := listenURL(c.given, ln.Addr(), "/mcp"); got != want {
 			t.Errorf("--addr %s (bound %s): %s, want %s", c.given, ln.Addr(), got, want)
 		}
 	}
-	if got := ListenURL("[::1]:9", &net.TCPAddr{IP: net.IPv6loopback, Port: 9}, "/metrics"); got != "http://[::1]:9/metrics" {
+	if got := listenURL("[::1]:9", &net.TCPAddr{IP: net.IPv6loopback, Port: 9}, "/metrics"); got != "http://[::1]:9/metrics" {
 		t.Errorf("[::1]:9: %s", got)
 	}
 }
@@ -150,7 +150,7 @@ func TestReplayNameHidesPasswords(t *testing.T) {
 		"memory": "memory",
 	} {
 		c := &CommonConfig{Replay: in}
-		if got := c.ReplayName(); got != want || strings.Contains(got, "pw1") {
+		if got := c.replayName(); got != want || strings.Contains(got, "pw1") {
 			t.Errorf("replayName(%q) = %q, want %q", in, got, want)
 		}
 	}
@@ -191,7 +191,7 @@ func TestReplayDurabilityWarning(t *testing.T) {
 			var buf bytes.Buffer
 			log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			c := &CommonConfig{Replay: tc.url, ReplayTO: time.Second, Replicas: tc.replicas}
-			_, closeStore, err := c.OpenStore(context.Background(), log)
+			_, closeStore, err := c.openStore(context.Background(), log)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,7 +215,7 @@ func TestReplayDurabilityWarning(t *testing.T) {
 }
 
 func TestLocalOnly(t *testing.T) {
-	h := LocalOnly([]string{"mcp.internal"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	h := localOnly([]string{"mcp.internal"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	for _, tc := range []struct {
 		host, origin string
 		want         int
@@ -247,7 +247,7 @@ func TestLocalOnly(t *testing.T) {
 // words instead.
 func TestStoreWatchSentinelName(t *testing.T) {
 	logs := new(testcmd.Buffer)
-	w := NewStoreWatch(slog.New(slog.NewJSONHandler(logs, nil)))
+	w := newStoreWatch(slog.New(slog.NewJSONHandler(logs, nil)))
 	addr := testcmd.FreeAddr(t)
 	var d net.Dialer
 	dial := w.DialHook(func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -258,11 +258,11 @@ func TestStoreWatchSentinelName(t *testing.T) {
 			t.Fatal("a dial to a closed port succeeded")
 		}
 	}
-	recs := testcmd.LogLines(logs, StoreDownMsg)
+	recs := testcmd.LogLines(logs, storeDownMsg)
 	if len(recs) != 1 || recs[0]["addr"] != "the primary the sentinels name" {
 		t.Fatalf("down: %v", recs)
 	}
-	if o := w.Down["the primary the sentinels name"]; o == nil || o.Failed != 3 {
+	if o := w.down["the primary the sentinels name"]; o == nil || o.failed != 3 {
 		t.Fatalf("outage %+v, want 3 failed dials", o)
 	}
 }

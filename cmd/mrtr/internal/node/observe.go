@@ -74,11 +74,11 @@ func (c *CommonConfig) newTelemetry(ctx context.Context, log *slog.Logger) (*Tel
 	return t, nil
 }
 
-// AddReadiness adds the checks of /readyz: the key ring in use (ring
+// addReadiness adds the checks of /readyz: the key ring in use (ring
 // reads it: it may be reloaded) has a key whose window is open now, and
 // a store that can be pinged (Redis) answers within --replay-timeout. The
 // in-memory store is always ready.
-func (t *Telemetry) AddReadiness(ring func() *reqstate.KeyRing, store replay.Store, replayURL string, timeout time.Duration) {
+func (t *Telemetry) addReadiness(ring func() *reqstate.KeyRing, store replay.Store, replayURL string, timeout time.Duration) {
 	t.Health.Timeout = timeout
 	t.Health.Checks = append(t.Health.Checks, observe.Check{Name: "keys", Fn: func(context.Context) error {
 		r := ring()
@@ -129,8 +129,8 @@ func (t *Telemetry) close(log *slog.Logger) {
 // Host check as /mcp.
 func (c *CommonConfig) mountHealth(mux *http.ServeMux, hosts []string) {
 	h := c.Tel.Health
-	mux.Handle("/healthz", LocalOnly(hosts, http.HandlerFunc(h.Healthz)))
-	mux.Handle("/readyz", LocalOnly(hosts, http.HandlerFunc(h.Readyz)))
+	mux.Handle("/healthz", localOnly(hosts, http.HandlerFunc(h.Healthz)))
+	mux.Handle("/readyz", localOnly(hosts, http.HandlerFunc(h.Readyz)))
 }
 
 // StartMetrics serves /metrics on --metrics-addr, its own listener, until
@@ -150,7 +150,7 @@ func (c *CommonConfig) StartMetrics(log *slog.Logger) (stop func(), err error) {
 	}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: defaultIdleTimeout}
 	go srv.Serve(ln)
-	log.Info("mrtr metrics serving", "url", ListenURL(c.MetricsAddr, ln.Addr(), "/metrics"))
+	log.Info("mrtr metrics serving", "url", listenURL(c.MetricsAddr, ln.Addr(), "/metrics"))
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -140,24 +140,24 @@ type storeWatch struct {
 	now func() time.Time // nil: time.Now
 
 	mu    sync.Mutex
-	Down  map[string]*outage // by address
+	down  map[string]*outage // by address
 	quiet bool               // record outages without saying so (the startup check says it)
 }
 
 // The messages of storeWatch.
 const (
-	StoreDownMsg = "redis single-use store: cannot connect; resumes fail closed until it is back (said once, and once when it is)"
-	StoreBackMsg = "redis single-use store: connected again"
+	storeDownMsg = "redis single-use store: cannot connect; resumes fail closed until it is back (said once, and once when it is)"
+	storeBackMsg = "redis single-use store: connected again"
 )
 
 // outage is one address's time down.
 type outage struct {
 	since  time.Time
-	Failed int // dials that failed since
+	failed int // dials that failed since
 }
 
-func NewStoreWatch(log *slog.Logger) *storeWatch {
-	return &storeWatch{log: log, Down: map[string]*outage{}}
+func newStoreWatch(log *slog.Logger) *storeWatch {
+	return &storeWatch{log: log, down: map[string]*outage{}}
 }
 
 // watch hooks w into client: into each node of a Cluster as it is made
@@ -188,19 +188,19 @@ func (w *storeWatch) clock() time.Time {
 func (w *storeWatch) dialed(addr string, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	o := w.Down[addr]
+	o := w.down[addr]
 	switch {
 	case err != nil && o == nil:
-		w.Down[addr] = &outage{since: w.clock(), Failed: 1}
+		w.down[addr] = &outage{since: w.clock(), failed: 1}
 		if !w.quiet {
-			w.log.Warn(StoreDownMsg, "addr", addr, "error", err)
+			w.log.Warn(storeDownMsg, "addr", addr, "error", err)
 		}
 	case err != nil:
-		o.Failed++
+		o.failed++
 	case o != nil:
-		delete(w.Down, addr)
-		w.log.Info(StoreBackMsg, "addr", addr,
-			"down_for", w.clock().Sub(o.since).Round(time.Millisecond), "failed_dials", o.Failed)
+		delete(w.down, addr)
+		w.log.Info(storeBackMsg, "addr", addr,
+			"down_for", w.clock().Sub(o.since).Round(time.Millisecond), "failed_dials", o.failed)
 	}
 }
 

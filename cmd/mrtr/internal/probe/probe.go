@@ -242,7 +242,7 @@ func probe(ctx context.Context, a *base.App, args []string) error {
 		if stdioMode {
 			where = "-- " + where
 		}
-		PrintProbe(a, where, rep)
+		printProbe(a, where, rep)
 	}
 	switch {
 	case rep.Failed():
@@ -262,8 +262,8 @@ const probeStopTimeout = 10 * time.Second
 // The exit statuses of a probe that ran, besides 0; --help lists them.
 const (
 	exitProbeFailed     = 1 // a check failed
-	ExitProbeUnchecked  = 3 // nothing could be checked
-	ExitProbeIncomplete = 4 // an essential check was skipped or inconclusive
+	exitProbeUnchecked  = 3 // nothing could be checked
+	exitProbeIncomplete = 4 // an essential check was skipped or inconclusive
 )
 
 // probeStatus is the outcome of a probe that ran and reported, as an
@@ -274,7 +274,7 @@ func (s probeStatus) Error() string {
 	switch s {
 	case exitProbeFailed:
 		return "a check failed"
-	case ExitProbeUnchecked:
+	case exitProbeUnchecked:
 		return "nothing could be checked"
 	default:
 		return "incomplete: an essential check did not run"
@@ -283,20 +283,20 @@ func (s probeStatus) Error() string {
 
 var (
 	errProbeFailed     error = probeStatus(exitProbeFailed)
-	errProbeUnchecked  error = probeStatus(ExitProbeUnchecked)
-	errProbeIncomplete error = probeStatus(ExitProbeIncomplete)
+	errProbeUnchecked  error = probeStatus(exitProbeUnchecked)
+	errProbeIncomplete error = probeStatus(exitProbeIncomplete)
 )
 
 // ExitStatus is the probe's exit status (base.ExitStatus): the report
 // already printed says why.
 func (s probeStatus) ExitStatus() int { return int(s) }
 
-// PrintProbe writes rep as a table: check, verdict, what it sent and saw,
+// printProbe writes rep as a table: check, verdict, what it sent and saw,
 // and why it matters. What the server chose (names, messages, texts, in
 // the details) is written on one line without terminal controls
 // (termtext.Line): a server cannot clear the screen and print its own
 // table.
-func PrintProbe(a *base.App, target string, rep *mrtrprobe.Report) {
+func printProbe(a *base.App, target string, rep *mrtrprobe.Report) {
 	fmt.Fprintf(a.Stdout, "mrtr probe %s\n", termtext.Line(target))
 	fmt.Fprintf(a.Stdout, "era %s", termtext.Line(rep.Era))
 	if rep.Tool != "" {
@@ -337,6 +337,6 @@ func PrintProbe(a *base.App, target string, rep *mrtrprobe.Report) {
 	tw.Flush()
 	if len(rep.Incomplete) > 0 {
 		fmt.Fprintf(a.Stdout, "\nincomplete: %s could not run or was inconclusive (see above); exit status %d\n",
-			strings.Join(rep.Incomplete, ", "), ExitProbeIncomplete)
+			strings.Join(rep.Incomplete, ", "), exitProbeIncomplete)
 	}
 }

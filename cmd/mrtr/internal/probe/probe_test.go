@@ -13,7 +13,7 @@ import (
 func TestReportSingular(t *testing.T) {
 	var out strings.Builder
 	a := &base.App{Stdout: &out}
-	PrintProbe(a, "http://127.0.0.1:1/mcp", &mrtrprobe.Report{Era: "2026-07-28", Requests: 1, Unchecked: "a 2025-11-25 server"})
+	printProbe(a, "http://127.0.0.1:1/mcp", &mrtrprobe.Report{Era: "2026-07-28", Requests: 1, Unchecked: "a 2025-11-25 server"})
 	if !strings.Contains(out.String(), ", 1 request\n") {
 		t.Errorf("a probe of one request: %q", out.String())
 	}

@@ -8,9 +8,9 @@ import (
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 )
 
-// AuditUpstream is how a proxy's audit lines name its upstream: the URL
+// auditUpstream is how a proxy's audit lines name its upstream: the URL
 // as upstreamShown gives it, or the command it runs.
-func AuditUpstream(c *ProxyConfig) string {
+func auditUpstream(c *ProxyConfig) string {
 	if len(c.Command) > 0 {
 		return "command " + base.CommandName(c.Command)
 	}

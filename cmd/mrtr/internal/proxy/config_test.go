@@ -24,7 +24,7 @@ func TestAuditUpstream(t *testing.T) {
 		"http://127.0.0.1:9/mcp?token=SECRET":                   "http://127.0.0.1:9/mcp",
 		"http://h/a%2Fb/mcp":                                    "http://h/a%2Fb/mcp",
 	} {
-		if got := AuditUpstream(&ProxyConfig{Upstream: raw}); got != want {
+		if got := auditUpstream(&ProxyConfig{Upstream: raw}); got != want {
 			t.Errorf("auditUpstream(%s) = %s, want %s", raw, got, want)
 		}
 	}
@@ -35,8 +35,8 @@ func TestAuditUpstream(t *testing.T) {
 // --max-procs, at least 1.
 func TestPerCallerDefault(t *testing.T) {
 	for _, c := range []struct{ procs, given, want int }{{16, 0, 4}, {6, 0, 1}, {1, 0, 1}, {16, 9, 9}} {
-		u := UpstreamConfig{MaxProcs: c.procs, MaxProcsPerCaller: c.given}
-		if got := u.PerCaller(); got != c.want {
+		u := UpstreamConfig{maxProcs: c.procs, maxProcsPerCaller: c.given}
+		if got := u.perCaller(); got != c.want {
 			t.Errorf("--max-procs %d --max-procs-per-caller %d: %d, want %d", c.procs, c.given, got, c.want)
 		}
 	}
@@ -50,8 +50,8 @@ func TestParseProxyFlagsAndEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Upstream != "http://127.0.0.1:3000/mcp" || c.MaxHeld != 2048 || c.Replay != "off" || c.UpstreamTimeout != 30*time.Second ||
-		!c.ForwardAuth || c.MaxState != 100 || c.ServerID != "gw" {
+	if c.Upstream != "http://127.0.0.1:3000/mcp" || c.maxHeld != 2048 || c.Replay != "off" || c.upstreamTimeout != 30*time.Second ||
+		!c.forwardAuth || c.maxState != 100 || c.ServerID != "gw" {
 		t.Fatalf("parsed %+v", c)
 	}
 	for _, tc := range []struct {
@@ -89,14 +89,14 @@ func TestAdvertiseFlag(t *testing.T) {
 // listener got; an address on every interface needs --advertise.
 func TestAdvertiseDefault(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:8080", ":8080", "[::]:8080"} {
-		if err := CheckAdvertise(addr, ""); err == nil || !strings.Contains(err.Error(), "--advertise") {
+		if err := checkAdvertise(addr, ""); err == nil || !strings.Contains(err.Error(), "--advertise") {
 			t.Errorf("--addr %s without --advertise: err %v", addr, err)
 		}
-		if err := CheckAdvertise(addr, "http://10.0.0.5:8080/mcp"); err != nil {
+		if err := checkAdvertise(addr, "http://10.0.0.5:8080/mcp"); err != nil {
 			t.Errorf("--addr %s with --advertise: %v", addr, err)
 		}
 	}
-	if err := CheckAdvertise("10.0.0.5:8080", ""); err != nil {
+	if err := checkAdvertise("10.0.0.5:8080", ""); err != nil {
 		t.Error(err)
 	}
 	bound := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 41234}
@@ -105,11 +105,11 @@ func TestAdvertiseDefault(t *testing.T) {
 		"10.0.0.5:41234": "http://10.0.0.5:41234/mcp",
 		"[::1]:0":        "http://[::1]:41234/mcp",
 	} {
-		if got := AdvertiseURL(addr, "", bound); got != want {
+		if got := advertiseURL(addr, "", bound); got != want {
 			t.Errorf("advertiseURL(%s) = %s, want %s", addr, got, want)
 		}
 	}
-	if got := AdvertiseURL("0.0.0.0:0", "https://px.internal/mcp", bound); got != "https://px.internal/mcp" {
+	if got := advertiseURL("0.0.0.0:0", "https://px.internal/mcp", bound); got != "https://px.internal/mcp" {
 		t.Errorf("an explicit --advertise is kept: %s", got)
 	}
 }
@@ -124,15 +124,15 @@ func TestAdvertiseHints(t *testing.T) {
 		"[::]:8443":    "--advertise http://10.0.0.5:8443/mcp",
 		":0":           "--advertise http://10.0.0.5:PORT/mcp",
 	} {
-		if err := CheckAdvertise(addr, ""); err == nil || !strings.Contains(err.Error(), want) {
+		if err := checkAdvertise(addr, ""); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--addr %s: %v, want it to suggest %s", addr, err, want)
 		}
 	}
 	for addr, warned := range map[string]bool{"127.0.0.1:8091": true, "[::1]:8091": true, "localhost:8091": true, "10.0.0.5:8080": false} {
-		if got := LoopbackAdvertise(addr, "") != ""; got != warned {
+		if got := loopbackAdvertise(addr, "") != ""; got != warned {
 			t.Errorf("--addr %s without --advertise: warned %v, want %v", addr, got, warned)
 		}
-		if LoopbackAdvertise(addr, "http://"+addr+"/mcp") != "" {
+		if loopbackAdvertise(addr, "http://"+addr+"/mcp") != "" {
 			t.Errorf("--addr %s with --advertise: warned", addr)
 		}
 	}
@@ -152,7 +152,7 @@ func TestParseProxyCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(c.Command, " ") != "npx -y pkg --addr x" || c.Era != "legacy" || len(c.Roots) != 1 || c.Addr == "x" {
+	if strings.Join(c.Command, " ") != "npx -y pkg --addr x" || c.era != "legacy" || len(c.roots) != 1 || c.Addr == "x" {
 		t.Fatalf("parsed %+v", c)
 	}
 	for _, tc := range []struct {
@@ -167,7 +167,7 @@ func TestParseProxyCommand(t *testing.T) {
 		a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
 		c, err := ParseProxy(a, tc.args)
 		if err == nil && tc.want == "--upstream-env" {
-			_, _, err = c.UpstreamTransport(context.Background(), nil, nil)
+			_, _, err = c.upstreamTransport(context.Background(), nil, nil)
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err %v, want %q", tc.args, err, tc.want)
@@ -192,13 +192,13 @@ func TestUpstreamTransportFlag(t *testing.T) {
 	if mrtrproxy.LeanTransportSupported {
 		want = "lean"
 	}
-	if c.UpTransport != want {
-		t.Fatalf("default --upstream-transport %q, want %q", c.UpTransport, want)
+	if c.upTransport != want {
+		t.Fatalf("default --upstream-transport %q, want %q", c.upTransport, want)
 	}
-	if c, err := parse(nil, "--upstream-transport", "std"); err != nil || c.UpTransport != "std" {
+	if c, err := parse(nil, "--upstream-transport", "std"); err != nil || c.upTransport != "std" {
 		t.Fatalf("--upstream-transport std: %v", err)
 	}
-	if c, err := parse(map[string]string{"MRTR_UPSTREAM_TRANSPORT": "std"}); err != nil || c.UpTransport != "std" {
+	if c, err := parse(map[string]string{"MRTR_UPSTREAM_TRANSPORT": "std"}); err != nil || c.upTransport != "std" {
 		t.Fatalf("MRTR_UPSTREAM_TRANSPORT=std: %v", err)
 	}
 	if _, err := parse(nil, "--upstream-transport", "fast"); err == nil || !strings.Contains(err.Error(), "--upstream-transport") {
@@ -223,7 +223,7 @@ func TestSizeFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.MaxHeld != 4<<20 || c.MaxBodyBytes != 2<<20 || c.MaxState != 32<<10 {
-		t.Fatalf("max-held %d, max-body %d, max-upstream-state %d", c.MaxHeld, c.MaxBodyBytes, c.MaxState)
+	if c.maxHeld != 4<<20 || c.MaxBodyBytes != 2<<20 || c.maxState != 32<<10 {
+		t.Fatalf("max-held %d, max-body %d, max-upstream-state %d", c.maxHeld, c.MaxBodyBytes, c.maxState)
 	}
 }

@@ -236,7 +236,7 @@ func (c *ProxyConfig) bindLate(ctx context.Context, log *slog.Logger, guard *mrt
 	l := c.UpstreamConfig.late
 	var listened net.Addr // set before the probes start
 	l.bind = func(era string) (http.Handler, error) {
-		if era == EraModern {
+		if era == eraModern {
 			logModernHTTP(log, l.name)
 			if c.Advertise != "" {
 				log.Warn(advertiseIgnored)
@@ -247,12 +247,12 @@ func (c *ProxyConfig) bindLate(ctx context.Context, log *slog.Logger, guard *mrt
 		l.setStop(b.Close)
 		var peersOpt *mrtrproxy.Peers
 		if replicas != nil {
-			if w := LoopbackAdvertise(c.Addr, c.Advertise); w != "" {
+			if w := loopbackAdvertise(c.Addr, c.Advertise); w != "" {
 				log.Warn(w, "addr", c.Addr)
 			}
-			if err := CheckAdvertise(c.Addr, c.Advertise); err != nil {
+			if err := checkAdvertise(c.Addr, c.Advertise); err != nil {
 				log.Error("mrtr proxy: replicas off: the other replicas cannot forward to this one the resumes of the calls it holds", "error", err)
-			} else if err := replicas.start(ctx, log, AdvertiseURL(c.Addr, c.Advertise, listened), c.Codec, guard.Policy().ServerID); err != nil {
+			} else if err := replicas.start(ctx, log, advertiseURL(c.Addr, c.Advertise, listened), c.Codec, guard.Policy().ServerID); err != nil {
 				log.Error("mrtr proxy: replicas off: the other replicas cannot forward to this one the resumes of the calls it holds", "error", err)
 			} else {
 				peersOpt = replicas.peersOf(c.Codec, guard, c.Tel.Observer)

@@ -54,7 +54,7 @@ func TestLateEraHalt(t *testing.T) {
 			close(probing)
 			<-ctx.Done()
 			probeErr = ctx.Err()
-			return EraLegacy, nil // an answer that arrives as it is cancelled
+			return eraLegacy, nil // an answer that arrives as it is cancelled
 		})
 		bound := false
 		l.bind = func(string) (http.Handler, error) { bound = true; return http.NotFoundHandler(), nil }
@@ -85,7 +85,7 @@ func TestLateEraReady(t *testing.T) {
 		l := newLateEra(slog.New(slog.DiscardHandler), "http://127.0.0.1:1/mcp", func(ctx context.Context) (string, error) {
 			select {
 			case <-answer:
-				return EraLegacy, nil
+				return eraLegacy, nil
 			case <-ctx.Done():
 				return "", ctx.Err()
 			}
@@ -118,7 +118,7 @@ func TestLateEraReady(t *testing.T) {
 // bridge's sessions, whose GET streams keep the upstream's connections
 // open), once, after halting the probes.
 func TestLateEraCloseStops(t *testing.T) {
-	l := newLateEra(slog.New(slog.DiscardHandler), "http://127.0.0.1:1/mcp", func(ctx context.Context) (string, error) { return EraLegacy, nil })
+	l := newLateEra(slog.New(slog.DiscardHandler), "http://127.0.0.1:1/mcp", func(ctx context.Context) (string, error) { return eraLegacy, nil })
 	l.bind = func(string) (http.Handler, error) { return http.NotFoundHandler(), nil }
 	stopped := 0
 	l.setStop(func(context.Context) error { stopped++; return nil })

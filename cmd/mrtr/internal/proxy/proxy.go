@@ -25,12 +25,12 @@ import (
 type ProxyConfig struct {
 	node.CommonConfig
 	Upstream        string
-	UpstreamTimeout time.Duration
+	upstreamTimeout time.Duration
 	dialTimeout     time.Duration
-	UpTransport     string // --upstream-transport
-	MaxHeld         int64
-	MaxState        int64
-	ForwardAuth     bool
+	upTransport     string // --upstream-transport
+	maxHeld         int64
+	maxState        int64
+	forwardAuth     bool
 	Advertise       string // --advertise; empty: http://ADDR/mcp
 	UpstreamConfig
 }
@@ -72,22 +72,22 @@ func ProxyFlags(f *base.Flags, c *ProxyConfig) {
 		return nil
 	})
 	runnerFlag(f, &c.UpstreamConfig)
-	f.Duration(base.GroupUpstream, &c.UpstreamTimeout, "upstream-timeout", mrtrproxy.DefaultUpstreamTimeout,
+	f.Duration(base.GroupUpstream, &c.upstreamTimeout, "upstream-timeout", mrtrproxy.DefaultUpstreamTimeout,
 		"longest wait for the upstream's answer to one request (GET streams and subscriptions/listen are not limited)")
 	f.Duration(base.GroupUpstream, &c.dialTimeout, "upstream-dial-timeout", mrtrproxy.DefaultDialTimeout, "longest wait to connect to the upstream")
-	f.Choice(base.GroupUpstream, &c.UpTransport, "upstream-transport", defaultUpstreamTransport(), []string{string(mrtrproxy.TransportStd), string(mrtrproxy.TransportLean)},
+	f.Choice(base.GroupUpstream, &c.upTransport, "upstream-transport", defaultUpstreamTransport(), []string{string(mrtrproxy.TransportStd), string(mrtrproxy.TransportLean)},
 		"transport to an HTTP upstream: lean (the proxy's own HTTP/1.1 transport for POSTs up to 256 KiB, less CPU; the default where the system can peek at a socket, as Linux, macOS and the BSDs can) or std (Go's net/http transport for every request; the default elsewhere)")
 	f.Check("upstream-transport", func() error {
-		if c.UpTransport == string(mrtrproxy.TransportLean) && !mrtrproxy.LeanTransportSupported {
+		if c.upTransport == string(mrtrproxy.TransportLean) && !mrtrproxy.LeanTransportSupported {
 			return base.FlagErr("upstream-transport", "lean needs a non-blocking socket peek, which %s lacks: use std", runtime.GOOS)
 		}
 		return nil
 	})
-	f.Size(base.GroupLimits, &c.MaxHeld, "max-held", mrtrproxy.DefaultMaxHeldBytes, 1024,
+	f.Size(base.GroupLimits, &c.maxHeld, "max-held", mrtrproxy.DefaultMaxHeldBytes, 1024,
 		"largest final message of a pausable call the proxy holds to seal it (notifications before it are streamed, never held); larger is a -32603 error")
-	f.Size(base.GroupLimits, &c.MaxState, "max-upstream-state", mrtrproxy.DefaultMaxUpstreamState, 16,
+	f.Size(base.GroupLimits, &c.maxState, "max-upstream-state", mrtrproxy.DefaultMaxUpstreamState, 16,
 		"largest upstream requestState carried in a sealed token (its JSON string); larger is a -32603 error naming the limit, never truncated")
-	f.Bool(base.GroupUpstream, &c.ForwardAuth, "forward-authorization", false,
+	f.Bool(base.GroupUpstream, &c.forwardAuth, "forward-authorization", false,
 		"pass the client's Authorization header to the upstream (off: tokens issued to the proxy are not passed through)")
 	upstreamFlags(f, &c.UpstreamConfig)
 	replicaFlags(f, c)
@@ -141,7 +141,7 @@ func proxy(ctx context.Context, a *base.App, args []string) error {
 	log := c.Logger(a.Stderr, slog.LevelDebug)
 	// A drain names the flows it waits for (drain.go).
 	c.DrainConfig.Flows = node.NewFlowTracker()
-	c.Audit.Upstream = AuditUpstream(c) // audit lines name the upstream (audit.go)
+	c.Audit.Upstream = auditUpstream(c) // audit lines name the upstream (audit.go)
 	guard, closeGuard, err := c.NewGuard(ctx, log)
 	if err != nil {
 		return err
@@ -166,7 +166,7 @@ func proxy(ctx context.Context, a *base.App, args []string) error {
 	// The waits of the start (the era probe) end at the first signal.
 	pctx, cancelStart := a.UntilDrain(ctx)
 	defer cancelStart()
-	tr, stopUpstream, err := c.UpstreamTransport(pctx, log, guard)
+	tr, stopUpstream, err := c.upstreamTransport(pctx, log, guard)
 	if err != nil {
 		return err
 	}
@@ -189,15 +189,15 @@ func proxy(ctx context.Context, a *base.App, args []string) error {
 	}
 	var peersOpt *mrtrproxy.Peers
 	if _, bridged := tr.(*bridge.Bridge); bridged && replicas != nil {
-		if err := CheckAdvertise(c.Addr, c.Advertise); err != nil {
+		if err := checkAdvertise(c.Addr, c.Advertise); err != nil {
 			return err
 		}
-		if w := LoopbackAdvertise(c.Addr, c.Advertise); w != "" {
+		if w := loopbackAdvertise(c.Addr, c.Advertise); w != "" {
 			log.Warn(w, "addr", c.Addr)
 		}
 		peersOpt = replicas.peersOf(c.Codec, guard, c.Tel.Observer)
 		c.OnListen = func(a net.Addr) error {
-			return replicas.start(ctx, log, AdvertiseURL(c.Addr, c.Advertise, a), c.Codec, guard.Policy().ServerID)
+			return replicas.start(ctx, log, advertiseURL(c.Addr, c.Advertise, a), c.Codec, guard.Policy().ServerID)
 		}
 		defer replicas.stop()
 	} else if late != nil && replicas != nil {
@@ -213,13 +213,13 @@ func proxy(ctx context.Context, a *base.App, args []string) error {
 		Transport:            tr,
 		Guard:                guard,
 		DialTimeout:          c.dialTimeout,
-		UpstreamTransport:    mrtrproxy.TransportKind(c.UpTransport),
-		UpstreamTimeout:      c.UpstreamTimeout,
+		UpstreamTransport:    mrtrproxy.TransportKind(c.upTransport),
+		UpstreamTimeout:      c.upstreamTimeout,
 		MaxBodyBytes:         c.MaxBodyBytes,
-		MaxHeldBytes:         c.MaxHeld,
-		MaxUpstreamState:     int(c.MaxState),
+		MaxHeldBytes:         c.maxHeld,
+		MaxUpstreamState:     int(c.maxState),
 		Principal:            bearerPrincipal,
-		ForwardAuthorization: c.ForwardAuth,
+		ForwardAuthorization: c.forwardAuth,
 		AllowedHosts:         hosts,
 		Logger:               log,
 		Peers:                peersOpt,
@@ -245,8 +245,8 @@ func proxy(ctx context.Context, a *base.App, args []string) error {
 		cancel()
 		c.Tel.AddUpstreamReadiness(h.CheckUpstream)
 	}
-	log.Info("mrtr proxy", "upstream", upstreamName, "upstream_timeout", c.UpstreamTimeout, "max_held", c.MaxHeld,
-		"max_upstream_state", c.MaxState, "forward_authorization", c.ForwardAuth, "max_body", c.MaxBodyBytes,
+	log.Info("mrtr proxy", "upstream", upstreamName, "upstream_timeout", c.upstreamTimeout, "max_held", c.maxHeld,
+		"max_upstream_state", c.maxState, "forward_authorization", c.forwardAuth, "max_body", c.MaxBodyBytes,
 		"read_timeout", c.ReadTimeout, "max_conns", c.MaxConns)
 	return c.ServeMCP(ctx, log, endpoint, true) // the proxy checks Host on loopback itself
 }

@@ -57,9 +57,9 @@ func newReplicaSet(store *redisstore.Store) *replicaSet {
 	return &replicaSet{node: peers.NewNode(), store: store}
 }
 
-// CheckAdvertise refuses a default advertised URL no other replica could
+// checkAdvertise refuses a default advertised URL no other replica could
 // reach: --addr without a host, or with a wildcard one.
-func CheckAdvertise(addr, advertise string) error {
+func checkAdvertise(addr, advertise string) error {
 	if advertise != "" {
 		return nil
 	}
@@ -81,10 +81,10 @@ func CheckAdvertise(addr, advertise string) error {
 // the upstream is not bridged, or the store is not Redis.
 const advertiseIgnored = "mrtr proxy: --advertise is ignored: replicas forward resumes only for a bridged (2025-11-25) upstream with a Redis --replay"
 
-// LoopbackAdvertise is the warning for a default advertised URL on a
+// loopbackAdvertise is the warning for a default advertised URL on a
 // loopback --addr, or "": the other replicas reach it only when they all
 // run on this host.
-func LoopbackAdvertise(addr, advertise string) string {
+func loopbackAdvertise(addr, advertise string) string {
 	if advertise != "" {
 		return ""
 	}
@@ -99,9 +99,9 @@ func LoopbackAdvertise(addr, advertise string) string {
 	return ""
 }
 
-// AdvertiseURL is --advertise, or http://HOST:PORT/mcp of --addr with the
+// advertiseURL is --advertise, or http://HOST:PORT/mcp of --addr with the
 // port the listener got (--addr HOST:0 picks one).
-func AdvertiseURL(addr, advertise string, bound net.Addr) string {
+func advertiseURL(addr, advertise string, bound net.Addr) string {
 	if advertise != "" {
 		return advertise
 	}

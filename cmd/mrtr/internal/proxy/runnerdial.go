@@ -43,7 +43,7 @@ func (c *UpstreamConfig) runnerDial(ctx context.Context, log *slog.Logger) (stri
 		childLog.Debug("bridge: upstream process started (a connection to the runner)")
 		return rc, nil
 	}
-	if c.Era != eraAuto {
+	if c.era != eraAuto {
 		cctx, cancel := context.WithTimeout(ctx, runnerStartTimeout)
 		defer cancel()
 		up, err := dial(cctx)

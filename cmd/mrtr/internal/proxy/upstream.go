@@ -34,8 +34,8 @@ import (
 // The --upstream-era values.
 const (
 	eraAuto   = "auto"
-	EraModern = "modern"
-	EraLegacy = "legacy"
+	eraModern = "modern"
+	eraLegacy = "legacy"
 )
 
 // stdioUpstreamURL is the proxy's Upstream when the upstream is a command:
@@ -49,18 +49,18 @@ type UpstreamConfig struct {
 	obs     *node.Telemetry // set by the proxy: where /readyz and /metrics learn of the upstream
 	Command []string        // after --; empty for --upstream URL
 	runner  string          // --runner SOCKET: every child is a connection to mrtr runner (runnerdial.go)
-	Era     string
+	era     string
 	env     []string // --upstream-env K=V
 	user    string   // --upstream-user USER[:GROUP]; empty: the proxy's user
-	Roots   []string // --roots URI
+	roots   []string // --roots URI
 	// rootsFromClient is --roots-from-client: callers answer a legacy
 	// upstream's roots/list during their calls.
 	rootsFromClient bool
-	MaxProcs        int
+	maxProcs        int
 	maxHolds        int
-	// MaxProcsPerCaller is --max-procs-per-caller; zero: PerCaller's
+	// maxProcsPerCaller is --max-procs-per-caller; zero: PerCaller's
 	// default. warm is --warm.
-	MaxProcsPerCaller int
+	maxProcsPerCaller int
 	warm              int
 	node              string // this process among its replicas; empty: none (no Redis store)
 	// url and dialTimeout are --upstream and --upstream-dial-timeout, set
@@ -94,29 +94,29 @@ func (c *UpstreamConfig) heldCalls() int {
 
 // upstreamFlags registers the flags of UpstreamConfig.
 func upstreamFlags(f *base.Flags, c *UpstreamConfig) {
-	f.Choice(base.GroupUpstream, &c.Era, "upstream-era", eraAuto, []string{eraAuto, EraModern, EraLegacy},
+	f.Choice(base.GroupUpstream, &c.era, "upstream-era", eraAuto, []string{eraAuto, eraModern, eraLegacy},
 		"the protocol generation the upstream speaks: auto (probe it: server/discover on stdio, a 2026-07-28 request over HTTP), modern (2026-07-28) or legacy (2025-11-25: its mid-call elicitation, sampling and roots requests become sealed rounds)")
 	f.List(base.GroupUpstream, &c.env, "upstream-env", "\n", "`K=V` added to a command upstream's environment (repeatable; the variable: one per line); the proxy's MRTR_* variables never reach it")
 	upstreamUserFlag(f, c)
-	f.List(base.GroupUpstream, &c.Roots, "roots", ",", "`URI` of a root the proxy answers every roots/list of a legacy upstream with, in a call or outside one (repeatable; the variable: comma-separated); none: an empty list. Callers are never asked, unless --roots-from-client")
+	f.List(base.GroupUpstream, &c.roots, "roots", ",", "`URI` of a root the proxy answers every roots/list of a legacy upstream with, in a call or outside one (repeatable; the variable: comma-separated); none: an empty list. Callers are never asked, unless --roots-from-client")
 	f.Bool(base.GroupUpstream, &c.rootsFromClient, "roots-from-client", false,
 		"let callers answer a legacy upstream's roots/list during their calls, as a sealed round (their answer becomes what the upstream may touch, for the rest of its session): only for callers on the upstream's own machine")
-	f.Int(base.GroupLimits, &c.MaxProcs, "max-procs", bridge.DefaultMaxSessions, 1,
+	f.Int(base.GroupLimits, &c.maxProcs, "max-procs", bridge.DefaultMaxSessions, 1,
 		"most upstream processes (legacy sessions on HTTP) open at once; a call needing one more gets an error")
 	f.Int(base.GroupLimits, &c.maxHolds, "max-holds", bridge.DefaultMaxHolds, 1,
 		"most legacy calls held waiting for a client's answers; a call that would pause beyond it gets an error")
-	f.Int(base.GroupLimits, &c.MaxProcsPerCaller, "max-procs-per-caller", 0, 0,
+	f.Int(base.GroupLimits, &c.maxProcsPerCaller, "max-procs-per-caller", 0, 0,
 		"most upstream processes, and so held calls, of one caller (all anonymous callers together are one); at it the caller's least recently used idle one is stopped, else its call gets an error. 0: a quarter of --max-procs, at least 1")
 	f.Int(base.GroupLimits, &c.warm, "warm", 0, 0,
 		"initialized processes of a 2025-11-25 command upstream kept ready for no caller yet, so that a call does not wait for a start (each one belongs to the first caller that uses it); they count against --max-procs, not against any caller")
 }
 
-// PerCaller is --max-procs-per-caller, its default applied.
-func (c *UpstreamConfig) PerCaller() int {
-	if c.MaxProcsPerCaller > 0 {
-		return c.MaxProcsPerCaller
+// perCaller is --max-procs-per-caller, its default applied.
+func (c *UpstreamConfig) perCaller() int {
+	if c.maxProcsPerCaller > 0 {
+		return c.maxProcsPerCaller
 	}
-	return bridge.DefaultPerCaller(c.MaxProcs)
+	return bridge.DefaultPerCaller(c.maxProcs)
 }
 
 // addCrashLoopCheck adds to /readyz a command upstream whose starts keep
@@ -181,10 +181,10 @@ func (c *UpstreamConfig) instrument(ready func(context.Context) error, stats fun
 	}, func() float64 { return float64(stats().Dropped) }))
 }
 
-// ChildUpstream is a stdio child as the bridge's Upstream.
-type ChildUpstream struct{ *stdio.Child }
+// childUpstream is a stdio child as the bridge's Upstream.
+type childUpstream struct{ *stdio.Child }
 
-func (c ChildUpstream) Close(ctx context.Context) error {
+func (c childUpstream) Close(ctx context.Context) error {
 	err := c.Stop(ctx)
 	var exit interface{ ExitCode() int }
 	if errors.As(err, &exit) {
@@ -193,10 +193,10 @@ func (c ChildUpstream) Close(ctx context.Context) error {
 	return err
 }
 
-// UpstreamTransport returns the transport the proxy reaches a command
+// upstreamTransport returns the transport the proxy reaches a command
 // upstream (or a legacy one) through, and what stops it. For an HTTP
 // upstream of the modern era it returns nil: the proxy's own transport.
-func (c *UpstreamConfig) UpstreamTransport(ctx context.Context, log *slog.Logger, guard *mrtr.Guard) (http.RoundTripper, func(context.Context) error, error) {
+func (c *UpstreamConfig) upstreamTransport(ctx context.Context, log *slog.Logger, guard *mrtr.Guard) (http.RoundTripper, func(context.Context) error, error) {
 	if len(c.Command) == 0 && c.runner == "" {
 		return c.httpTransport(ctx, log, guard)
 	}
@@ -204,27 +204,27 @@ func (c *UpstreamConfig) UpstreamTransport(ctx context.Context, log *slog.Logger
 	if err != nil {
 		return nil, nil, err
 	}
-	era := c.Era
+	era := c.era
 	var first bridge.Upstream // the probe's process: it serves the first call
 	if era == eraAuto {
 		var err error
-		if era, first, err = ProbeStdio(ctx, dial, childLog, name, c.probeTimeout, 0); err != nil {
+		if era, first, err = probeStdio(ctx, dial, childLog, name, c.probeTimeout, 0); err != nil {
 			return nil, nil, err
 		}
 	}
-	if era == EraModern {
+	if era == eraModern {
 		log.Info("mrtr proxy: the upstream speaks 2026-07-28: its pauses are sealed; 2026-07-28 clients share one process, their ids and progress tokens remapped; each 2025-11-25 client session gets a process of its own",
 			"upstream", name, "era", era)
-		d := bridge.NewDirectWith(bridge.DirectOptions{Dial: dial, Logger: childLog, MaxProcs: c.MaxProcs, MaxProcsPerCaller: c.PerCaller(),
-			First: first, CrashLoop: bridge.DefaultCrashLoop, Roots: c.Roots, RootsFromClient: c.rootsFromClient})
+		d := bridge.NewDirectWith(bridge.DirectOptions{Dial: dial, Logger: childLog, MaxProcs: c.maxProcs, MaxProcsPerCaller: c.perCaller(),
+			First: first, CrashLoop: bridge.DefaultCrashLoop, Roots: c.roots, RootsFromClient: c.rootsFromClient})
 		c.instrument(d.Ready, d.Stats) // the shared child and 2025-11-25 clients' children
 		c.addCrashLoopCheck(d.CrashLoop)
 		return d, d.Close, nil
 	}
 	b := c.newBridge(guard, dial, nil, childLog, commandPool{first: first, warm: c.warm})
 	log.Info("mrtr proxy: the upstream speaks 2025-11-25: 2026-07-28 calls are bridged, its mid-call elicitation, sampling and roots requests become sealed input_required rounds; one process per caller and call",
-		"upstream", name, "era", era, "max_procs", c.MaxProcs, "max_procs_per_caller", c.PerCaller(), "max_holds", c.maxHolds, "warm", c.warm,
-		"roots", len(c.Roots), "roots_from_client", c.rootsFromClient)
+		"upstream", name, "era", era, "max_procs", c.maxProcs, "max_procs_per_caller", c.perCaller(), "max_holds", c.maxHolds, "warm", c.warm,
+		"roots", len(c.roots), "roots_from_client", c.rootsFromClient)
 	return b, b.Close, nil
 }
 
@@ -251,7 +251,7 @@ func (c *UpstreamConfig) childDial(ctx context.Context, log *slog.Logger) (strin
 			return nil, err
 		}
 		childLog.Debug("bridge: upstream process started", "pid", ch.Pid())
-		return ChildUpstream{ch}, nil
+		return childUpstream{ch}, nil
 	}
 	return name, childLog, dial, nil
 }
@@ -280,10 +280,10 @@ func (c *UpstreamConfig) newBridge(guard *mrtr.Guard, dial func(context.Context)
 		First:                cp.first,
 		Warm:                 cp.warm,
 		CrashLoop:            crashLoop,
-		Roots:                c.Roots,
+		Roots:                c.roots,
 		RootsFromClient:      c.rootsFromClient,
-		MaxSessions:          c.MaxProcs,
-		MaxSessionsPerCaller: c.PerCaller(),
+		MaxSessions:          c.maxProcs,
+		MaxSessionsPerCaller: c.perCaller(),
 		MaxHolds:             c.maxHolds,
 		HoldTTL:              p.TTL + 2*lee,
 		AnonymousHoldTTL:     p.AnonymousTTL + 2*lee,
@@ -307,7 +307,7 @@ func (c *UpstreamConfig) newBridge(guard *mrtr.Guard, dial func(context.Context)
 func (c *UpstreamConfig) httpTransport(ctx context.Context, log *slog.Logger, guard *mrtr.Guard) (http.RoundTripper, func(context.Context) error, error) {
 	name := upstreamShown(c.url) // audit.go: no userinfo, query or fragment
 	tr := upstreamHTTPTransport(c.dialTimeout)
-	era := c.Era
+	era := c.era
 	if era == eraAuto {
 		var err error
 		era, err = c.judgeHTTP(ctx, log, tr, name)
@@ -321,7 +321,7 @@ func (c *UpstreamConfig) httpTransport(ctx context.Context, log *slog.Logger, gu
 			return nil, c.late.close, nil
 		}
 	}
-	if era == EraModern {
+	if era == eraModern {
 		logModernHTTP(log, name)
 		return nil, nil, nil
 	}
@@ -331,19 +331,19 @@ func (c *UpstreamConfig) httpTransport(ctx context.Context, log *slog.Logger, gu
 
 // logModernHTTP says that an HTTP upstream is modern.
 func logModernHTTP(log *slog.Logger, name string) {
-	log.Info("mrtr proxy: the upstream speaks 2026-07-28: its pauses are sealed", "upstream", name, "era", EraModern)
+	log.Info("mrtr proxy: the upstream speaks 2026-07-28: its pauses are sealed", "upstream", name, "era", eraModern)
 }
 
-// judgeHTTP is ProbeHTTP, but an upstream that answers only with a
+// judgeHTTP is probeHTTP, but an upstream that answers only with a
 // request for credentials is taken as modern, with a warning: its era
 // cannot be told without them (--upstream-era legacy bridges a
 // 2025-11-25 one). An error means it did not answer (or failed).
 func (c *UpstreamConfig) judgeHTTP(ctx context.Context, log *slog.Logger, tr http.RoundTripper, name string) (string, error) {
-	era, err := ProbeHTTP(ctx, tr, c.url)
+	era, err := probeHTTP(ctx, tr, c.url)
 	if errors.Is(err, errNeedsCredentials) {
 		log.Warn("mrtr proxy: the upstream's era could not be told: taking it as 2026-07-28 (--upstream-era legacy bridges a 2025-11-25 one)",
 			"upstream", name, "error", err)
-		return EraModern, nil
+		return eraModern, nil
 	}
 	return era, err
 }
@@ -358,7 +358,7 @@ func (c *UpstreamConfig) httpBridge(guard *mrtr.Guard, log *slog.Logger, tr http
 	}
 	b := c.newBridge(guard, dial, tr, upLog)
 	log.Info("mrtr proxy: the upstream speaks 2025-11-25: 2026-07-28 calls are bridged, its mid-call elicitation, sampling and roots requests become sealed input_required rounds; one upstream session per caller and call; 2025-11-25 clients are passed through",
-		"upstream", name, "era", EraLegacy, "max_procs", c.MaxProcs, "max_holds", c.maxHolds, "roots", len(c.Roots), "roots_from_client", c.rootsFromClient)
+		"upstream", name, "era", eraLegacy, "max_procs", c.maxProcs, "max_holds", c.maxHolds, "roots", len(c.roots), "roots_from_client", c.rootsFromClient)
 	return b
 }
 
@@ -378,11 +378,11 @@ func upstreamHTTPTransport(dialTimeout time.Duration) *http.Transport {
 // probeHTTPTimeout bounds the era probe of an HTTP upstream.
 const probeHTTPTimeout = 30 * time.Second
 
-// errNeedsCredentials is ProbeHTTP's error for an upstream that answers
+// errNeedsCredentials is probeHTTP's error for an upstream that answers
 // 401 or 403.
 var errNeedsCredentials = errors.New("it needs credentials")
 
-// ProbeHTTP tells an HTTP upstream's era the way the spec's client era
+// probeHTTP tells an HTTP upstream's era the way the spec's client era
 // detection does on HTTP: a modern request (server/discover with the
 // 2026-07-28 _meta and headers). A result (a DiscoverResult, unless its
 // supportedVersions lack 2026-07-28), or a 4xx whose body is a modern
@@ -391,7 +391,7 @@ var errNeedsCredentials = errors.New("it needs credentials")
 // versions is a legacy server's answer (go-sdk's stateful server gives
 // it): legacy. An error means the answer tells nothing: the upstream
 // could not be reached, wants credentials (401, 403) or failed (5xx).
-func ProbeHTTP(ctx context.Context, tr http.RoundTripper, target string) (string, error) {
+func probeHTTP(ctx context.Context, tr http.RoundTripper, target string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeHTTPTimeout)
 	defer cancel()
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": map[string]any{"_meta": map[string]any{
@@ -447,30 +447,30 @@ func ProbeHTTP(ctx context.Context, tr http.RoundTripper, target string) (string
 			// says nothing of the era.
 			return "", fmt.Errorf("the upstream answered HTTP 404 without a JSON-RPC body (is the path of --upstream right, e.g. /mcp?)")
 		}
-		return EraLegacy, nil
+		return eraLegacy, nil
 	}
 	switch {
 	case resp.StatusCode/100 == 2 && m.Result != nil:
 		// A 2025-11-25 server answers nothing before initialize; one that
 		// answers is modern unless it names only older versions.
 		if m.Result.SupportedVersions == nil || slices.Contains(m.Result.SupportedVersions, bridge.ModernVersion) {
-			return EraModern, nil
+			return eraModern, nil
 		}
 	case resp.StatusCode/100 == 4 && m.Error != nil:
 		switch m.Error.Code {
 		case -32020, -32021:
-			return EraModern, nil
+			return eraModern, nil
 		case -32022:
 			if len(m.Error.Data.Supported) == 0 || slices.Contains(m.Error.Data.Supported, bridge.ModernVersion) {
-				return EraModern, nil
+				return eraModern, nil
 			}
 		case -32601:
 			if resp.StatusCode == http.StatusNotFound {
-				return EraModern, nil
+				return eraModern, nil
 			}
 		}
 	}
-	return EraLegacy, nil
+	return eraLegacy, nil
 }
 
 // defaultProbeTimeout bounds the era probe of a command upstream, start-up
@@ -480,7 +480,7 @@ const defaultProbeTimeout = 90 * time.Second
 // defaultProbeLogEvery is how often the probe says it is still waiting.
 const defaultProbeLogEvery = 10 * time.Second
 
-// ProbeStdio tells a command upstream's era the way the spec's client era
+// probeStdio tells a command upstream's era the way the spec's client era
 // detection does on stdio: a server/discover request; a DiscoverResult
 // listing 2026-07-28 means modern, an error result, no answer within
 // timeout (zero: defaultProbeTimeout) or one not listing it legacy. A
@@ -491,7 +491,7 @@ const defaultProbeLogEvery = 10 * time.Second
 // once and every logEvery (zero: defaultProbeLogEvery), with the time
 // left. A process that answered is returned, to serve the first call
 // (nothing else read from it yet); one that did not is stopped.
-func ProbeStdio(ctx context.Context, dial func(context.Context) (bridge.Upstream, error), log *slog.Logger, name string, timeout, logEvery time.Duration) (string, bridge.Upstream, error) {
+func probeStdio(ctx context.Context, dial func(context.Context) (bridge.Upstream, error), log *slog.Logger, name string, timeout, logEvery time.Duration) (string, bridge.Upstream, error) {
 	if timeout <= 0 {
 		timeout = defaultProbeTimeout
 	}
@@ -544,9 +544,9 @@ func ProbeStdio(ctx context.Context, dial func(context.Context) (bridge.Upstream
 	case err != nil:
 		stop() // its state is unknown: a fresh one serves the calls
 		log.Info("mrtr proxy: no answer to server/discover: taking the upstream as 2025-11-25", "command", name, "waited", timeout)
-		return EraLegacy, nil, nil
+		return eraLegacy, nil, nil
 	case m.Error != nil:
-		return EraLegacy, up, nil
+		return eraLegacy, up, nil
 	}
 	var res struct {
 		SupportedVersions []string `json:"supportedVersions"`
@@ -554,12 +554,12 @@ func ProbeStdio(ctx context.Context, dial func(context.Context) (bridge.Upstream
 	if json.Unmarshal(m.Result, &res) == nil {
 		for _, v := range res.SupportedVersions {
 			if v == bridge.ModernVersion {
-				return EraModern, up, nil
+				return eraModern, up, nil
 			}
 		}
 	}
 	log.Info("mrtr proxy: server/discover does not list 2026-07-28: taking the upstream as 2025-11-25", "versions", strings.Join(res.SupportedVersions, ","))
-	return EraLegacy, up, nil
+	return eraLegacy, up, nil
 }
 
 // discoverID is the id of the probe's server/discover: a string, so it is
@@ -608,7 +608,7 @@ func endedEarly(name string, up bridge.Upstream, callErr error) error {
 	if rc, ok := up.(*runner.Conn); ok {
 		return fmt.Errorf("the runner at %s closed the connection before its child answered server/discover (the runner's log says how the child ended): %w", rc.Path(), callErr)
 	}
-	ch, ok := up.(ChildUpstream)
+	ch, ok := up.(childUpstream)
 	if !ok {
 		return fmt.Errorf("the upstream command %s ended its output before answering server/discover: %w", name, callErr)
 	}

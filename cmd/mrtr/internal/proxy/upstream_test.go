@@ -22,16 +22,16 @@ func TestProbeHTTP(t *testing.T) {
 		body   string
 		want   string
 	}{
-		{"DiscoverResult", 200, `{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","supportedVersions":["2026-07-28"]}}`, EraModern},
-		{"DiscoverResult of older versions only", 200, `{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2025-11-25"]}}`, EraLegacy},
-		{"header mismatch", 400, `{"jsonrpc":"2.0","id":1,"error":{"code":-32020,"message":"m"}}`, EraModern},
-		{"missing capability", 400, `{"jsonrpc":"2.0","id":1,"error":{"code":-32021,"message":"m"}}`, EraModern},
-		{"unsupported version", 400, `{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"m","data":{"supported":["2026-07-28","2027-01-01"]}}}`, EraModern},
-		{"unsupported version, older ones named", 400, `{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"m","data":{"supported":["2025-11-25"]}}}`, EraLegacy},
-		{"method not found, 404", 404, `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"m"}}`, EraModern},
-		{"method not found, 400", 400, `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"m"}}`, EraLegacy},
-		{"not initialized (TypeScript SDK 1.x)", 400, `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Server not initialized"}}`, EraLegacy},
-		{"plain text", 400, `Bad Request: No valid session ID provided`, EraLegacy},
+		{"DiscoverResult", 200, `{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","supportedVersions":["2026-07-28"]}}`, eraModern},
+		{"DiscoverResult of older versions only", 200, `{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2025-11-25"]}}`, eraLegacy},
+		{"header mismatch", 400, `{"jsonrpc":"2.0","id":1,"error":{"code":-32020,"message":"m"}}`, eraModern},
+		{"missing capability", 400, `{"jsonrpc":"2.0","id":1,"error":{"code":-32021,"message":"m"}}`, eraModern},
+		{"unsupported version", 400, `{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"m","data":{"supported":["2026-07-28","2027-01-01"]}}}`, eraModern},
+		{"unsupported version, older ones named", 400, `{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"m","data":{"supported":["2025-11-25"]}}}`, eraLegacy},
+		{"method not found, 404", 404, `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"m"}}`, eraModern},
+		{"method not found, 400", 400, `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"m"}}`, eraLegacy},
+		{"not initialized (TypeScript SDK 1.x)", 400, `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Server not initialized"}}`, eraLegacy},
+		{"plain text", 400, `Bad Request: No valid session ID provided`, eraLegacy},
 		{"server error", 500, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"m"}}`, ""},
 		{"unauthorized", 401, `{"error":"invalid_token"}`, ""},
 		{"forbidden", 403, `forbidden`, ""},
@@ -46,7 +46,7 @@ func TestProbeHTTP(t *testing.T) {
 				w.Write([]byte(tc.body))
 			}))
 			defer srv.Close()
-			era, err := ProbeHTTP(context.Background(), http.DefaultTransport, srv.URL+"/mcp")
+			era, err := probeHTTP(context.Background(), http.DefaultTransport, srv.URL+"/mcp")
 			if tc.want == "" { // the answer tells nothing: the proxy warns and takes it as modern
 				if err == nil {
 					t.Fatalf("era %q, want an error", era)
@@ -69,13 +69,13 @@ func TestProbeStdioWaitRepeats(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return ChildUpstream{Child: ch}, nil
+		return childUpstream{Child: ch}, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan string, 1)
 	go func() {
-		era, _, _ := ProbeStdio(ctx, dial, log, "sleep", time.Minute, time.Second)
+		era, _, _ := probeStdio(ctx, dial, log, "sleep", time.Minute, time.Second)
 		done <- era
 	}()
 	deadline := time.Now().Add(testcmd.Patience)

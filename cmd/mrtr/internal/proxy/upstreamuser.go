@@ -61,9 +61,9 @@ func upstreamUser(spec string, log *slog.Logger) (*stdio.User, error) {
 	return u, nil
 }
 
-// EscapesMsg is the warning at start when the supervisor cannot run the
+// escapesMsg is the warning at start when the supervisor cannot run the
 // upstream command, as u, in a PID namespace of its own.
-const EscapesMsg = "mrtr proxy: the upstream command cannot run in a PID namespace of its own: a process it starts can kill its supervisor and then outlive the proxy"
+const escapesMsg = "mrtr proxy: the upstream command cannot run in a PID namespace of its own: a process it starts can kill its supervisor and then outlive the proxy"
 
 // warnEscapes says at start, when it is so, that the supervisor cannot
 // run the command, as u, in a PID namespace of its own (the kernel or the
@@ -73,6 +73,6 @@ func warnEscapes(u *stdio.User, log *slog.Logger) {
 		return
 	}
 	if err := supervise.Confinement(u); err != nil {
-		log.Warn(EscapesMsg, "error", err.Error())
+		log.Warn(escapesMsg, "error", err.Error())
 	}
 }

@@ -24,10 +24,10 @@ func TestServeFlagsTyped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.Stdio || c.Ttl != 90*time.Second || c.MaxRounds != 3 || c.MaxConns != 7 || c.ReadTimeout != 5*time.Second {
+	if !c.stdio || c.Ttl != 90*time.Second || c.MaxRounds != 3 || c.MaxConns != 7 || c.ReadTimeout != 5*time.Second {
 		t.Fatalf("config %+v", c)
 	}
-	if c, err := ParseServe(a, []string{"--stdio=false"}); err != nil || c.Stdio {
+	if c, err := ParseServe(a, []string{"--stdio=false"}); err != nil || c.stdio {
 		t.Fatalf("--stdio=false: %v %v", c, err)
 	}
 
@@ -72,7 +72,7 @@ func TestServeFlagsTyped(t *testing.T) {
 	env := map[string]string{"MRTR_STDIO": "true", "MRTR_TTL": "2m", "MRTR_MAX_CONNS": "9"}
 	a.Getenv = func(k string) string { return env[k] }
 	c, err = ParseServe(a, []string{"--ttl", "3m"})
-	if err != nil || !c.Stdio || c.Ttl != 3*time.Minute || c.MaxConns != 9 {
+	if err != nil || !c.stdio || c.Ttl != 3*time.Minute || c.MaxConns != 9 {
 		t.Fatalf("env fallback: %+v %v", c, err)
 	}
 	for k, tc := range map[string]string{

@@ -42,7 +42,7 @@ func serve(ctx context.Context, a *base.App, args []string) error {
 	}
 	defer stopMetrics()
 
-	if c.Stdio {
+	if c.stdio {
 		if c.Auth.Enabled() {
 			// The MCP authorization spec is for HTTP; a stdio server's caller
 			// is whoever started it.
@@ -69,7 +69,7 @@ func serve(ctx context.Context, a *base.App, args []string) error {
 // ServeConfig is CommonConfig plus the flags only `mrtr serve` has.
 type ServeConfig struct {
 	node.CommonConfig
-	Stdio          bool
+	stdio          bool
 	sessionTimeout time.Duration // idle 2025-11-25 sessions close after this
 	maxSessions    int           // live 2025-11-25 sessions at once
 }
@@ -90,7 +90,7 @@ const ServeExamples = `  mrtr serve                                   127.0.0.1:
 // ServeFlags registers the flags of `mrtr serve`.
 func ServeFlags(f *base.Flags, c *ServeConfig) {
 	node.CommonFlags(f, &c.CommonConfig)
-	f.Bool(base.GroupListen, &c.Stdio, "stdio", false, "serve MCP on stdin/stdout instead of HTTP")
+	f.Bool(base.GroupListen, &c.stdio, "stdio", false, "serve MCP on stdin/stdout instead of HTTP")
 	f.Duration(base.GroupLimits, &c.sessionTimeout, "session-timeout", node.DefaultSessionTimeout,
 		"a 2025-11-25 session (Mcp-Session-Id) that sees no request for this long is closed; the client initializes again")
 	f.Int(base.GroupLimits, &c.maxSessions, "max-sessions", node.DefaultMaxSessions, 1,
@@ -109,6 +109,6 @@ func ParseServe(a *base.App, args []string) (*ServeConfig, error) {
 	c.CommonConfig.Settle()
 	c.Getenv = a.Getenv
 	c.DrainConfig.Signal = a.Drain
-	c.Audit.Stdio = c.Stdio // --audit - would write into the MCP channel
+	c.Audit.Stdio = c.stdio // --audit - would write into the MCP channel
 	return c, nil
 }
