@@ -37,7 +37,8 @@ func writeTrail(t *testing.T, keys, path, prev string, n int) string {
 	return w.Prev()
 }
 
-// TestAuditVerifyChainsFiles pins mutation survivor audit.go:173: the
+// TestAuditVerifyChainsFiles pins mutation survivor audit.go:173 (now in
+// internal/audit): the
 // files after the first are checked as the chain's next links, not as
 // --continued: a file that does not go on from the one before it is a
 // broken link on its first line, and the message says which file it
@@ -139,7 +140,7 @@ func TestAuditVerifyTorn(t *testing.T) {
 }
 
 // TestAuditRequiredNeedsAudit pins the hang of mutation survivor
-// audit.go:34: --audit-required without --audit is a usage error (exit
+// audit.go:34 (now internal/node/audit.go): --audit-required without --audit is a usage error (exit
 // 2, naming --audit), for serve and proxy; a command that starts serving
 // instead fails the test within its bound, saying so.
 func TestAuditRequiredNeedsAudit(t *testing.T) {
@@ -192,7 +193,7 @@ func TestUpstreamURLShown(t *testing.T) {
 	down := "http://user:zq-pw@" + testcmd.FreeAddr(t) + "/mcp?api_key=" + secret + "#zq-frag"
 	durl, dlogs := startProxyCmd(t, "--keys", keys, "--upstream", down, "--upstream-era", "modern")
 	testcmd.RPCPost(t, durl, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{}})
-	_, alogs := startProxyCmd(t, "--keys", keys, "--upstream", down) // era auto: judged when it answers (lateera.go)
+	_, alogs := startProxyCmd(t, "--keys", keys, "--upstream", down) // era auto: judged when it answers (internal/proxy/lateera.go)
 	b, _ := os.ReadFile(trail)
 	for name, text := range map[string]string{"the trail": string(b), "the log": logs.String(), "the log of a proxy of an upstream down": dlogs.String(),
 		"the log of a proxy waiting for its upstream's era": alogs.String()} {

@@ -146,7 +146,7 @@ func TestProxyNotDumpable(t *testing.T) {
 
 // proxyPID sets $pp, in a command the proxy runs, to the proxy's pid, and
 // $sup to the command's parent: the proxy, or the supervisor (mrtr
-// __supervise, supervise.go) and, in the command's PID namespace, the
+// __supervise, internal/supervise) and, in the command's PID namespace, the
 // namespace's init. Pids as the /proc mounted here names them (the
 // namespace's $PPID is 1): read from /proc/self/stat by the shell itself
 // (read is a builtin), then up the parents while they are supervisors.

@@ -139,7 +139,7 @@ func proxy(ctx context.Context, a *base.App, args []string) error {
 		return err
 	}
 	log := c.Logger(a.Stderr, slog.LevelDebug)
-	// A drain names the flows it waits for (drain.go).
+	// A drain names the flows it waits for (node's drain.go).
 	c.DrainConfig.Flows = node.NewFlowTracker()
 	c.Audit.Upstream = auditUpstream(c) // audit lines name the upstream (audit.go)
 	guard, closeGuard, err := c.NewGuard(ctx, log)
