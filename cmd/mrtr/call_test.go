@@ -404,7 +404,7 @@ func (h *handTimer) resetCount() int {
 	return h.resets
 }
 
-// handTimers returns an app.AfterFunc that sends each timer it makes on
+// handTimers returns an App.AfterFunc that sends each timer it makes on
 // the returned channel.
 func handTimers() (base.AfterFunc, <-chan *handTimer) {
 	made := make(chan *handTimer, 1)

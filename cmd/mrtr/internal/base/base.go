@@ -33,7 +33,7 @@ type App struct {
 	Drain <-chan struct{}
 }
 
-// UntilDrain is ctx ended by the first signal too (app.drain): what does
+// UntilDrain is ctx ended by the first signal too (a.Drain): what does
 // not drain stops at once.
 func (a *App) UntilDrain(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)

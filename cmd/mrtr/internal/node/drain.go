@@ -37,7 +37,7 @@ const drainPoll = 20 * time.Millisecond
 // bridge holds for a client's answers.
 type DrainConfig struct {
 	timeout time.Duration // --drain-timeout; zero: no drain, stop at once
-	// Signal is closed by the first SIGTERM or SIGINT (app.drain); nil:
+	// Signal is closed by the first SIGTERM or SIGINT (App.Drain); nil:
 	// never (ending the command's ctx stops it as before).
 	Signal <-chan struct{}
 	// Held counts the calls held for a client's answers; nil: none (mrtr
