@@ -127,11 +127,11 @@ func TestAuthRequireTypFlag(t *testing.T) {
 		{env, nil, true},
 		{env, []string{"--auth-require-typ=false"}, false},
 	} {
-		sc, err := serve.ParseServe(tc.a, append(slices.Clone(authArgs), tc.args...))
+		sc, err := serve.Parse(tc.a, append(slices.Clone(authArgs), tc.args...))
 		if err != nil {
 			t.Fatal(err)
 		}
-		pc, err := proxy.ParseProxy(tc.a, append([]string{"--upstream", "http://127.0.0.1:1/mcp"}, append(slices.Clone(authArgs), tc.args...)...))
+		pc, err := proxy.Parse(tc.a, append([]string{"--upstream", "http://127.0.0.1:1/mcp"}, append(slices.Clone(authArgs), tc.args...)...))
 		if err != nil {
 			t.Fatal(err)
 		}

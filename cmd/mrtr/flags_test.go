@@ -114,12 +114,12 @@ func TestHelpGroups(t *testing.T) {
 func helpFlags(cmd string) *base.Flags {
 	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
 	if cmd == "serve" {
-		f := a.NewFlags("serve", "", serve.ServeAbout)
-		serve.ServeFlags(f, new(serve.ServeConfig))
+		f := a.NewFlags("serve", "", serve.About)
+		serve.Flags(f, new(serve.Config))
 		return f
 	}
-	f := a.NewFlags("proxy", "", proxy.ProxyAbout)
-	proxy.ProxyFlags(f, new(proxy.ProxyConfig))
+	f := a.NewFlags("proxy", "", proxy.About)
+	proxy.Flags(f, new(proxy.Config))
 	return f
 }
 

@@ -89,7 +89,7 @@ func TestHelpExamples(t *testing.T) {
 	}
 	// serve's and proxy's examples parse, as written.
 	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-	for _, ex := range []string{serve.ServeExamples, proxy.ProxyExamples} {
+	for _, ex := range []string{serve.Examples, proxy.Examples} {
 		for _, cmd := range strings.Split(regexp.MustCompile(`\\\n\s*`).ReplaceAllString(ex, " "), "\n") {
 			cmd, _, _ = strings.Cut(strings.TrimSpace(cmd), "   ") // the description after it
 			for _, part := range strings.Split(cmd, " && ") {
@@ -99,9 +99,9 @@ func TestHelpExamples(t *testing.T) {
 				case len(words) < 2:
 					continue
 				case words[1] == "serve":
-					_, err = serve.ParseServe(a, words[2:])
+					_, err = serve.Parse(a, words[2:])
 				case words[1] == "proxy":
-					_, err = proxy.ParseProxy(a, words[2:])
+					_, err = proxy.Parse(a, words[2:])
 				}
 				if err != nil {
 					t.Errorf("example %q: %v", part, err)

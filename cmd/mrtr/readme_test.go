@@ -166,14 +166,14 @@ func TestREADMETour(t *testing.T) {
 				jobs++
 				var addr string
 				if words[1] == "serve" {
-					c, err := serve.ParseServe(a, words[2:])
+					c, err := serve.Parse(a, words[2:])
 					if err != nil {
 						t.Errorf("tour line %q: %v", line, err)
 						continue
 					}
 					addr = c.Addr
 				} else {
-					c, err := proxy.ParseProxy(a, words[2:])
+					c, err := proxy.Parse(a, words[2:])
 					if err != nil {
 						t.Errorf("tour line %q: %v", line, err)
 						continue

@@ -67,14 +67,14 @@ func TestREADMEReplicas(t *testing.T) {
 		t.Fatal("README.md has no <!-- replicas --> block")
 	}
 	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-	var replicas []*proxy.ProxyConfig
+	var replicas []*proxy.Config
 	for line := range strings.Lines(m[1]) {
 		line, _, _ = strings.Cut(line, "# ")
 		words := strings.Fields(strings.TrimSuffix(strings.TrimSpace(line), "&"))
 		if len(words) < 2 || words[0] != "mrtr" || words[1] != "proxy" {
 			continue
 		}
-		c, err := proxy.ParseProxy(a, words[2:])
+		c, err := proxy.Parse(a, words[2:])
 		if err != nil {
 			t.Fatalf("%q: %v", line, err)
 		}

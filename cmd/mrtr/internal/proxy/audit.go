@@ -10,7 +10,7 @@ import (
 
 // auditUpstream is how a proxy's audit lines name its upstream: the URL
 // as upstreamShown gives it, or the command it runs.
-func auditUpstream(c *ProxyConfig) string {
+func auditUpstream(c *Config) string {
 	if len(c.Command) > 0 {
 		return "command " + base.CommandName(c.Command)
 	}

@@ -24,7 +24,7 @@ func TestAuditUpstream(t *testing.T) {
 		"http://127.0.0.1:9/mcp?token=SECRET":                   "http://127.0.0.1:9/mcp",
 		"http://h/a%2Fb/mcp":                                    "http://h/a%2Fb/mcp",
 	} {
-		if got := auditUpstream(&ProxyConfig{Upstream: raw}); got != want {
+		if got := auditUpstream(&Config{Upstream: raw}); got != want {
 			t.Errorf("auditUpstream(%s) = %s, want %s", raw, got, want)
 		}
 	}
@@ -46,7 +46,7 @@ func TestParseProxyFlagsAndEnv(t *testing.T) {
 	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
 		return map[string]string{"MRTR_UPSTREAM": "http://127.0.0.1:3000/mcp", "MRTR_MAX_HELD": "2048", "MRTR_REPLAY": "off"}[k]
 	}}
-	c, err := ParseProxy(a, []string{"--upstream-timeout", "30s", "--forward-authorization", "--max-upstream-state", "100", "--server-id", "gw"})
+	c, err := Parse(a, []string{"--upstream-timeout", "30s", "--forward-authorization", "--max-upstream-state", "100", "--server-id", "gw"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestParseProxyFlagsAndEnv(t *testing.T) {
 		{[]string{"--upstream", "http://x", "--upstream-timeout", "0s"}, "--upstream-timeout"},
 	} {
 		a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-		_, err := ParseProxy(a, tc.args)
+		_, err := Parse(a, tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err %v, want %q", tc.args, err, tc.want)
 		}
@@ -74,12 +74,12 @@ func TestParseProxyFlagsAndEnv(t *testing.T) {
 // TestAdvertiseFlag: --advertise takes an http(s) URL only.
 func TestAdvertiseFlag(t *testing.T) {
 	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-	c, err := ParseProxy(a, []string{"--upstream", "http://127.0.0.1:3000/mcp", "--advertise", "http://10.0.0.5:8080/mcp"})
+	c, err := Parse(a, []string{"--upstream", "http://127.0.0.1:3000/mcp", "--advertise", "http://10.0.0.5:8080/mcp"})
 	if err != nil || c.Advertise != "http://10.0.0.5:8080/mcp" {
 		t.Fatalf("advertise %q, %v", c.Advertise, err)
 	}
 	for _, bad := range []string{"10.0.0.5:8080", "ftp://h/mcp", "http:///mcp"} {
-		if _, err := ParseProxy(a, []string{"--upstream", "http://127.0.0.1:3000/mcp", "--advertise", bad}); err == nil || !strings.Contains(err.Error(), "--advertise") {
+		if _, err := Parse(a, []string{"--upstream", "http://127.0.0.1:3000/mcp", "--advertise", bad}); err == nil || !strings.Contains(err.Error(), "--advertise") {
 			t.Errorf("--advertise %s: err %v", bad, err)
 		}
 	}
@@ -148,7 +148,7 @@ func TestAdvertiseHints(t *testing.T) {
 // TestParseProxyCommand: what follows -- is the command, never flags.
 func TestParseProxyCommand(t *testing.T) {
 	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-	c, err := ParseProxy(a, []string{"--upstream-era", "legacy", "--roots", "file:///a", "--", "npx", "-y", "pkg", "--addr", "x"})
+	c, err := Parse(a, []string{"--upstream-era", "legacy", "--roots", "file:///a", "--", "npx", "-y", "pkg", "--addr", "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestParseProxyCommand(t *testing.T) {
 		{[]string{"--upstream-env", "=x", "--", "cmd"}, "--upstream-env"},
 	} {
 		a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-		c, err := ParseProxy(a, tc.args)
+		c, err := Parse(a, tc.args)
 		if err == nil && tc.want == "--upstream-env" {
 			_, _, err = c.upstreamTransport(context.Background(), nil, nil)
 		}
@@ -180,9 +180,9 @@ func TestParseProxyCommand(t *testing.T) {
 // default where the proxy package can run it and std elsewhere, and lean
 // where it cannot run is an error at start.
 func TestUpstreamTransportFlag(t *testing.T) {
-	parse := func(env map[string]string, args ...string) (*ProxyConfig, error) {
+	parse := func(env map[string]string, args ...string) (*Config, error) {
 		a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return env[k] }}
-		return ParseProxy(a, append([]string{"--upstream", "http://127.0.0.1:1/mcp"}, args...))
+		return Parse(a, append([]string{"--upstream", "http://127.0.0.1:1/mcp"}, args...))
 	}
 	c, err := parse(nil)
 	if err != nil {
@@ -219,7 +219,7 @@ func TestSizeFlags(t *testing.T) {
 	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
 		return map[string]string{"MRTR_MAX_UPSTREAM_STATE": "32 KiB"}[k]
 	}}
-	c, err := ParseProxy(a, []string{"--upstream", "http://127.0.0.1:3000/mcp", "--max-held", "4 MiB", "--max-body", "2MiB"})
+	c, err := Parse(a, []string{"--upstream", "http://127.0.0.1:3000/mcp", "--max-held", "4 MiB", "--max-body", "2MiB"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -232,7 +232,7 @@ func (l *lateEra) close(ctx context.Context) error {
 // their Transport), its replicas then started. Until then /readyz reports
 // the upstream unreachable, or its era unknown; the probes start with
 // the listener.
-func (c *ProxyConfig) bindLate(ctx context.Context, log *slog.Logger, guard *mrtr.Guard, modern *mrtrproxy.Handler, opts mrtrproxy.Options, replicas *replicaSet) {
+func (c *Config) bindLate(ctx context.Context, log *slog.Logger, guard *mrtr.Guard, modern *mrtrproxy.Handler, opts mrtrproxy.Options, replicas *replicaSet) {
 	l := c.UpstreamConfig.late
 	var listened net.Addr // set before the probes start
 	l.bind = func(era string) (http.Handler, error) {

@@ -21,8 +21,8 @@ import (
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
-// ProxyConfig is CommonConfig plus the flags only `mrtr proxy` has.
-type ProxyConfig struct {
+// Config is CommonConfig plus the flags only `mrtr proxy` has.
+type Config struct {
 	node.CommonConfig
 	Upstream        string
 	upstreamTimeout time.Duration
@@ -35,21 +35,21 @@ type ProxyConfig struct {
 	UpstreamConfig
 }
 
-// ProxyAbout is the paragraph of `mrtr proxy --help`.
-const ProxyAbout = `Puts mrtr in front of an MCP server written in any language (the upstream, reached over Streamable HTTP at --upstream URL, or a command run after -- and spoken to over stdio): serves http://ADDR/mcp (--addr, default 127.0.0.1:8080) and behaves exactly like the upstream, except that every input_required result leaves with its requestState sealed by the --keys ring, and every retry is checked before it reaches the upstream. ` +
+// About is the paragraph of `mrtr proxy --help`.
+const About = `Puts mrtr in front of an MCP server written in any language (the upstream, reached over Streamable HTTP at --upstream URL, or a command run after -- and spoken to over stdio): serves http://ADDR/mcp (--addr, default 127.0.0.1:8080) and behaves exactly like the upstream, except that every input_required result leaves with its requestState sealed by the --keys ring, and every retry is checked before it reaches the upstream. ` +
 	`/healthz answers while the process serves, /readyz while the keys, the store and the upstream are usable. ` +
 	`Every flag can also be given as the MRTR_* variable shown; a flag wins over its variable.`
 
-// ProxyExamples end `mrtr proxy --help`.
-const ProxyExamples = `  mrtr proxy --upstream http://127.0.0.1:3000/mcp --addr 127.0.0.1:8081
+// Examples end `mrtr proxy --help`.
+const Examples = `  mrtr proxy --upstream http://127.0.0.1:3000/mcp --addr 127.0.0.1:8081
   mrtr proxy --addr 127.0.0.1:8082 -- npx -y @modelcontextprotocol/server-everything
   mrtr proxy --roots file:///srv/data -- npx -y @modelcontextprotocol/server-filesystem /srv/data
   mrtr proxy --keys keys.json --replay redis://10.0.0.9:6379/0 --addr 0.0.0.0:8080 \
       --advertise http://10.0.0.5:8080/mcp -- npx -y @modelcontextprotocol/server-everything
 `
 
-// ProxyFlags registers the flags of `mrtr proxy`.
-func ProxyFlags(f *base.Flags, c *ProxyConfig) {
+// Flags registers the flags of `mrtr proxy`.
+func Flags(f *base.Flags, c *Config) {
 	node.CommonFlags(f, &c.CommonConfig)
 	f.String(base.GroupUpstream, &c.Upstream, "upstream", "", "`URL` of the upstream MCP server's Streamable HTTP endpoint, e.g. http://127.0.0.1:3000/mcp (required unless a command follows --)")
 	f.Check("upstream", func() error {
@@ -102,12 +102,12 @@ func defaultUpstreamTransport() string {
 	return string(mrtrproxy.TransportStd)
 }
 
-// ParseProxy reads flags over environment variables over defaults.
-func ParseProxy(a *base.App, args []string) (*ProxyConfig, error) {
-	c := new(ProxyConfig)
-	f := a.NewFlags("proxy", "mrtr proxy --upstream URL [flags]\n       mrtr proxy [flags] -- COMMAND [ARG...]\n       mrtr proxy --runner SOCKET [flags]", ProxyAbout)
-	f.Examples = ProxyExamples
-	ProxyFlags(f, c)
+// Parse reads flags over environment variables over defaults.
+func Parse(a *base.App, args []string) (*Config, error) {
+	c := new(Config)
+	f := a.NewFlags("proxy", "mrtr proxy --upstream URL [flags]\n       mrtr proxy [flags] -- COMMAND [ARG...]\n       mrtr proxy --runner SOCKET [flags]", About)
+	f.Examples = Examples
+	Flags(f, c)
 	if i := slices.Index(args, "--"); i >= 0 { // the upstream command, run as is: never parsed as flags
 		c.Command, args = args[i+1:], args[:i]
 		if len(c.Command) == 0 {
@@ -128,7 +128,7 @@ var Cmd = &base.Command{Name: "proxy", Run: proxy, Drains: true}
 
 // proxy runs the sealing proxy in front of --upstream.
 func proxy(ctx context.Context, a *base.App, args []string) error {
-	c, err := ParseProxy(a, args)
+	c, err := Parse(a, args)
 	if err != nil {
 		return err
 	}

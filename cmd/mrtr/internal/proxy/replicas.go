@@ -25,7 +25,7 @@ import (
 )
 
 // replicaFlags registers --advertise.
-func replicaFlags(f *base.Flags, c *ProxyConfig) {
+func replicaFlags(f *base.Flags, c *Config) {
 	f.String(base.GroupListen, &c.Advertise, "advertise", "",
 		"`URL` at which the other replicas reach this proxy's /mcp to forward resumes of the calls it holds (only with a bridged upstream and a Redis --replay); empty: http://ADDR/mcp, refused when --addr listens on every interface")
 	f.Check("advertise", func() error {

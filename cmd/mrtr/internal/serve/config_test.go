@@ -20,20 +20,20 @@ import (
 // its flag (and its variable when it came from the environment).
 func TestServeFlagsTyped(t *testing.T) {
 	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-	c, err := ParseServe(a, []string{"--stdio", "--ttl", "90s", "--max-rounds", "3", "--max-conns", "7", "--read-timeout", "5s"})
+	c, err := Parse(a, []string{"--stdio", "--ttl", "90s", "--max-rounds", "3", "--max-conns", "7", "--read-timeout", "5s"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !c.stdio || c.Ttl != 90*time.Second || c.MaxRounds != 3 || c.MaxConns != 7 || c.ReadTimeout != 5*time.Second {
 		t.Fatalf("config %+v", c)
 	}
-	if c, err := ParseServe(a, []string{"--stdio=false"}); err != nil || c.stdio {
+	if c, err := Parse(a, []string{"--stdio=false"}); err != nil || c.stdio {
 		t.Fatalf("--stdio=false: %v %v", c, err)
 	}
 
 	var help bytes.Buffer
 	a.Stdout = &help // help asked for goes to stdout
-	if _, err := ParseServe(a, []string{"--help"}); err == nil {
+	if _, err := Parse(a, []string{"--help"}); err == nil {
 		t.Fatal("--help parsed")
 	}
 	for _, want := range []string{"-ttl duration", "-max-rounds int", "-max-body size", "-read-timeout duration", "-max-conns int",
@@ -49,7 +49,7 @@ func TestServeFlagsTyped(t *testing.T) {
 	// Command-line errors name the flag and the value.
 	var errOut bytes.Buffer
 	a.Stderr = &errOut
-	if _, err := ParseServe(a, []string{"--ttl", "soon"}); err == nil || !strings.Contains(errOut.String(), `--ttl: "soon" is not a valid duration`) {
+	if _, err := Parse(a, []string{"--ttl", "soon"}); err == nil || !strings.Contains(errOut.String(), `--ttl: "soon" is not a valid duration`) {
 		t.Fatalf("--ttl soon: %v %q", err, errOut.String())
 	}
 	for _, tc := range []struct {
@@ -63,7 +63,7 @@ func TestServeFlagsTyped(t *testing.T) {
 		{[]string{"--read-timeout", "0s"}, "--read-timeout:"},
 		{[]string{"--log-format", "xml"}, `--log-format: "xml" is not one of text, json`},
 	} {
-		if _, err := ParseServe(a, tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := Parse(a, tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
 		}
 	}
@@ -71,7 +71,7 @@ func TestServeFlagsTyped(t *testing.T) {
 	// Environment values: the flag wins; errors name the variable.
 	env := map[string]string{"MRTR_STDIO": "true", "MRTR_TTL": "2m", "MRTR_MAX_CONNS": "9"}
 	a.Getenv = func(k string) string { return env[k] }
-	c, err = ParseServe(a, []string{"--ttl", "3m"})
+	c, err = Parse(a, []string{"--ttl", "3m"})
 	if err != nil || !c.stdio || c.Ttl != 3*time.Minute || c.MaxConns != 9 {
 		t.Fatalf("env fallback: %+v %v", c, err)
 	}
@@ -81,17 +81,17 @@ func TestServeFlagsTyped(t *testing.T) {
 		"MRTR_SESSION_TIMEOUT": `$MRTR_SESSION_TIMEOUT (--session-timeout): "maybe" is not a valid duration (like 90s, 5m or 1h30m: a number and a unit)`,
 	} {
 		env = map[string]string{k: "maybe"}
-		if _, err := ParseServe(a, nil); err == nil || err.Error() != tc {
+		if _, err := Parse(a, nil); err == nil || err.Error() != tc {
 			t.Errorf("%s=maybe: %v, want %q", k, err, tc)
 		}
 	}
 	env = map[string]string{"MRTR_MAX_CONNS": "-1"}
-	if _, err := ParseServe(a, nil); err == nil || err.Error() != "$MRTR_MAX_CONNS (--max-conns): -1 is below the minimum of 1" {
+	if _, err := Parse(a, nil); err == nil || err.Error() != "$MRTR_MAX_CONNS (--max-conns): -1 is below the minimum of 1" {
 		t.Errorf("MRTR_MAX_CONNS=-1: %v", err)
 	}
 	// A range error of a flag given on the command line does not blame
 	// the variable.
-	if _, err := ParseServe(a, []string{"--max-conns", "0"}); err == nil || strings.Contains(err.Error(), "MRTR_") {
+	if _, err := Parse(a, []string{"--max-conns", "0"}); err == nil || strings.Contains(err.Error(), "MRTR_") {
 		t.Errorf("--max-conns 0 with env set: %v", err)
 	}
 }
@@ -101,7 +101,7 @@ func TestServeFlagsTyped(t *testing.T) {
 func TestHS256SecretLength(t *testing.T) {
 	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
 	short := strings.Repeat("k", 31)
-	_, err := ParseServe(a, []string{"--auth-hs256-secret", short})
+	_, err := Parse(a, []string{"--auth-hs256-secret", short})
 	if err == nil || !strings.Contains(err.Error(), "at least 32 bytes") || strings.Contains(err.Error(), short) {
 		t.Fatalf("31-byte secret: %v", err)
 	}
@@ -109,7 +109,7 @@ func TestHS256SecretLength(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "at least 32 bytes") {
 		t.Fatalf("serve with a 1-byte secret: exit %d, %q", code, errOut)
 	}
-	if _, err := ParseServe(a, []string{"--auth-hs256-secret", short + "k"}); err != nil {
+	if _, err := Parse(a, []string{"--auth-hs256-secret", short + "k"}); err != nil {
 		t.Fatalf("32-byte secret: %v", err)
 	}
 }
@@ -118,7 +118,7 @@ func TestHS256SecretLength(t *testing.T) {
 // anonymous lifetime is the smaller of --anonymous-ttl and --ttl.
 func TestAnonymousTTLBoundedByTTL(t *testing.T) {
 	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-	c, err := ParseServe(a, []string{"--ttl", "2s"})
+	c, err := Parse(a, []string{"--ttl", "2s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestAnonymousTTLBoundedByTTL(t *testing.T) {
 	if p := g.Policy(); p.AnonymousTTL != 2*time.Second || p.TTL != 2*time.Second {
 		t.Fatalf("guard policy: ttl %v anonymous %v", p.TTL, p.AnonymousTTL)
 	}
-	c, _ = ParseServe(a, []string{"--ttl", "10m", "--anonymous-ttl", "30s"})
+	c, _ = Parse(a, []string{"--ttl", "10m", "--anonymous-ttl", "30s"})
 	if c.AnonTTL != 30*time.Second {
 		t.Fatalf("shorter anonymous ttl changed: %v", c.AnonTTL)
 	}
@@ -155,7 +155,7 @@ func TestAuthFlagRules(t *testing.T) {
 		{[]string{"--auth-hs256-secret", testcmd.DevSecret, "--auth-jwks", "jwks.json"}, "--auth-jwks: excludes --auth-hs256-secret"},
 		{[]string{"--auth-hs256-secret", "short"}, "at least 32 bytes"},
 	} {
-		_, err := ParseServe(a, tc.args)
+		_, err := Parse(a, tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
 		}
@@ -166,14 +166,14 @@ func TestAuthFlagRules(t *testing.T) {
 		{"--auth-hs256-secret", testcmd.DevSecret, "--auth-issuer", "dev"},
 		{"--auth-hs256-secret", testcmd.DevSecret, "--auth-require-typ"},
 	} {
-		if _, err := ParseServe(a, ok); err != nil {
+		if _, err := Parse(a, ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
 	env := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
 		return map[string]string{"MRTR_AUTH_JWKS": "jwks.json", "MRTR_AUTH_ISSUER": "https://id.example"}[k]
 	}}
-	if _, err := ParseServe(env, nil); err == nil || !strings.Contains(err.Error(), "--auth-audience") {
+	if _, err := Parse(env, nil); err == nil || !strings.Contains(err.Error(), "--auth-audience") {
 		t.Errorf("from the environment: %v", err)
 	}
 }
@@ -186,7 +186,7 @@ func TestKeysNone(t *testing.T) {
 		t.Fatalf("--keys none: %s", logs)
 	}
 	a := &base.App{Stderr: new(testcmd.Buffer), Getenv: func(k string) string { return map[string]string{"MRTR_KEYS": "none"}[k] }}
-	c, err := ParseServe(a, nil)
+	c, err := Parse(a, nil)
 	if err != nil || c.KeysFile != "" || c.KeysJSON != "" {
 		t.Fatalf("MRTR_KEYS=none: %v %+v", err, c)
 	}
@@ -196,11 +196,11 @@ func TestMetricsAddrFlag(t *testing.T) {
 	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
 		return map[string]string{"MRTR_METRICS_ADDR": "127.0.0.1:9464"}[k]
 	}}
-	c, err := ParseServe(a, nil)
+	c, err := Parse(a, nil)
 	if err != nil || c.MetricsAddr != "127.0.0.1:9464" {
 		t.Fatalf("MRTR_METRICS_ADDR: %v %q", err, c.MetricsAddr)
 	}
-	c, err = ParseServe(a, []string{"--metrics-addr", "127.0.0.1:9465"})
+	c, err = Parse(a, []string{"--metrics-addr", "127.0.0.1:9465"})
 	if err != nil || c.MetricsAddr != "127.0.0.1:9465" {
 		t.Fatalf("--metrics-addr: %v %q", err, c.MetricsAddr)
 	}
@@ -224,20 +224,20 @@ func TestParseReplayForms(t *testing.T) {
 		"redis-cluster://node1:7000?addr=node2:7001&addr=node3:7002",
 		"rediss-cluster://node1:7000?addr=node2:7001",
 	} {
-		c, err := ParseServe(a, []string{"--replay", u, "--replay-replicas", "1"})
+		c, err := Parse(a, []string{"--replay", u, "--replay-replicas", "1"})
 		if err != nil || c.Replay != u || c.Replicas != 1 {
 			t.Errorf("--replay %s --replay-replicas 1: %v, %+v", u, err, c)
 		}
 	}
 	env["MRTR_REPLAY"] = "redis-cluster://node1:7000"
 	env["MRTR_REPLAY_REPLICAS"] = "2"
-	c, err := ParseServe(a, nil)
+	c, err := Parse(a, nil)
 	if err != nil || c.Replay != "redis-cluster://node1:7000" || c.Replicas != 2 {
 		t.Fatalf("from the environment: %v, %+v", err, c)
 	}
 	delete(env, "MRTR_REPLAY")
 	delete(env, "MRTR_REPLAY_REPLICAS")
-	if c, err := ParseServe(a, nil); err != nil || c.Replicas != 0 {
+	if c, err := Parse(a, nil); err != nil || c.Replicas != 0 {
 		t.Fatalf("default --replay-replicas: %v, %+v", err, c)
 	}
 	for _, bad := range [][]string{
@@ -247,7 +247,7 @@ func TestParseReplayForms(t *testing.T) {
 		{"--replay", "off", "--replay-replicas", "1"},
 		{"--replay", "cluster://:hunter2-pw@node1:7000"},
 	} {
-		_, err := ParseServe(a, bad)
+		_, err := Parse(a, bad)
 		if err == nil {
 			t.Errorf("%v accepted", bad)
 		} else if strings.Contains(err.Error(), "hunter2") {
@@ -272,7 +272,7 @@ func TestParseServeFlagsAndEnv(t *testing.T) {
 	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
 		return map[string]string{"MRTR_TTL": "90s", "MRTR_MAX_ROUNDS": "4", "MRTR_ADDR": "127.0.0.1:9999", "MRTR_LOG_FORMAT": "json", "MRTR_REPLAY_TIMEOUT": "3s"}[k]
 	}}
-	c, err := ParseServe(a, []string{"--max-rounds", "6", "--server-id", "node-a"})
+	c, err := Parse(a, []string{"--max-rounds", "6", "--server-id", "node-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestParseServeFlagsAndEnv(t *testing.T) {
 		{"--log-format", "xml"}, {"--max-body", "10"}, {"--log-level", "loud"}, {"--stdio", "maybe"}, {"extra"}, {"--nope"},
 		{"--replay-timeout", "0s"}, {"--replay-timeout", "-1s"}, {"--replay-timeout", "fast"},
 	} {
-		if _, err := ParseServe(a, bad); err == nil {
+		if _, err := Parse(a, bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
 	}
@@ -294,11 +294,11 @@ func TestParseServeFlagsAndEnv(t *testing.T) {
 		}
 		return ""
 	}
-	if _, err := ParseServe(a, nil); err == nil || !strings.Contains(err.Error(), "MRTR_TTL") {
+	if _, err := Parse(a, nil); err == nil || !strings.Contains(err.Error(), "MRTR_TTL") {
 		t.Fatalf("bad env: %v", err)
 	}
 	a.Getenv = func(string) string { return "" }
-	c, err = ParseServe(a, nil)
+	c, err = Parse(a, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestLoadKeysSources(t *testing.T) {
 		{nil, "envkey"},
 		{[]string{"--keys", path}, "filekey"},
 	} {
-		c, err := ParseServe(a, tc.args)
+		c, err := Parse(a, tc.args)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -334,12 +334,12 @@ func TestLoadKeysSources(t *testing.T) {
 		}
 	}
 	env["MRTR_KEYS"] = `{"keys":[{"id":"x","secret":"c2hvcnQ="}]}`
-	c, _ := ParseServe(a, nil)
+	c, _ := Parse(a, nil)
 	if _, _, err := c.LoadKeys(); err == nil || !strings.Contains(err.Error(), "MRTR_KEYS") || strings.Contains(err.Error(), "c2hvcnQ") {
 		t.Fatalf("bad MRTR_KEYS: %v", err)
 	}
 	delete(env, "MRTR_KEYS")
-	c, _ = ParseServe(a, nil)
+	c, _ = Parse(a, nil)
 	if _, eph, err := c.LoadKeys(); err != nil || !eph {
 		t.Fatal("no keys should give an ephemeral ring")
 	}

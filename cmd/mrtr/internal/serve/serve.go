@@ -19,7 +19,7 @@ var Cmd = &base.Command{Name: "serve", Run: serve, Drains: true}
 
 // serve runs the reference server until ctx ends or a drain completes.
 func serve(ctx context.Context, a *base.App, args []string) error {
-	c, err := ParseServe(a, args)
+	c, err := Parse(a, args)
 	if err != nil {
 		return err
 	}
@@ -66,29 +66,29 @@ func serve(ctx context.Context, a *base.App, args []string) error {
 	return c.ServeMCP(ctx, log, h, false)
 }
 
-// ServeConfig is CommonConfig plus the flags only `mrtr serve` has.
-type ServeConfig struct {
+// Config is CommonConfig plus the flags only `mrtr serve` has.
+type Config struct {
 	node.CommonConfig
 	stdio          bool
 	sessionTimeout time.Duration // idle 2025-11-25 sessions close after this
 	maxSessions    int           // live 2025-11-25 sessions at once
 }
 
-// ServeAbout is the paragraph of `mrtr serve --help`.
-const ServeAbout = `Runs the reference MCP server: Streamable HTTP at http://ADDR/mcp (--addr, default 127.0.0.1:8080), or MCP on stdin/stdout with --stdio; every paused flow's requestState is sealed by the --keys ring. ` +
+// About is the paragraph of `mrtr serve --help`.
+const About = `Runs the reference MCP server: Streamable HTTP at http://ADDR/mcp (--addr, default 127.0.0.1:8080), or MCP on stdin/stdout with --stdio; every paused flow's requestState is sealed by the --keys ring. ` +
 	`/healthz answers while the process serves, /readyz while the keys and the store are usable. ` +
 	`Besides the conformance fixtures it has three demo tools that ask for input: deploy (confirm a deployment), transfer (confirm a quoted fee) and guess_number (a guessing game). ` +
 	`Try: mrtr call http://127.0.0.1:8080/mcp guess_number. Every flag can also be given as the MRTR_* variable shown; a flag wins over its variable.`
 
-// ServeExamples end `mrtr serve --help`.
-const ServeExamples = `  mrtr serve                                   127.0.0.1:8080, an ephemeral key ring (with a warning)
+// Examples end `mrtr serve --help`.
+const Examples = `  mrtr serve                                   127.0.0.1:8080, an ephemeral key ring (with a warning)
   mrtr keygen --out keys.json && mrtr serve --keys keys.json
   mrtr serve --addr 0.0.0.0:8080 --keys keys.json --replay redis://127.0.0.1:6379/0
   mrtr serve --stdio                           MCP on stdin/stdout, for a client that runs a command
 `
 
-// ServeFlags registers the flags of `mrtr serve`.
-func ServeFlags(f *base.Flags, c *ServeConfig) {
+// Flags registers the flags of `mrtr serve`.
+func Flags(f *base.Flags, c *Config) {
 	node.CommonFlags(f, &c.CommonConfig)
 	f.Bool(base.GroupListen, &c.stdio, "stdio", false, "serve MCP on stdin/stdout instead of HTTP")
 	f.Duration(base.GroupLimits, &c.sessionTimeout, "session-timeout", node.DefaultSessionTimeout,
@@ -97,12 +97,12 @@ func ServeFlags(f *base.Flags, c *ServeConfig) {
 		"most live 2025-11-25 sessions at once; a new one beyond it gets HTTP 503, existing ones keep working")
 }
 
-// ParseServe reads flags over environment variables over defaults.
-func ParseServe(a *base.App, args []string) (*ServeConfig, error) {
-	c := new(ServeConfig)
-	f := a.NewFlags("serve", "mrtr serve [flags]", ServeAbout)
-	f.Examples = ServeExamples
-	ServeFlags(f, c)
+// Parse reads flags over environment variables over defaults.
+func Parse(a *base.App, args []string) (*Config, error) {
+	c := new(Config)
+	f := a.NewFlags("serve", "mrtr serve [flags]", About)
+	f.Examples = Examples
+	Flags(f, c)
 	if err := f.Parse(a.Getenv, args); err != nil {
 		return nil, err
 	}
