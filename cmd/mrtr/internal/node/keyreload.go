@@ -32,7 +32,7 @@ func (c *CommonConfig) openKeys(ctx context.Context, log *slog.Logger, onSealWar
 	var rl *keyReloader
 	var ring *reqstate.KeyRing
 	if c.KeysFile != "" && c.KeysJSON == "" {
-		rl = &keyReloader{Path: c.KeysFile, Log: log, now: time.Now}
+		rl = &keyReloader{path: c.KeysFile, log: log, now: time.Now}
 		if ring, err = rl.initial(); err != nil {
 			return nil, false, nil, keyfile.KeyFileHint(c.KeysFile, err)
 		}
@@ -58,7 +58,7 @@ func (c *CommonConfig) openKeys(ctx context.Context, log *slog.Logger, onSealWar
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	if rl != nil {
-		rl.Codec = codec
+		rl.codec = codec
 		wg.Go(func() { rl.run(ctx, c.keysPoll, hup) })
 		log.Info("mrtr key ring reloads on change or SIGHUP", "file", c.KeysFile, "poll", c.keysPoll)
 	} else {
@@ -103,9 +103,9 @@ func (c *CommonConfig) keysSource() string {
 // known key id another secret is refused with a log line naming the file
 // and the reason (never a secret), and the current ring stays.
 type keyReloader struct {
-	Path  string
-	Codec *reqstate.AESGCM
-	Log   *slog.Logger
+	path  string
+	codec *reqstate.AESGCM
+	log   *slog.Logger
 	now   func() time.Time
 
 	// Only a file whose content is the ring in use is recorded as current
@@ -133,14 +133,14 @@ func (k *keyReloader) initial() (*reqstate.KeyRing, error) {
 	defer clear(data)
 	ring, err := reqstate.ParseKeyRing(data)
 	if err != nil {
-		return nil, fmt.Errorf("load key ring %s: %w", k.Path, err)
+		return nil, fmt.Errorf("load key ring %s: %w", k.path, err)
 	}
 	k.stat, k.current = st, sha256.Sum256(data)
 	return ring, nil
 }
 
 func (k *keyReloader) read() ([]byte, fileStamp, error) {
-	f, err := os.Open(k.Path)
+	f, err := os.Open(k.path)
 	if err != nil {
 		return nil, fileStamp{}, err
 	}
@@ -157,7 +157,7 @@ func (k *keyReloader) read() ([]byte, fileStamp, error) {
 	}
 	if len(data) > maxKeyFile {
 		clear(data)
-		return nil, fileStamp{}, fmt.Errorf("%s is larger than %d bytes: not a key ring", k.Path, maxKeyFile)
+		return nil, fileStamp{}, fmt.Errorf("%s is larger than %d bytes: not a key ring", k.path, maxKeyFile)
 	}
 	return data, fileStamp{fi.Size(), fi.ModTime()}, nil
 }
@@ -188,7 +188,7 @@ func (k *keyReloader) reload(trigger string) bool {
 	defer k.mu.Unlock()
 	forced := trigger != "poll"
 	if !forced {
-		fi, err := os.Stat(k.Path)
+		fi, err := os.Stat(k.path)
 		if err == nil && (fileStamp{fi.Size(), fi.ModTime()}) == k.stat {
 			return false
 		}
@@ -210,7 +210,7 @@ func (k *keyReloader) reload(trigger string) bool {
 		// is a new mistake, said again.
 		k.stat, k.refused = st, [sha256.Size]byte{}
 		if forced {
-			k.Log.Info("mrtr key ring unchanged", "file", k.Path, "trigger", trigger)
+			k.log.Info("mrtr key ring unchanged", "file", k.path, "trigger", trigger)
 		}
 		return false
 	}
@@ -225,9 +225,9 @@ func (k *keyReloader) reload(trigger string) bool {
 			err = fmt.Errorf("no key may seal now: every key's window is closed (see mrtr keys status)")
 		}
 	}
-	old := k.Codec.KeyRing()
+	old := k.codec.KeyRing()
 	if err == nil {
-		err = k.Codec.SetKeyRing(ring)
+		err = k.codec.SetKeyRing(ring)
 	}
 	if err != nil {
 		k.refused = sum
@@ -236,17 +236,17 @@ func (k *keyReloader) reload(trigger string) bool {
 	}
 	k.stat, k.current, k.refused = st, sum, [sha256.Size]byte{}
 	sealing, _ := ring.SealingKey(k.now())
-	k.Log.Info("mrtr key ring reloaded", "file", k.Path, "trigger", trigger, "keys", ring.IDs(), "primary", sealing)
+	k.log.Info("mrtr key ring reloaded", "file", k.path, "trigger", trigger, "keys", ring.IDs(), "primary", sealing)
 	if was, ok := old.SealingKey(k.now()); ok && !slices.Contains(ring.IDs(), was) {
-		k.Log.Warn("mrtr key ring reload dropped the key that was sealing: flows it paused can no longer resume; "+
-			"keep a key in the ring for the longest TTL after it stops sealing", "file", k.Path, "dropped", was)
+		k.log.Warn("mrtr key ring reload dropped the key that was sealing: flows it paused can no longer resume; "+
+			"keep a key in the ring for the longest TTL after it stops sealing", "file", k.path, "dropped", was)
 	}
 	return true
 }
 
 func (k *keyReloader) refuse(trigger string, err error) {
-	k.Log.Error("mrtr key ring reload refused; the current ring stays", "file", k.Path, "trigger", trigger,
-		"error", err.Error(), "keys", k.Codec.KeyRing().IDs())
+	k.log.Error("mrtr key ring reload refused; the current ring stays", "file", k.path, "trigger", trigger,
+		"error", err.Error(), "keys", k.codec.KeyRing().IDs())
 }
 
 // sealWarnings returns the hook that counts --key-seal-warn warnings in

@@ -24,12 +24,12 @@ func TestKeyReloader(t *testing.T) {
 	a, b := testcmd.GenKey(t, "key-a"), testcmd.GenKey(t, "key-b")
 	testcmd.WriteRing(t, path, a)
 	var logs bytes.Buffer
-	rl := &keyReloader{Path: path, Log: slog.New(slog.NewTextHandler(&logs, nil)), now: time.Now}
+	rl := &keyReloader{path: path, log: slog.New(slog.NewTextHandler(&logs, nil)), now: time.Now}
 	ring, err := rl.initial()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl.Codec = reqstate.New(ring, nil)
+	rl.codec = reqstate.New(ring, nil)
 	if rl.reload("poll") || rl.reload("SIGHUP") {
 		t.Fatal("an unchanged file reloaded")
 	}
@@ -57,7 +57,7 @@ func TestKeyReloader(t *testing.T) {
 		if got := logs.String(); !strings.Contains(got, "reload refused") || !strings.Contains(got, path) || !strings.Contains(got, tc.reason) {
 			t.Fatalf("%s: log %q lacks the file or the reason %q", tc.name, got, tc.reason)
 		}
-		if ids := rl.Codec.KeyRing().IDs(); len(ids) != 1 || ids[0] != "key-a" {
+		if ids := rl.codec.KeyRing().IDs(); len(ids) != 1 || ids[0] != "key-a" {
 			t.Fatalf("%s: ring now %v", tc.name, ids)
 		}
 		// A poll does not repeat the refusal of the same content.
@@ -88,7 +88,7 @@ func TestKeyReloader(t *testing.T) {
 				t.Fatalf("%s: a secret in the log", tc.name)
 			}
 		}
-		if ids := rl.Codec.KeyRing().IDs(); len(ids) != 1 || ids[0] != "key-a" {
+		if ids := rl.codec.KeyRing().IDs(); len(ids) != 1 || ids[0] != "key-a" {
 			t.Fatalf("%s: ring now %v", tc.name, ids)
 		}
 	}
@@ -97,8 +97,8 @@ func TestKeyReloader(t *testing.T) {
 	os.Remove(path)
 	rl.reload("poll")
 	rl.reload("poll")
-	if n := strings.Count(logs.String(), "reload refused"); n != 1 || rl.Codec.KeyRing().Primary() != "key-a" {
-		t.Fatalf("missing file: %d refusals, ring %v", n, rl.Codec.KeyRing().IDs())
+	if n := strings.Count(logs.String(), "reload refused"); n != 1 || rl.codec.KeyRing().Primary() != "key-a" {
+		t.Fatalf("missing file: %d refusals, ring %v", n, rl.codec.KeyRing().IDs())
 	}
 	// A good file: installed, its primary logged.
 	logs.Reset()
@@ -109,7 +109,7 @@ func TestKeyReloader(t *testing.T) {
 	if got := logs.String(); !strings.Contains(got, "key ring reloaded") || !strings.Contains(got, "primary=key-b") || !strings.Contains(got, "trigger=poll") {
 		t.Fatalf("reload log: %s", got)
 	}
-	if rl.Codec.KeyRing().Primary() != "key-b" {
+	if rl.codec.KeyRing().Primary() != "key-b" {
 		t.Fatal("ring not replaced")
 	}
 	// Dropping the key that was sealing is allowed, with a warning.
@@ -132,12 +132,12 @@ func TestKeyReloaderRefusedNotCurrent(t *testing.T) {
 	a, b := testcmd.GenKey(t, "key-a"), testcmd.GenKey(t, "key-b")
 	testcmd.WriteRing(t, path, a)
 	var logs bytes.Buffer
-	rl := &keyReloader{Path: path, Log: slog.New(slog.NewTextHandler(&logs, nil)), now: time.Now}
+	rl := &keyReloader{path: path, log: slog.New(slog.NewTextHandler(&logs, nil)), now: time.Now}
 	ring, err := rl.initial()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl.Codec = reqstate.New(ring, nil)
+	rl.codec = reqstate.New(ring, nil)
 
 	// good is the ring B, A; bad is the same bytes with B's secret broken.
 	testcmd.WriteRing(t, path, b, a)
@@ -162,7 +162,7 @@ func TestKeyReloaderRefusedNotCurrent(t *testing.T) {
 		}
 	}
 	refusals := func() int { return strings.Count(logs.String(), "reload refused") }
-	ringIDs := func() string { return strings.Join(rl.Codec.KeyRing().IDs(), " ") }
+	ringIDs := func() string { return strings.Join(rl.codec.KeyRing().IDs(), " ") }
 
 	put(bad, stamp)
 	if rl.reload("poll") || refusals() != 1 || ringIDs() != "key-a" {
