@@ -262,7 +262,7 @@ type flowTracker struct {
 	ttl, anonymousTTL time.Duration // a held flow is forgotten after its token's; zero: never
 
 	mu       sync.Mutex
-	Flows    map[string]flowRef // by flow id
+	flows    map[string]flowRef // by flow id
 	requests map[*http.Request]flowRef
 	pruneAt  int // the size of flows at which Paused forgets the expired ones
 }
@@ -271,7 +271,7 @@ type flowTracker struct {
 const minPrune = 1024
 
 func NewFlowTracker() *flowTracker {
-	return &flowTracker{Flows: map[string]flowRef{}, requests: map[*http.Request]flowRef{}}
+	return &flowTracker{flows: map[string]flowRef{}, requests: map[*http.Request]flowRef{}}
 }
 
 // SetTTL sets how long a held flow lives: its token's TTL and the leeway
@@ -308,7 +308,7 @@ func (t *flowTracker) list(now time.Time) flowList {
 	var l flowList
 	named := map[string]int{} // method and target of the flows in flight, as many as there are
 	t.pruneLocked(now)
-	for _, f := range t.Flows {
+	for _, f := range t.flows {
 		l = append(l, f)
 		if f.State == "in_flight" {
 			named[f.Method+" "+f.Target]++
@@ -332,12 +332,12 @@ func (t *flowTracker) list(now time.Time) flowList {
 // lives no longer than its token, and a call in flight that long is taken
 // as gone (its end not reported).
 func (t *flowTracker) pruneLocked(now time.Time) {
-	for id, f := range t.Flows {
+	for id, f := range t.flows {
 		if t.expired(f, now) {
-			delete(t.Flows, id)
+			delete(t.flows, id)
 		}
 	}
-	t.pruneAt = max(2*len(t.Flows), minPrune)
+	t.pruneAt = max(2*len(t.flows), minPrune)
 }
 
 // expired reports whether the flow f's token expired at now.
@@ -357,8 +357,8 @@ func (t *flowTracker) Paused(_ context.Context, e mrtr.PauseEvent) {
 	}
 	t.mu.Lock()
 	now := time.Now()
-	t.Flows[id] = flowRef{Flow: id, Method: mcpwire.Shown(e.Method), Target: mcpwire.Shown(e.Target), State: "held", Round: e.Round, since: now, anon: e.Principal.Anonymous()}
-	if len(t.Flows) >= max(t.pruneAt, minPrune) { // abandoned pauses must not pile up between drains
+	t.flows[id] = flowRef{Flow: id, Method: mcpwire.Shown(e.Method), Target: mcpwire.Shown(e.Target), State: "held", Round: e.Round, since: now, anon: e.Principal.Anonymous()}
+	if len(t.flows) >= max(t.pruneAt, minPrune) { // abandoned pauses must not pile up between drains
 		t.pruneLocked(now)
 	}
 	t.mu.Unlock()
@@ -371,7 +371,7 @@ func (t *flowTracker) Resumed(_ context.Context, e mrtr.ResumeEvent) {
 		return
 	}
 	t.mu.Lock()
-	t.Flows[id] = flowRef{Flow: id, Method: mcpwire.Shown(e.Method), Target: mcpwire.Shown(e.Target), State: "in_flight", Round: e.Round, since: time.Now(), anon: e.Principal.Anonymous()}
+	t.flows[id] = flowRef{Flow: id, Method: mcpwire.Shown(e.Method), Target: mcpwire.Shown(e.Target), State: "in_flight", Round: e.Round, since: time.Now(), anon: e.Principal.Anonymous()}
 	t.mu.Unlock()
 }
 
@@ -379,7 +379,7 @@ func (t *flowTracker) Resumed(_ context.Context, e mrtr.ResumeEvent) {
 func (t *flowTracker) Ended(_ context.Context, e mrtr.EndEvent) {
 	if id := e.FlowID(); id != "" && !e.Paused {
 		t.mu.Lock()
-		delete(t.Flows, id)
+		delete(t.flows, id)
 		t.mu.Unlock()
 	}
 }

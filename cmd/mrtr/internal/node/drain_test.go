@@ -164,7 +164,7 @@ func TestFlowTrackerBounded(t *testing.T) {
 			pauseWith(t, g)
 		}
 		flows.mu.Lock()
-		n, kept := len(flows.Flows), flows.Flows[old].Flow != ""
+		n, kept := len(flows.flows), flows.flows[old].Flow != ""
 		flows.mu.Unlock()
 		if kept || n != minPrune {
 			t.Fatalf("%d flows tracked, the expired one kept: %v; want %d, it gone", n, kept, minPrune)
