@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/mrtr-go/mrtr/audit"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
@@ -50,8 +52,8 @@ func events(ls []*audit.Line) string {
 func runVerify(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	var out bytes.Buffer
-	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
-	code := a.run(t.Context(), append([]string{"audit", "verify"}, args...))
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }}
+	code := run(t.Context(), a, append([]string{"audit", "verify"}, args...))
 	return code, out.String()
 }
 
@@ -64,14 +66,14 @@ func runVerify(t *testing.T, args ...string) (int, string) {
 // audit verify accepts the trail and names a line that was changed.
 func TestProxyAudit(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "keys.json")
-	writeRing(t, keys, genKey(t, "k1"))
+	testcmd.WriteRing(t, keys, testcmd.GenKey(t, "k1"))
 	upstream, _ := startServe(t, "--keys", keys)
 	for _, tc := range []struct {
 		name, tool, upstream string
 		args                 []string
 	}{
-		{"modern", "delete", "command ", []string{"--upstream-env", stdioServerEnv + "=modern", "--", os.Args[0]}},
-		{"legacy", "delete", "command ", []string{"--upstream-env", stdioServerEnv + "=legacy", "--", os.Args[0]}},
+		{"modern", "delete", "command ", []string{"--upstream-env", testcmd.StdioServerEnv + "=modern", "--", os.Args[0]}},
+		{"legacy", "delete", "command ", []string{"--upstream-env", testcmd.StdioServerEnv + "=legacy", "--", os.Args[0]}},
 		{"http", "deploy", "http://127.0.0.1", []string{"--upstream", upstream}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,7 +151,7 @@ func rpcPostMeta(t *testing.T, url, method string, params, meta map[string]any) 
 	if meta != nil {
 		params["_meta"] = meta
 	}
-	return rpcPost(t, url, method, params)
+	return testcmd.RPCPost(t, url, method, params)
 }
 
 // TestAuditRequiredFailsClosed pins issue 29 item 4: with the trail on a
@@ -166,9 +168,9 @@ func TestAuditRequiredFailsClosed(t *testing.T) {
 		t.Fatalf("with --audit-required: %v %v", res, e)
 	}
 	// The proxy: a pause is not sealed, and an answer is not sent.
-	purl, _ := startProxyCmd(t, "--audit", "/dev/full", "--audit-required", "--upstream-env", stdioServerEnv+"=modern", "--", os.Args[0])
+	purl, _ := startProxyCmd(t, "--audit", "/dev/full", "--audit-required", "--upstream-env", testcmd.StdioServerEnv+"=modern", "--", os.Args[0])
 	for _, tool := range []string{"delete", "env"} {
-		if res, e := rpcPost(t, purl, "tools/call", map[string]any{"name": tool, "arguments": map[string]any{"item": "a"}}); e == nil || string(e["code"]) != "-32603" {
+		if res, e := testcmd.RPCPost(t, purl, "tools/call", map[string]any{"name": tool, "arguments": map[string]any{"item": "a"}}); e == nil || string(e["code"]) != "-32603" {
 			t.Fatalf("proxy %s with --audit-required: %v %v", tool, res, e)
 		}
 	}
@@ -177,7 +179,7 @@ func TestAuditRequiredFailsClosed(t *testing.T) {
 	if !strings.Contains(logs.String(), "audit: a line of the trail was not written") {
 		t.Fatalf("no log line for the failed write: %s", logs.String())
 	}
-	_, body := getHealth(t, logURL(t, logs, "mrtr metrics serving"))
+	_, body := testcmd.GetHealth(t, testcmd.LogURL(t, logs, "mrtr metrics serving"))
 	if !strings.Contains(body, "mrtr_audit_errors_total 1\n") {
 		t.Fatalf("/metrics: %s", body)
 	}
@@ -190,13 +192,13 @@ func TestAuditVerifyUsage(t *testing.T) {
 	if code, _ := runVerify(t); code != 2 {
 		t.Fatalf("no args: exit %d", code)
 	}
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
-	if code := a.run(t.Context(), []string{"audit", "show"}); code != 2 {
+	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	if code := run(t.Context(), a, []string{"audit", "show"}); code != 2 {
 		t.Fatalf("audit show: exit %d", code)
 	}
-	var stderr syncBuffer
-	a = &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr, getenv: func(string) string { return "" }}
-	if code := a.run(t.Context(), []string{"serve", "--stdio", "--audit", "-"}); code == 0 || !strings.Contains(stderr.String(), "MCP channel") {
+	var stderr testcmd.Buffer
+	a = &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	if code := run(t.Context(), a, []string{"serve", "--stdio", "--audit", "-"}); code == 0 || !strings.Contains(stderr.String(), "MCP channel") {
 		t.Fatalf("serve --stdio --audit -: exit %d: %s", code, stderr.String())
 	}
 }
@@ -209,13 +211,13 @@ func TestAuditVerifyUsage(t *testing.T) {
 func TestProxyReplicasAudit(t *testing.T) {
 	rurl := testredis.Start(t)
 	trail := filepath.Join(t.TempDir(), "audit.jsonl")
-	url, _ := startProxyCmd(t, "--audit", trail, "--replay", rurl, "--upstream-env", stdioServerEnv+"=legacy", "--", os.Args[0])
+	url, _ := startProxyCmd(t, "--audit", trail, "--replay", rurl, "--upstream-env", testcmd.StdioServerEnv+"=legacy", "--", os.Args[0])
 	args := map[string]any{"item": "a"}
 	tok, answers := pauseCall(t, url, "delete", args, nil, map[string]any{"ok": true})
-	if _, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": args, "requestState": tok, "inputResponses": answers}); e != nil {
+	if _, e := testcmd.RPCPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": args, "requestState": tok, "inputResponses": answers}); e != nil {
 		t.Fatalf("resume: %v", e)
 	}
-	rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": args, "requestState": tok + "x", "inputResponses": answers})
+	testcmd.RPCPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": args, "requestState": tok + "x", "inputResponses": answers})
 	if got := events(readTrail(t, trail)); got != "paused,resumed,completed,rejected:invalid" {
 		t.Fatalf("events %s", got)
 	}

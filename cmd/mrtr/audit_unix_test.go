@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 )
 
 // TestAuditSIGHUPReopens pins issue 29 item 4 on a real `mrtr serve`
@@ -20,7 +22,7 @@ import (
 func TestAuditSIGHUPReopens(t *testing.T) {
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys.json")
-	writeRing(t, keys, genKey(t, "k1"))
+	testcmd.WriteRing(t, keys, testcmd.GenKey(t, "k1"))
 	trail := filepath.Join(dir, "audit.jsonl")
 	p := startChild(t, nil, "serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--keys", keys, "--audit", trail)
 	c := mcpClient{t, p.url}
@@ -109,7 +111,7 @@ func TestAuditSIGHUPReopens(t *testing.T) {
 func TestAuditCutThenSIGHUPShows(t *testing.T) {
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys.json")
-	writeRing(t, keys, genKey(t, "k1"))
+	testcmd.WriteRing(t, keys, testcmd.GenKey(t, "k1"))
 	trail := filepath.Join(dir, "audit.jsonl")
 	args := []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--keys", keys, "--audit", trail}
 	p := startChild(t, nil, args...)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mrtr-go/mrtr/audit"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -36,7 +37,8 @@ func writeTrail(t *testing.T, keys, path, prev string, n int) string {
 	return w.Prev()
 }
 
-// TestAuditVerifyChainsFiles pins mutation survivor audit.go:173: the
+// TestAuditVerifyChainsFiles pins mutation survivor audit.go:173 (now in
+// internal/audit): the
 // files after the first are checked as the chain's next links, not as
 // --continued: a file that does not go on from the one before it is a
 // broken link on its first line, and the message says which file it
@@ -44,7 +46,7 @@ func writeTrail(t *testing.T, keys, path, prev string, n int) string {
 func TestAuditVerifyChainsFiles(t *testing.T) {
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys.json")
-	writeRing(t, keys, genKey(t, "k1"))
+	testcmd.WriteRing(t, keys, testcmd.GenKey(t, "k1"))
 	old, cur, other := filepath.Join(dir, "audit.jsonl.1"), filepath.Join(dir, "audit.jsonl"), filepath.Join(dir, "other.jsonl")
 	last := writeTrail(t, keys, old, "", 3)
 	writeTrail(t, keys, cur, last, 2)
@@ -67,7 +69,7 @@ func TestAuditVerifyChainsFiles(t *testing.T) {
 func TestAuditVerifyWords(t *testing.T) {
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys.json")
-	writeRing(t, keys, genKey(t, "k1"))
+	testcmd.WriteRing(t, keys, testcmd.GenKey(t, "k1"))
 	old, cur := filepath.Join(dir, "audit.jsonl.1"), filepath.Join(dir, "audit.jsonl")
 	last := writeTrail(t, keys, old, "", 1)
 	writeTrail(t, keys, cur, last, 2)
@@ -86,7 +88,7 @@ func TestAuditVerifyWords(t *testing.T) {
 	}
 
 	otherKeys := filepath.Join(dir, "other.json")
-	writeRing(t, otherKeys, genKey(t, "k2"))
+	testcmd.WriteRing(t, otherKeys, testcmd.GenKey(t, "k2"))
 	if code, out = runVerify(t, "--keys", otherKeys, old); code != 1 || !strings.Contains(out, `line 1: unknown key "k1"`) {
 		t.Fatalf("verify under a ring without the kid: %d %s", code, out)
 	}
@@ -104,7 +106,7 @@ func TestAuditVerifyWords(t *testing.T) {
 func TestAuditVerifyTorn(t *testing.T) {
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys.json")
-	writeRing(t, keys, genKey(t, "k1"))
+	testcmd.WriteRing(t, keys, testcmd.GenKey(t, "k1"))
 	path := filepath.Join(dir, "audit.jsonl")
 	ring, _ := reqstate.LoadKeyRing(keys)
 	w, err := audit.OpenFile(path, &audit.Options{Keys: func() *reqstate.KeyRing { return ring }})
@@ -138,15 +140,15 @@ func TestAuditVerifyTorn(t *testing.T) {
 }
 
 // TestAuditRequiredNeedsAudit pins the hang of mutation survivor
-// audit.go:34: --audit-required without --audit is a usage error (exit
+// audit.go:34 (now internal/node/audit.go): --audit-required without --audit is a usage error (exit
 // 2, naming --audit), for serve and proxy; a command that starts serving
 // instead fails the test within its bound, saying so.
 func TestAuditRequiredNeedsAudit(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--addr", "127.0.0.1:0", "--audit-required"},
-		{"proxy", "--addr", "127.0.0.1:0", "--audit-required", "--upstream", "http://" + freeAddr(t) + "/mcp"},
+		{"proxy", "--addr", "127.0.0.1:0", "--audit-required", "--upstream", "http://" + testcmd.FreeAddr(t) + "/mcp"},
 	} {
-		code, _, stderr, ended, _ := runAppFor(15*time.Second, func(string) string { return "" }, args...)
+		code, _, stderr, ended, _ := testcmd.RunFor(15*time.Second, run, func(string) string { return "" }, args...)
 		if !ended {
 			t.Fatalf("mrtr %s: still running after 15s; waited for it to exit 2, a usage error naming --audit", strings.Join(args, " "))
 		}
@@ -168,39 +170,30 @@ func TestAuditHelpOneForm(t *testing.T) {
 }
 
 // TestUpstreamURLShown pins issue 35 item 9 and mutation survivor
-// audit.go:48: the upstream URL's userinfo, query and fragment, where a
-// credential rides (?api_key=...), reach neither the audit trail nor the
-// log; the trail and the log name scheme, host and path.
+// audit.go:48 (now internal/proxy/audit.go): the upstream URL's userinfo,
+// query and fragment, where a credential rides (?api_key=...), reach
+// neither the audit trail nor the log; the trail and the log name scheme,
+// host and path.
 func TestUpstreamURLShown(t *testing.T) {
-	for raw, want := range map[string]string{
-		"https://u:pw@h.example:8443/a/mcp?api_key=SECRET#frag": "https://h.example:8443/a/mcp",
-		"http://127.0.0.1:9/mcp?token=SECRET":                   "http://127.0.0.1:9/mcp",
-		"http://h/a%2Fb/mcp":                                    "http://h/a%2Fb/mcp",
-	} {
-		if got := auditUpstream(&proxyConfig{upstream: raw}); got != want {
-			t.Errorf("auditUpstream(%s) = %s, want %s", raw, got, want)
-		}
-	}
-
 	keys := filepath.Join(t.TempDir(), "keys.json")
-	writeRing(t, keys, genKey(t, "k1"))
+	testcmd.WriteRing(t, keys, testcmd.GenKey(t, "k1"))
 	upstream, _ := startServe(t, "--keys", keys)
 	const secret = "zq-query-secret"
 	withSecret := strings.Replace(upstream, "http://", "http://user:zq-pw@", 1) + "?api_key=" + secret + "#zq-frag"
 	trail := filepath.Join(t.TempDir(), "audit.jsonl")
 	url, logs := startProxyCmd(t, "--keys", keys, "--audit", trail, "--upstream", withSecret)
 	tok, answers := pauseCall(t, url, "deploy", map[string]any{"service": "s", "env": "staging"}, nil, map[string]any{"approve": true})
-	rpcPost(t, url, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{"service": "s", "env": "staging"}, "requestState": tok, "inputResponses": answers})
+	testcmd.RPCPost(t, url, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{"service": "s", "env": "staging"}, "requestState": tok, "inputResponses": answers})
 	ls := readTrail(t, trail)
 	if len(ls) == 0 || ls[0].Upstream != upstream {
 		t.Fatalf("the trail names the upstream %q, want %q", ls[0].Upstream, upstream)
 	}
 	// An upstream that is not there: the start's warning and the calls'
 	// errors name it too.
-	down := "http://user:zq-pw@" + freeAddr(t) + "/mcp?api_key=" + secret + "#zq-frag"
+	down := "http://user:zq-pw@" + testcmd.FreeAddr(t) + "/mcp?api_key=" + secret + "#zq-frag"
 	durl, dlogs := startProxyCmd(t, "--keys", keys, "--upstream", down, "--upstream-era", "modern")
-	rpcPost(t, durl, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{}})
-	_, alogs := startProxyCmd(t, "--keys", keys, "--upstream", down) // era auto: judged when it answers (lateera.go)
+	testcmd.RPCPost(t, durl, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{}})
+	_, alogs := startProxyCmd(t, "--keys", keys, "--upstream", down) // era auto: judged when it answers (internal/proxy/lateera.go)
 	b, _ := os.ReadFile(trail)
 	for name, text := range map[string]string{"the trail": string(b), "the log": logs.String(), "the log of a proxy of an upstream down": dlogs.String(),
 		"the log of a proxy waiting for its upstream's era": alogs.String()} {

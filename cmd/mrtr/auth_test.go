@@ -15,111 +15,13 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/modelcontextprotocol/go-sdk/auth"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
 	"github.com/mrtr-go/mrtr/internal/testing/testissuer"
 )
-
-const devSecret = "0123456789abcdef0123456789abcdef" // 32 bytes
-
-func signJWT(t *testing.T, secret string, claims jwt.MapClaims, method jwt.SigningMethod) string {
-	t.Helper()
-	s, err := jwt.NewWithClaims(method, claims).SignedString([]byte(secret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// TestAuthHS256 pins the development mode through the command's own
-// wiring: a bearer JWT under the secret, HS256 only, sub and exp required,
-// and the principal handed to go-sdk as TokenInfo (UserID = sub,
-// Extra["iss"] = iss).
-func TestAuthHS256(t *testing.T) {
-	c := &authConfig{hs256: devSecret}
-	if err := c.check(); err != nil {
-		t.Fatal(err)
-	}
-	v, err := c.verifier(t.Context(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	var got *auth.TokenInfo
-	h := protect(v, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got = auth.TokenInfoFromContext(r.Context())
-	}), http.NewServeMux(), func(h http.Handler) http.Handler { return h })
-	exp := time.Now().Add(time.Hour).Unix()
-	for _, tc := range []struct {
-		name, auth string
-		want       int
-	}{
-		{"none", "", 401},
-		{"garbage", "Bearer abc", 401},
-		{"good", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"sub": "alice", "iss": "me", "exp": exp}, jwt.SigningMethodHS256), 200},
-		{"wrong secret", "Bearer " + signJWT(t, strings.Repeat("x", 32), jwt.MapClaims{"sub": "alice", "exp": exp}, jwt.SigningMethodHS256), 401},
-		{"expired", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(-time.Hour).Unix()}, jwt.SigningMethodHS256), 401},
-		{"no exp", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"sub": "alice"}, jwt.SigningMethodHS256), 401},
-		{"no sub", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"exp": exp}, jwt.SigningMethodHS256), 401},
-		{"HS512", "Bearer " + signJWT(t, devSecret, jwt.MapClaims{"sub": "alice", "exp": exp}, jwt.SigningMethodHS512), 401},
-	} {
-		got = nil
-		r := httptest.NewRequest("POST", "/mcp", nil)
-		if tc.auth != "" {
-			r.Header.Set("Authorization", tc.auth)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != tc.want {
-			t.Errorf("%s: %d, want %d", tc.name, w.Code, tc.want)
-		}
-		if tc.want == 401 && !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer ") {
-			t.Errorf("%s: no WWW-Authenticate challenge", tc.name)
-		}
-		if tc.want == 200 && (got == nil || got.UserID != "alice" || got.Extra["iss"] != "me") {
-			t.Errorf("%s: TokenInfo %+v", tc.name, got)
-		}
-	}
-}
-
-// TestAuthFlagRules: which --auth-* flags go together, each refusal naming
-// the flag and the rule.
-func TestAuthFlagRules(t *testing.T) {
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--auth-jwks", "jwks.json"}, "--auth-issuer: is required"},
-		{[]string{"--auth-jwks", "jwks.json", "--auth-issuer", "https://id.example"}, "--auth-audience: is required"},
-		{[]string{"--auth-issuer", "https://id.example"}, "--auth-audience: is required"},
-		{[]string{"--auth-scopes", "mcp"}, "--auth-issuer: is required"},
-		{[]string{"--auth-require-typ"}, "--auth-issuer: is required"},
-		{[]string{"--auth-hs256-secret", devSecret, "--auth-jwks", "jwks.json"}, "--auth-jwks: excludes --auth-hs256-secret"},
-		{[]string{"--auth-hs256-secret", "short"}, "at least 32 bytes"},
-	} {
-		_, err := a.parseServe(tc.args)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
-		}
-	}
-	for _, ok := range [][]string{
-		{"--auth-jwks", "jwks.json", "--auth-issuer", "https://id.example", "--auth-audience", "https://mcp.example/mcp", "--auth-scopes", "a,b"},
-		{"--auth-issuer", "https://id.example", "--auth-audience", "https://mcp.example/mcp"}, // discovery
-		{"--auth-hs256-secret", devSecret, "--auth-issuer", "dev"},
-		{"--auth-hs256-secret", devSecret, "--auth-require-typ"},
-	} {
-		if _, err := a.parseServe(ok); err != nil {
-			t.Errorf("%q: %v", ok, err)
-		}
-	}
-	env := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
-		return map[string]string{"MRTR_AUTH_JWKS": "jwks.json", "MRTR_AUTH_ISSUER": "https://id.example"}[k]
-	}}
-	if _, err := env.parseServe(nil); err == nil || !strings.Contains(err.Error(), "--auth-audience") {
-		t.Errorf("from the environment: %v", err)
-	}
-}
 
 // TestServeAuthJWKSFile runs serve in-process with a JWKS file: no token
 // is 401 pointing at the metadata, the metadata parses, a token of the
@@ -211,12 +113,12 @@ func TestAuthRequireTypFlag(t *testing.T) {
 	authArgs := []string{"--auth-jwks", jwks, "--auth-issuer", iss, "--auth-audience", aud}
 
 	// The flag and the variable both set it, on both commands.
-	none := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
-	env := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
+	none := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	env := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
 		return map[string]string{"MRTR_AUTH_REQUIRE_TYP": "true"}[k]
 	}}
 	for _, tc := range []struct {
-		a    *app
+		a    *base.App
 		args []string
 		want bool
 	}{
@@ -225,16 +127,16 @@ func TestAuthRequireTypFlag(t *testing.T) {
 		{env, nil, true},
 		{env, []string{"--auth-require-typ=false"}, false},
 	} {
-		sc, err := tc.a.parseServe(append(slices.Clone(authArgs), tc.args...))
+		sc, err := serve.Parse(tc.a, append(slices.Clone(authArgs), tc.args...))
 		if err != nil {
 			t.Fatal(err)
 		}
-		pc, err := tc.a.parseProxy(append([]string{"--upstream", "http://127.0.0.1:1/mcp"}, append(slices.Clone(authArgs), tc.args...)...))
+		pc, err := proxy.Parse(tc.a, append([]string{"--upstream", "http://127.0.0.1:1/mcp"}, append(slices.Clone(authArgs), tc.args...)...))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for cmd, c := range map[string]*authConfig{"serve": &sc.auth, "proxy": &pc.auth} {
-			v, err := c.verifier(t.Context(), slog.New(slog.DiscardHandler))
+		for cmd, c := range map[string]*node.AuthConfig{"serve": &sc.Auth, "proxy": &pc.Auth} {
+			v, err := c.Verifier(t.Context(), slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/bearer"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/call"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/gosdk"
 	"github.com/mrtr-go/mrtr/internal/app/demo"
 	"github.com/mrtr-go/mrtr/reqstate"
@@ -135,8 +137,8 @@ func TestCallRoundLimits(t *testing.T) {
 	t.Run("client", func(t *testing.T) {
 		url := startDemoServer(t, 0) + "/mcp"
 		out, _, err := runCall(t, t.Context(), strings.NewReader("1\n2\n3\n"), nil, url, "guess_number", "--arg", "max=1000", "--max-rounds", "3")
-		wantInOrder(t, out, "higher than 1: guess again (1-1000, 1 guess so far).", "higher than 2: guess again (1-1000, 2 guesses so far).")
-		if !errors.Is(err, errClientRounds) || !strings.Contains(err.Error(), "asked for input a 4th time, and --max-rounds is 3") {
+		testcmd.WantInOrder(t, out, "higher than 1: guess again (1-1000, 1 guess so far).", "higher than 2: guess again (1-1000, 2 guesses so far).")
+		if !errors.Is(err, call.ErrClientRounds) || !strings.Contains(err.Error(), "asked for input a 4th time, and --max-rounds is 3") {
 			t.Fatalf("%v", err)
 		}
 	})
@@ -157,7 +159,7 @@ func TestCallList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantInOrder(t, out,
+	testcmd.WantInOrder(t, out,
 		"Tools (mrtr call URL TOOL --arg k=v):\n",
 		"  deploy: Deploys a service",
 		"    service (string, required, at least 1 character, at most 64 characters, pattern ^[A-Za-z0-9][A-Za-z0-9._-]*$): service name\n",
@@ -184,7 +186,7 @@ func TestCallPromptAndResource(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantInOrder(t, out, "What context should the prompt use?\n", "context: ", "a prompt built from the user's context\nuser: Context: the README\n")
+		testcmd.WantInOrder(t, out, "What context should the prompt use?\n", "context: ", "a prompt built from the user's context\nuser: Context: the README\n")
 	})
 	t.Run("resource", func(t *testing.T) {
 		out, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, url, "--resource", "test://static-text")
@@ -202,7 +204,7 @@ func TestCallPromptAndResource(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantInOrder(t, out, "Password?\n", "password: ", "the vault is open\n")
+		testcmd.WantInOrder(t, out, "Password?\n", "password: ", "the vault is open\n")
 	})
 }
 
@@ -245,7 +247,7 @@ func TestCallSamplingAndRoots(t *testing.T) {
 		if err != nil || strings.Contains(out, "roots") {
 			t.Fatalf("%v %q", err, out)
 		}
-		wantInOrder(t, out, "What is your name?", "reply (:decline to refuse): ", "capabilities-ok: answered elicit_input, sample_input\n")
+		testcmd.WantInOrder(t, out, "What is your name?", "reply (:decline to refuse): ", "capabilities-ok: answered elicit_input, sample_input\n")
 	})
 }
 
@@ -267,7 +269,7 @@ func TestCallErrorHints(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			wantInOrder(t, err.Error(), tt.want...)
+			testcmd.WantInOrder(t, err.Error(), tt.want...)
 			if strings.Contains(err.Error(), "initialize") || (tt.token != "" && strings.Contains(err.Error(), tt.token)) {
 				t.Fatalf("%v", err)
 			}

@@ -4,42 +4,29 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/gosdk"
-	"github.com/mrtr-go/mrtr/internal/probe"
 )
-
-// freeAddr is a 127.0.0.1 address at which nothing listens (a port just
-// given back by the kernel).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
 
 // freeLoopbackURL is the /mcp URL of freeAddr.
 func freeLoopbackURL(t *testing.T) string {
 	t.Helper()
-	return "http://" + freeAddr(t) + "/mcp"
+	return "http://" + testcmd.FreeAddr(t) + "/mcp"
 }
 
 // TestCallURLWithoutScheme pins issue 30 item 5: a loopback URL without
 // a scheme is taken as http://; another host gets the corrected URL
 // offered in the error.
 func TestCallURLWithoutScheme(t *testing.T) {
-	base := startDemoServer(t, 0)
-	out, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, strings.TrimPrefix(base, "http://")+"/mcp")
+	srv := startDemoServer(t, 0)
+	out, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, strings.TrimPrefix(srv, "http://")+"/mcp")
 	if err != nil || !strings.Contains(out, "guess_number") {
 		t.Fatalf("127.0.0.1:PORT/mcp: %v\n%s", err, out)
 	}
@@ -48,12 +35,9 @@ func TestCallURLWithoutScheme(t *testing.T) {
 		{"ftp://x/mcp", "URL must be an http:// or https:// URL, like http://127.0.0.1:8080/mcp"},
 	} {
 		_, errOut, err := runCall(t, t.Context(), strings.NewReader(""), nil, tc.url)
-		if !errors.Is(err, errUsage) || errOut != "mrtr call: "+tc.want+"\n" {
+		if !errors.Is(err, base.ErrUsage) || errOut != "mrtr call: "+tc.want+"\n" {
 			t.Errorf("%s: %v, stderr %q; want a usage error %q", tc.url, err, errOut, tc.want)
 		}
-	}
-	if got, err := endpointURL("localhost:8080/mcp"); err != nil || got != "http://localhost:8080/mcp" {
-		t.Errorf("localhost:8080/mcp: %q, %v", got, err)
 	}
 }
 
@@ -79,17 +63,17 @@ func TestCallErrorPointsAtFlag(t *testing.T) {
 	if err == nil {
 		t.Fatal("an unknown tool: no error")
 	}
-	wantInOrder(t, err.Error(), "error -32602", `unknown tool "no_such_tool"`, "\n  mrtr call "+url+" lists the server's tools")
+	testcmd.WantInOrder(t, err.Error(), "error -32602", `unknown tool "no_such_tool"`, "\n  mrtr call "+url+" lists the server's tools")
 	_, _, err = runCall(t, t.Context(), strings.NewReader(""), nil, url, "--prompt", "no_such_prompt")
 	if err == nil {
 		t.Fatal("an unknown prompt: no error")
 	}
-	wantInOrder(t, err.Error(), `unknown prompt "no_such_prompt"`, "\n  mrtr call "+url+" lists the server's prompts")
+	testcmd.WantInOrder(t, err.Error(), `unknown prompt "no_such_prompt"`, "\n  mrtr call "+url+" lists the server's prompts")
 	_, _, err = runCall(t, t.Context(), strings.NewReader(""), nil, url, "test_input_required_result_list_roots")
 	if err == nil {
 		t.Fatal("roots asked without --root: no error")
 	}
-	wantInOrder(t, err.Error(), "error -32021", `"requiredCapabilities":{"roots"`, "\n  the server needs roots: offer one with --root file:///path/to/dir")
+	testcmd.WantInOrder(t, err.Error(), "error -32021", `"requiredCapabilities":{"roots"`, "\n  the server needs roots: offer one with --root file:///path/to/dir")
 }
 
 // startStructuredServer serves tools whose structured content repeats
@@ -161,34 +145,5 @@ func TestCallRootsNeverAsked(t *testing.T) {
 	}
 	if _, errOut, _ := runCall(t, t.Context(), strings.NewReader(""), nil, url, "test_simple_text"); strings.Contains(errOut, "note:") {
 		t.Errorf("no --root: stderr %q", errOut)
-	}
-}
-
-// TestPlurals pins issue 30 item 10: one is singular.
-func TestPlurals(t *testing.T) {
-	for _, tc := range []struct {
-		got, want string
-	}{
-		{plural(1, "character"), "1 character"},
-		{plural(2, "character"), "2 characters"},
-		{plural(int64(0), "request"), "0 requests"},
-	} {
-		if tc.got != tc.want {
-			t.Errorf("%q, want %q", tc.got, tc.want)
-		}
-	}
-	fields := parseElicitSchema(map[string]any{"type": "object", "properties": map[string]any{
-		"s": map[string]any{"type": "string", "minLength": 1, "maxLength": 1}}})
-	if len(fields) != 1 || strings.Join(fields[0].limits, ", ") != "at least 1 character, at most 1 character" {
-		t.Fatalf("limits of a one-character field: %v", fields)
-	}
-	if _, _, problem := fields[0].parse("ab"); problem != "must be at most 1 character" {
-		t.Errorf("two characters for one: %q", problem)
-	}
-	var out strings.Builder
-	a := &app{stdout: &out}
-	printProbe(a, "http://127.0.0.1:1/mcp", &probe.Report{Era: "2026-07-28", Requests: 1, Unchecked: "a 2025-11-25 server"})
-	if !strings.Contains(out.String(), ", 1 request\n") {
-		t.Errorf("a probe of one request: %q", out.String())
 	}
 }

@@ -13,13 +13,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/creack/pty"
@@ -27,6 +24,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/call"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/gosdk"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
@@ -174,22 +174,9 @@ func startCallServer(t *testing.T) string {
 func runCall(t *testing.T, ctx context.Context, stdin io.Reader, env map[string]string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	a := &app{stdin: stdin, stdout: &out, stderr: &errb, getenv: func(k string) string { return env[k] }}
-	err = a.call(ctx, args)
+	a := &base.App{Stdin: stdin, Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}
+	err = call.Cmd.Run(ctx, a, args)
 	return out.String(), errb.String(), err
-}
-
-// wantInOrder checks that s holds each of subs, in order.
-func wantInOrder(t *testing.T, s string, subs ...string) {
-	t.Helper()
-	rest := s
-	for _, sub := range subs {
-		i := strings.Index(rest, sub)
-		if i < 0 {
-			t.Fatalf("output lacks %q (in order):\n%s", sub, s)
-		}
-		rest = rest[i+len(sub):]
-	}
 }
 
 func TestCallMultiRound(t *testing.T) {
@@ -230,7 +217,7 @@ func TestCallMultiRound(t *testing.T) {
 					if err != nil {
 						t.Fatalf("call: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 					}
-					wantInOrder(t, out, tt.want...)
+					testcmd.WantInOrder(t, out, tt.want...)
 				})
 			}
 		})
@@ -417,11 +404,11 @@ func (h *handTimer) resetCount() int {
 	return h.resets
 }
 
-// handTimers returns an app.afterFunc that sends each timer it makes on
+// handTimers returns an App.AfterFunc that sends each timer it makes on
 // the returned channel.
-func handTimers() (afterFunc, <-chan *handTimer) {
+func handTimers() (base.AfterFunc, <-chan *handTimer) {
 	made := make(chan *handTimer, 1)
-	return func(_ time.Duration, f func()) stopTimer {
+	return func(_ time.Duration, f func()) base.StopTimer {
 		h := &handTimer{f: f, active: true}
 		made <- h
 		return h
@@ -429,13 +416,13 @@ func handTimers() (afterFunc, <-chan *handTimer) {
 }
 
 // startCall runs `mrtr call` args in the background with stdin, the
-// screen as stdout and an optional afterFunc; the error arrives on the
+// screen as stdout and an optional AfterFunc; the error arrives on the
 // returned channel.
-func startCall(ctx context.Context, stdin io.Reader, out *screen, after afterFunc, args ...string) <-chan error {
+func startCall(ctx context.Context, stdin io.Reader, out *screen, after base.AfterFunc, args ...string) <-chan error {
 	done := make(chan error, 1)
-	a := &app{stdin: stdin, stdout: out, stderr: io.Discard, getenv: func(string) string { return "" }, afterFunc: after}
+	a := &base.App{Stdin: stdin, Stdout: out, Stderr: io.Discard, Getenv: func(string) string { return "" }, AfterFunc: after}
 	go func() {
-		done <- a.call(ctx, args)
+		done <- call.Cmd.Run(ctx, a, args)
 		out.end()
 	}()
 	return done
@@ -507,51 +494,6 @@ func TestCallTimeout(t *testing.T) {
 	}
 }
 
-// TestIdleTimer pins the --timeout clock on the real time.AfterFunc, in
-// a synctest bubble: time at a prompt does not count, nested pauses
-// hold, each resume grants a fresh d, and a stopped timer stays stopped.
-func TestIdleTimer(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const d = time.Minute
-		var expired atomic.Int32
-		w := newIdleTimer(d, nil, func() { expired.Add(1) })
-		check := func(when string, want int32) {
-			t.Helper()
-			synctest.Wait()
-			if got := expired.Load(); got != want {
-				t.Fatalf("%s: expired %d times, want %d", when, got, want)
-			}
-		}
-		time.Sleep(d - time.Second)
-		check("before d", 0)
-		w.pause()
-		time.Sleep(10 * d)
-		check("at a prompt", 0)
-		w.pause() // two prompts at once
-		w.resume()
-		time.Sleep(10 * d)
-		check("while one prompt still shows", 0)
-		w.resume()
-		time.Sleep(d - time.Nanosecond)
-		check("just before a fresh d after the prompt", 0)
-		time.Sleep(time.Nanosecond)
-		check("a fresh d after the prompt", 1)
-
-		s := newIdleTimer(d, nil, func() { t.Error("a stopped timer expired") })
-		s.pause()
-		s.stop()
-		s.resume()
-		time.Sleep(10 * d)
-		synctest.Wait()
-
-		z := newIdleTimer(0, nil, func() { t.Error("a zero timeout expired") })
-		z.pause()
-		z.resume()
-		time.Sleep(100 * d)
-		synctest.Wait()
-	})
-}
-
 func TestCallUsage(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
@@ -561,17 +503,17 @@ func TestCallUsage(t *testing.T) {
 		{[]string{"--help"}, flag.ErrHelp, "Usage: mrtr call URL [TOOL | --prompt NAME | --resource URI]"},
 		{[]string{"--help"}, flag.ErrHelp, "Type :decline to refuse the form, :cancel to dismiss it; Ctrl-D (end\n    of input) cancels it too. Ctrl-C leaves the call"},
 		{[]string{"--help"}, flag.ErrHelp, "\n  --max-rounds int"},
-		{nil, errUsage, "Usage: mrtr call URL"},
-		{[]string{"http://127.0.0.1:1/mcp", "t", "extra"}, errUsage, "Usage:"},
-		{[]string{"http://127.0.0.1:1/mcp", "t", "--prompt", "p"}, errUsage, "Usage:"},
-		{[]string{"http://127.0.0.1:1/mcp", "--prompt", "p", "--resource", "r"}, errUsage, "Usage:"},
-		{[]string{"http://127.0.0.1:1/mcp", "--max-rounds", "0"}, errUsage, "--max-rounds must be at least 1"},
-		{[]string{"http://127.0.0.1:1/mcp", "--root", "/home/me"}, errUsage, "want a file:// URI"},
-		{[]string{"ftp://x/mcp", "t"}, errUsage, "URL must be an http:// or https:// URL"},
-		{[]string{"http://127.0.0.1:1/mcp", "t", "--arg", "novalue"}, errUsage, "want k=v"},
-		{[]string{"http://127.0.0.1:1/mcp", "t", "--args-json", "[1]"}, errUsage, "--args-json: want a JSON object"},
-		{[]string{"http://127.0.0.1:1/mcp", "t", "--args-json", "{} {}"}, errUsage, "--args-json: want a JSON object"},
-		{[]string{"http://127.0.0.1:1/mcp", "t", "--timeout", "-1s"}, errUsage, "--timeout must not be negative"},
+		{nil, base.ErrUsage, "Usage: mrtr call URL"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "extra"}, base.ErrUsage, "Usage:"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "--prompt", "p"}, base.ErrUsage, "Usage:"},
+		{[]string{"http://127.0.0.1:1/mcp", "--prompt", "p", "--resource", "r"}, base.ErrUsage, "Usage:"},
+		{[]string{"http://127.0.0.1:1/mcp", "--max-rounds", "0"}, base.ErrUsage, "--max-rounds must be at least 1"},
+		{[]string{"http://127.0.0.1:1/mcp", "--root", "/home/me"}, base.ErrUsage, "want a file:// URI"},
+		{[]string{"ftp://x/mcp", "t"}, base.ErrUsage, "URL must be an http:// or https:// URL"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "--arg", "novalue"}, base.ErrUsage, "want k=v"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "--args-json", "[1]"}, base.ErrUsage, "--args-json: want a JSON object"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "--args-json", "{} {}"}, base.ErrUsage, "--args-json: want a JSON object"},
+		{[]string{"http://127.0.0.1:1/mcp", "t", "--timeout", "-1s"}, base.ErrUsage, "--timeout must not be negative"},
 	} {
 		out, errOut, err := runCall(t, t.Context(), strings.NewReader(""), nil, tt.args...)
 		if errors.Is(tt.want, flag.ErrHelp) { // help asked for: on stdout
@@ -582,22 +524,8 @@ func TestCallUsage(t *testing.T) {
 		}
 	}
 	_, errOut, err := runCall(t, t.Context(), strings.NewReader(""), nil, "http://example.com/mcp", "t", "--bearer", "a\nb")
-	if err == nil || errors.Is(err, errUsage) || strings.Contains(err.Error()+errOut, "a\nb") {
+	if err == nil || errors.Is(err, base.ErrUsage) || strings.Contains(err.Error()+errOut, "a\nb") {
 		t.Errorf("bad token: %v %q", err, errOut)
-	}
-}
-
-func TestToolArguments(t *testing.T) {
-	args, typed, err := toolArguments(`{"a":1,"b":"x"}`, []string{"b=2", "c=abc", "d=null", `e="q"`, "f=[1", "g=", "h=a=b", "b=3", "a=x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]any{"a": "x", "b": json.Number("3"), "c": "abc", "d": nil, "e": "q", "f": "[1", "g": "", "h": "a=b"}
-	if !reflect.DeepEqual(args, want) {
-		t.Fatalf("args %#v\nwant %#v", args, want)
-	}
-	if wantTyped := map[string]string{"b": "3", "d": "null"}; !reflect.DeepEqual(typed, wantTyped) {
-		t.Fatalf("typed %v, want %v", typed, wantTyped)
 	}
 }
 
@@ -610,10 +538,7 @@ const helperEnv = "MRTR_TEST_HELPER"
 const requirePTYEnv = "MRTR_REQUIRE_PTY"
 
 func TestMain(m *testing.M) {
-	superviseIfAsked(os.Args) // this binary supervises the upstreams it runs (supervise.go)
-	if kind := os.Getenv(stdioServerEnv); kind != "" {
-		runStdioServer(kind) // exits
-	}
+	testcmd.Init() // this binary supervises the upstreams it runs, or is one
 	if os.Getenv(helperEnv) == "1" {
 		os.Args = append([]string{"mrtr"}, os.Args[1:]...)
 		main() // exits
@@ -824,7 +749,7 @@ func TestCallInTerminal(t *testing.T) {
 		tm.expect("guess: ")
 		tm.pty.Write([]byte{3}) // VINTR: SIGINT to the foreground process group
 		tm.expect("mrtr call: interrupted\n")
-		if code := wait(t, cmd, tm); code != exitInterrupted {
+		if code := wait(t, cmd, tm); code != 130 {
 			t.Fatalf("exit code %d", code)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/stdio"
 )
 
@@ -16,26 +17,26 @@ import (
 // record's; and a 2025-11-25 client that closes its session ends it
 // plainly, not as an upstream that exited.
 func TestProxyChildLogReadable(t *testing.T) {
-	url, logs := startProxyCmd(t, "--upstream-env", stdioServerEnv+"=legacylog", "--", os.Args[0])
+	url, logs := startProxyCmd(t, "--upstream-env", testcmd.StdioServerEnv+"=legacylog", "--", os.Args[0])
 	out, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, url, "--legacy")
 	if err != nil || !strings.Contains(out, "delete") {
 		t.Fatalf("mrtr call --legacy through the proxy: %v\n%s", err, out)
 	}
 	const ended = "bridge: legacy client session ended; its upstream was stopped"
-	deadline := time.Now().Add(startPatience)
-	for len(logLines(logs, ended)) == 0 && time.Now().Before(deadline) {
+	deadline := time.Now().Add(testcmd.Patience)
+	for len(testcmd.LogLines(logs, ended)) == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if recs := logLines(logs, ended); len(recs) != 1 || recs[0]["why"] != "closed by its client" || recs[0]["level"] != "INFO" {
+	if recs := testcmd.LogLines(logs, ended); len(recs) != 1 || recs[0]["why"] != "closed by its client" || recs[0]["level"] != "INFO" {
 		t.Errorf("the session's end: %v, want one INFO record, why closed by its client:\n%s", recs, logs)
 	}
-	if recs := logLines(logs, "bridge: the upstream of a legacy client session exited"); len(recs) != 0 {
+	if recs := testcmd.LogLines(logs, "bridge: the upstream of a legacy client session exited"); len(recs) != 0 {
 		t.Errorf("a session its client closed logged as an upstream that exited: %v", recs)
 	}
 	// Issue 35 item 6: under the fixed message, the child's own as
 	// child.msg and its level as child.level.
 	var warns []map[string]any
-	for _, r := range logLines(logs, stdio.ChildRecordMsg) {
+	for _, r := range testcmd.LogLines(logs, stdio.ChildRecordMsg) {
 		if child, _ := r["child"].(map[string]any); child["msg"] == "NO KEY RING GIVEN: the test child's warning" {
 			warns = append(warns, r)
 		}
@@ -43,7 +44,7 @@ func TestProxyChildLogReadable(t *testing.T) {
 	if len(warns) == 0 {
 		t.Fatalf("the child's warning is not logged with its own message as child.msg:\n%s", logs)
 	}
-	if recs := logLines(logs, "NO KEY RING GIVEN: the test child's warning"); len(recs) != 0 {
+	if recs := testcmd.LogLines(logs, "NO KEY RING GIVEN: the test child's warning"); len(recs) != 0 {
 		t.Errorf("the child's record logged under the child's message: %v", recs)
 	}
 	for _, w := range warns {

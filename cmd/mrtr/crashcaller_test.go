@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 )
 
 // TestProxyCallerCrashNoCrashLoop (issue 35, item 3): four calls of a
@@ -16,17 +18,17 @@ import (
 func TestProxyCallerCrashNoCrashLoop(t *testing.T) {
 	for _, kind := range []string{"modern", "legacy"} {
 		t.Run(kind, func(t *testing.T) {
-			url, logs := startProxyCmd(t, "--upstream-env", stdioServerEnv+"="+kind+"+exit", "--", os.Args[0])
+			url, logs := startProxyCmd(t, "--upstream-env", testcmd.StdioServerEnv+"="+kind+"+exit", "--", os.Args[0])
 			base := strings.TrimSuffix(url, "/mcp")
 			for i := range 4 {
-				if res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "exit", "arguments": map[string]any{}}); e == nil {
+				if res, e := testcmd.RPCPost(t, url, "tools/call", map[string]any{"name": "exit", "arguments": map[string]any{}}); e == nil {
 					t.Fatalf("exit %d: %s, want the call's error", i, res)
 				}
-				if code, body := getHealth(t, base+"/readyz"); code != 200 {
+				if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 200 {
 					t.Fatalf("/readyz after exit %d: %d %s\n%s", i, code, body, logs.String())
 				}
 			}
-			res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "a"}})
+			res, e := testcmd.RPCPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "a"}})
 			if e != nil || string(res["resultType"]) != `"input_required"` {
 				t.Fatalf("a call after the exits: %v %v\n%s", res, e, logs.String())
 			}

@@ -1,24 +1,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
-	"github.com/mrtr-go/mrtr"
-	"github.com/mrtr-go/mrtr/replay"
-	"github.com/mrtr-go/mrtr/reqstate"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 )
 
 // drainedProxy is `mrtr proxy` run in process, stoppable the way signals
@@ -26,7 +21,7 @@ import (
 // second).
 type drainedProxy struct {
 	url   string
-	logs  *syncBuffer
+	logs  *testcmd.Buffer
 	done  chan int // the exit code, once run returns
 	drain func()
 	force context.CancelFunc
@@ -37,13 +32,13 @@ type drainedProxy struct {
 func startDrainedProxy(t *testing.T, args ...string) *drainedProxy {
 	t.Helper()
 	sig := make(chan struct{})
-	p := &drainedProxy{logs: new(syncBuffer), done: make(chan int, 1), drain: sync.OnceFunc(func() { close(sig) })}
-	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: p.logs, getenv: func(string) string { return "" }, drain: sig}
+	p := &drainedProxy{logs: new(testcmd.Buffer), done: make(chan int, 1), drain: sync.OnceFunc(func() { close(sig) })}
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: p.logs, Getenv: func(string) string { return "" }, Drain: sig}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.force = cancel
 	exited := make(chan struct{})
 	go func() {
-		p.done <- a.run(ctx, append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
+		p.done <- run(ctx, a, append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
 		close(exited)
 	}()
 	t.Cleanup(func() {
@@ -51,25 +46,13 @@ func startDrainedProxy(t *testing.T, args ...string) *drainedProxy {
 		<-exited
 	})
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if u := servingURL(p.logs.String()); u != "" {
+		if u := testcmd.ServingURL(p.logs.String()); u != "" {
 			p.url = u
 			return p
 		}
 	}
 	t.Fatalf("proxy did not start: %s", p.logs.String())
 	return nil
-}
-
-// servingURL is the URL of the "mrtr serving" line of a JSON log, if any.
-func servingURL(logs string) string {
-	sc := bufio.NewScanner(strings.NewReader(logs))
-	for sc.Scan() {
-		var line struct{ Msg, URL string }
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "mrtr serving" {
-			return line.URL
-		}
-	}
-	return ""
 }
 
 // exit waits up to d for the proxy to return and reports its code, or
@@ -101,7 +84,7 @@ func readyz(t *testing.T, mcpURL string) (int, map[string]string) {
 // proxy at url and returns its sealed state and the one input key.
 func pauseDelete(t *testing.T, url, item string) (string, string) {
 	t.Helper()
-	res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": item}})
+	res, e := testcmd.RPCPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": item}})
 	var tok string
 	json.Unmarshal(res["requestState"], &tok)
 	var irs map[string]json.RawMessage
@@ -120,7 +103,7 @@ func pauseDelete(t *testing.T, url, item string) (string, string) {
 func resumeDelete(t *testing.T, url, item, tok, key string) string {
 	t.Helper()
 	answers := map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}
-	res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": item}, "requestState": tok, "inputResponses": answers})
+	res, e := testcmd.RPCPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": item}, "requestState": tok, "inputResponses": answers})
 	if e != nil {
 		t.Fatalf("resume: %v", e)
 	}
@@ -199,13 +182,13 @@ func TestProxyDrainCutShort(t *testing.T) {
 // on the first signal.
 func TestServeDrainIdle(t *testing.T) {
 	sig := make(chan struct{})
-	logs := new(syncBuffer)
-	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs, getenv: func(string) string { return "" }, drain: sig}
+	logs := new(testcmd.Buffer)
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: logs, Getenv: func(string) string { return "" }, Drain: sig}
 	done := make(chan int, 1)
 	go func() {
-		done <- a.run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"})
+		done <- run(context.Background(), a, []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"})
 	}()
-	for deadline := time.Now().Add(10 * time.Second); servingURL(logs.String()) == ""; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); testcmd.ServingURL(logs.String()) == ""; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("serve did not start:\n%s", logs.String())
 		}
@@ -268,23 +251,6 @@ func initLegacy(t *testing.T, url string) string {
 	return id
 }
 
-// drainRecords returns the JSON log records of logs whose msg starts
-// with prefix.
-func drainRecords(t *testing.T, logs, prefix string) []map[string]json.RawMessage {
-	t.Helper()
-	var out []map[string]json.RawMessage
-	sc := bufio.NewScanner(strings.NewReader(logs))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var rec map[string]json.RawMessage
-		var msg string
-		if json.Unmarshal(sc.Bytes(), &rec) == nil && json.Unmarshal(rec["msg"], &msg) == nil && strings.HasPrefix(msg, prefix) {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
 // TestProxyDrainNamesFlows (issue 39, item 6): a drain that waits for an
 // abandoned held call says which: its records name the flow (the id the
 // audit trail gives it), its method and target, and that it is held.
@@ -309,10 +275,18 @@ func TestProxyDrainNamesFlows(t *testing.T) {
 	if paused.Flow == "" {
 		t.Fatalf("no paused line with a flow in the trail:\n%s", raw)
 	}
+	// A flow as the log names it.
+	type flowRef struct {
+		Flow   string `json:"flow,omitempty"`
+		Method string `json:"method"`
+		Target string `json:"target,omitempty"`
+		State  string `json:"state"`
+		Round  int    `json:"round,omitempty"`
+	}
 	want := flowRef{Flow: paused.Flow, Method: "tools/call", Target: "delete", State: "held", Round: 1}
 	logs := p.logs.String()
 	for _, msg := range []string{"mrtr draining: /readyz answers 503", "mrtr drain timed out"} {
-		recs := drainRecords(t, logs, msg)
+		recs := testcmd.Records(logs, msg)
 		if len(recs) != 1 {
 			t.Fatalf("%d records %q, want 1:\n%s", len(recs), msg, logs)
 		}
@@ -321,112 +295,4 @@ func TestProxyDrainNamesFlows(t *testing.T) {
 			t.Errorf("record %q waits for %s, want [%+v]", msg, recs[0]["waiting_for"], want)
 		}
 	}
-}
-
-// TestDrainProgressNamesFlows (issue 39, item 6): the drain's progress
-// record ("mrtr draining", its text unchanged) names the flows held and
-// the requests in flight; once nothing is left it names none.
-func TestDrainProgressNamesFlows(t *testing.T) {
-	flows := newFlowTracker()
-	var held atomic.Int64
-	c := &drainConfig{timeout: time.Hour, flows: flows, logEvery: time.Nanosecond, held: func() int { return int(held.Load()) }}
-	flowID := pausedFlow(t, flows)
-	held.Store(1)
-	r, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", nil)
-	r.Header.Set("Mcp-Method", "prompts/get")
-	r.Header.Set("Mcp-Name", "greet")
-	var logs syncBuffer
-	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	done := make(chan bool, 1)
-	release := make(chan struct{})
-	h := c.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
-	go h.ServeHTTP(nil, r)
-	for _, n := c.counts(); n == 0; _, n = c.counts() {
-		time.Sleep(time.Millisecond)
-	}
-	go func() { done <- c.drain(context.Background(), log) }()
-	for len(drainRecords(t, logs.String(), "mrtr draining")) < 2 {
-		time.Sleep(time.Millisecond)
-	}
-	close(release)
-	held.Store(0)
-	if !<-done {
-		t.Fatalf("the drain did not end once nothing was left:\n%s", logs.String())
-	}
-	recs := drainRecords(t, logs.String(), "mrtr draining")
-	var got []flowRef
-	json.Unmarshal(recs[1]["waiting_for"], &got)
-	want := []flowRef{{Flow: flowID, Method: "tools/call", Target: "delete", State: "held", Round: 1}, {Method: "prompts/get", Target: "greet", State: "in_flight"}}
-	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
-		t.Fatalf("the progress record waits for %s, want %+v", recs[1]["waiting_for"], want)
-	}
-	if text, _ := flowList(got).MarshalText(); string(text) != "flow "+flowID+" tools/call delete (held); prompts/get greet (in_flight)" {
-		t.Errorf("in the text format: %q", text)
-	}
-}
-
-// pausedFlow pauses a tools/call of delete through a guard that reports
-// to obs, and returns its flow id.
-func pausedFlow(t *testing.T, obs mrtr.Observer) string {
-	t.Helper()
-	ring, err := reqstate.GenerateKeyRing("k1", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pauseWith(t, mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil), Observer: obs}))
-}
-
-// pauseWith pauses a tools/call of delete through g and returns its flow
-// id.
-func pauseWith(t *testing.T, g *mrtr.Guard) string {
-	t.Helper()
-	f, err := g.Begin(t.Context(), &mrtr.Request{Method: "tools/call", ProtocolVersion: "2026-07-28", Target: "delete", Arguments: json.RawMessage(`{"item":"a"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Pause(nil, "confirm"); err != nil {
-		t.Fatal(err)
-	}
-	f.End(t.Context(), nil)
-	return f.ID()
-}
-
-// TestFlowTrackerForgetsExpired: a held flow is named only while its
-// token (and so the bridge's hold) lives; a resumed one that answers is
-// forgotten.
-func TestFlowTrackerForgetsExpired(t *testing.T) {
-	flows := newFlowTracker()
-	flows.setTTL(mrtr.Options{TTL: time.Minute, AnonymousTTL: time.Minute})
-	pausedFlow(t, flows)
-	if l := flows.list(time.Now()); len(l) != 1 || l[0].State != "held" {
-		t.Fatalf("just paused: %+v, want one held flow", l)
-	}
-	if l := flows.list(time.Now().Add(2 * time.Minute)); len(l) != 0 {
-		t.Fatalf("after its token's TTL: %+v, want none", l)
-	}
-}
-
-// TestFlowTrackerBounded: pauses abandoned between drains do not pile up:
-// once the tracker holds minPrune flows, those whose token expired go.
-func TestFlowTrackerBounded(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		flows := newFlowTracker()
-		flows.setTTL(mrtr.Options{TTL: time.Minute, AnonymousTTL: time.Minute})
-		ring, err := reqstate.GenerateKeyRing("k1", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil), Observer: flows})
-		old := pauseWith(t, g)
-		time.Sleep(2 * time.Minute)
-		for range minPrune {
-			pauseWith(t, g)
-		}
-		flows.mu.Lock()
-		n, kept := len(flows.flows), flows.flows[old].Flow != ""
-		flows.mu.Unlock()
-		if kept || n != minPrune {
-			t.Fatalf("%d flows tracked, the expired one kept: %v; want %d, it gone", n, kept, minPrune)
-		}
-	})
 }

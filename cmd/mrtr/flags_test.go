@@ -9,6 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
 )
 
 // TestUnknownFlagHint pins issue 21 item 9: an unknown flag is one line
@@ -56,40 +60,6 @@ func TestBadValueOneMessage(t *testing.T) {
 	}
 }
 
-// TestSizes pins issue 21 item 9: sizes take units, with or without a
-// space, as the docs write them; everywhere a size is taken.
-func TestSizes(t *testing.T) {
-	for in, want := range map[string]int64{
-		"1048576": 1 << 20, "4MiB": 4 << 20, "4 MiB": 4 << 20, "4 mib": 4 << 20, "16KiB": 16 << 10,
-		"512 KB": 512000, "1GB": 1e9, "1 GiB": 1 << 30, "100B": 100, "2M": 2 << 20, "1.5 MiB": 3 << 19, " 8 KiB ": 8 << 10,
-	} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "MiB", "4 MiBs", "-1", "4 TB", "1e3", "99999999999 GiB", "4..5MiB"} {
-		if got, err := parseSize(bad); err == nil {
-			t.Errorf("parseSize(%q) = %d, want an error", bad, got)
-		}
-	}
-	for n, want := range map[int64]string{1 << 20: "1 MiB", 4 << 20: "4 MiB", 16 << 10: "16 KiB", 1000: "1000 B", 0: "0 B", 3 << 30: "3 GiB"} {
-		if got := formatSize(n); got != want {
-			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
-		}
-	}
-
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
-		return map[string]string{"MRTR_MAX_UPSTREAM_STATE": "32 KiB"}[k]
-	}}
-	c, err := a.parseProxy([]string{"--upstream", "http://127.0.0.1:3000/mcp", "--max-held", "4 MiB", "--max-body", "2MiB"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.maxHeld != 4<<20 || c.maxBodyBytes != 2<<20 || c.maxState != 32<<10 {
-		t.Fatalf("max-held %d, max-body %d, max-upstream-state %d", c.maxHeld, c.maxBodyBytes, c.maxState)
-	}
-}
-
 // TestHelpGroups pins issue 21 item 13: serve --help and proxy --help
 // open with a paragraph (what, where, the health endpoints, the demo
 // tools) and list every flag once, under its group, in the groups' order.
@@ -102,8 +72,8 @@ func TestHelpGroups(t *testing.T) {
 		{"proxy", []string{"--upstream URL", "http://ADDR/mcp", "/healthz", "/readyz", "sealed"}},
 	} {
 		var out bytes.Buffer
-		a := &app{stdout: &out, stderr: io.Discard, getenv: func(string) string { return "" }}
-		code := a.run(t.Context(), []string{tc.cmd, "--help"})
+		a := &base.App{Stdout: &out, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+		code := run(t.Context(), a, []string{tc.cmd, "--help"})
 		help := out.String()
 		if code != 0 {
 			t.Fatalf("%s --help: exit %d", tc.cmd, code)
@@ -116,23 +86,23 @@ func TestHelpGroups(t *testing.T) {
 			}
 		}
 		f, last := helpFlags(tc.cmd), -1
-		for _, g := range f.groups() {
-			i := strings.Index(help, "\n"+g.title()+":\n")
+		for _, g := range f.Groups() {
+			i := strings.Index(help, "\n"+g.Title()+":\n")
 			if i < last {
-				t.Errorf("%s --help: group %q missing or out of order", tc.cmd, g.title())
+				t.Errorf("%s --help: group %q missing or out of order", tc.cmd, g.Title())
 			}
 			last = i
 		}
-		for _, d := range f.docs {
-			if n := strings.Count(help, "\n  --"+d.name+" ") + strings.Count(help, "\n  --"+d.name+"\n"); n != 1 {
-				t.Errorf("%s --help lists --%s %d times", tc.cmd, d.name, n)
+		for _, d := range f.Docs {
+			if n := strings.Count(help, "\n  --"+d.Name+" ") + strings.Count(help, "\n  --"+d.Name+"\n"); n != 1 {
+				t.Errorf("%s --help lists --%s %d times", tc.cmd, d.Name, n)
 			}
 		}
 	}
 	for _, g := range []string{"Listen", "Keys", "Policy", "Single-use store", "Authentication", "Limits", "Logs, metrics and traces"} {
 		found := false
-		for _, d := range helpFlags("serve").docs {
-			found = found || d.group.title() == g
+		for _, d := range helpFlags("serve").Docs {
+			found = found || d.Group.Title() == g
 		}
 		if !found {
 			t.Errorf("serve has no flag in group %q", g)
@@ -141,15 +111,15 @@ func TestHelpGroups(t *testing.T) {
 }
 
 // helpFlags are the declared flags of cmd (serve or proxy).
-func helpFlags(cmd string) *flags {
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+func helpFlags(cmd string) *base.Flags {
+	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
 	if cmd == "serve" {
-		f := a.newFlags("serve", "", serveAbout)
-		serveFlags(f, new(serveConfig))
+		f := a.NewFlags("serve", "", serve.About)
+		serve.Flags(f, new(serve.Config))
 		return f
 	}
-	f := a.newFlags("proxy", "", proxyAbout)
-	proxyFlags(f, new(proxyConfig))
+	f := a.NewFlags("proxy", "", proxy.About)
+	proxy.Flags(f, new(proxy.Config))
 	return f
 }
 
@@ -177,41 +147,5 @@ func TestStartupErrorsInTerminal(t *testing.T) {
 	tm.expect("create one with: mrtr keygen --out " + missing + "\n")
 	if err := cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("exit: %v\n%s", err, tm.screen)
-	}
-}
-
-// TestFlagsCommandAndStrings: the words after -- go to Command's slice
-// (the command a proxy runs, its own flags untouched), a repeatable flag
-// collects every use, and both are listed by --help in their group.
-func TestFlagsCommandAndStrings(t *testing.T) {
-	var help bytes.Buffer
-	a := &app{stdout: &help, stderr: io.Discard, getenv: func(string) string { return "" }}
-	var (
-		command, env []string
-		era          string
-	)
-	newSet := func() *flags {
-		command, env, era = nil, nil, ""
-		f := a.newFlags("proxy", "mrtr proxy [flags] -- COMMAND [ARG...]", "")
-		f.Strings(groupUpstream, &env, "upstream-env", "`K=V` for the command's environment")
-		f.Choice(groupUpstream, &era, "upstream-era", "auto", []string{"auto", "modern", "legacy"}, "the upstream's protocol era")
-		f.Command(&command, "COMMAND [ARG...]")
-		return f
-	}
-	if err := newSet().parse(a.getenv, []string{"--upstream-env", "A=1", "--upstream-env=B=2", "--upstream-era", "legacy", "--", "npx", "-y", "pkg", "--upstream-era", "x"}); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(command, " ") != "npx -y pkg --upstream-era x" || strings.Join(env, ",") != "A=1,B=2" || era != "legacy" {
-		t.Fatalf("command %q, env %q, era %q", command, env, era)
-	}
-	if err := newSet().parse(a.getenv, []string{"npx"}); err == nil {
-		t.Fatal("a command without -- accepted")
-	}
-	help.Reset()
-	newSet().parse(a.getenv, []string{"--help"})
-	for _, want := range []string{"Upstream:\n  --upstream-env K=V\n", "(repeatable)", "  --upstream-era auto|modern|legacy\n", "After the flags: -- COMMAND [ARG...]"} {
-		if !strings.Contains(help.String(), want) {
-			t.Errorf("--help lacks %q:\n%s", want, help.String())
-		}
 	}
 }

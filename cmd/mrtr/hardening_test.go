@@ -123,49 +123,6 @@ func TestServeMaxConns(t *testing.T) {
 	resp.Body.Close()
 }
 
-func TestLimitListener(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newLimitListener(ln, 1)
-	defer l.Close()
-	go func() {
-		for range 2 {
-			c, err := net.Dial("tcp", ln.Addr().String())
-			if err == nil {
-				defer c.Close()
-			}
-		}
-		select {}
-	}()
-	a, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted := make(chan net.Conn)
-	go func() {
-		c, _ := l.Accept()
-		accepted <- c
-	}()
-	select {
-	case <-accepted:
-		t.Fatal("a second connection accepted while one is open")
-	case <-time.After(100 * time.Millisecond):
-	}
-	a.Close()
-	a.Close() // a second close frees nothing more
-	b := <-accepted
-	if b == nil || l.open() != 1 {
-		t.Fatalf("after a close: %v, open %d", b, l.open())
-	}
-	b.Close()
-	l.Close()
-	if _, err := l.Accept(); !errors.Is(err, net.ErrClosed) {
-		t.Fatalf("Accept after Close: %v", err)
-	}
-}
-
 // TestServeAllowedHosts pins issue 9 item 13: on a loopback bind,
 // --allowed-hosts lets Host: mcp.internal through (it was refused by
 // go-sdk's own check), another host still gets 403.

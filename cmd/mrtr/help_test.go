@@ -6,6 +6,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
 )
 
 // helpCommands are the commands whose --help the tests read.
@@ -84,8 +88,8 @@ func TestHelpExamples(t *testing.T) {
 		}
 	}
 	// serve's and proxy's examples parse, as written.
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
-	for _, ex := range []string{serveExamples, proxyExamples} {
+	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	for _, ex := range []string{serve.Examples, proxy.Examples} {
 		for _, cmd := range strings.Split(regexp.MustCompile(`\\\n\s*`).ReplaceAllString(ex, " "), "\n") {
 			cmd, _, _ = strings.Cut(strings.TrimSpace(cmd), "   ") // the description after it
 			for _, part := range strings.Split(cmd, " && ") {
@@ -95,9 +99,9 @@ func TestHelpExamples(t *testing.T) {
 				case len(words) < 2:
 					continue
 				case words[1] == "serve":
-					_, err = a.parseServe(words[2:])
+					_, err = serve.Parse(a, words[2:])
 				case words[1] == "proxy":
-					_, err = a.parseProxy(words[2:])
+					_, err = proxy.Parse(a, words[2:])
 				}
 				if err != nil {
 					t.Errorf("example %q: %v", part, err)
@@ -130,7 +134,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"serve"}, map[string]string{"MRTR_TTL": "5"}, "$MRTR_TTL (--ttl)"},
 	} {
 		code, out, errOut := runAppEnv(t, tc.env, tc.args...)
-		if code != 2 || out != "" || !strings.Contains(errOut, tc.want) || !strings.HasSuffix(errOut, helpHint(tc.args[0])) {
+		if code != 2 || out != "" || !strings.Contains(errOut, tc.want) || !strings.HasSuffix(errOut, "Run \"mrtr "+tc.args[0]+" --help\" for its flags.\n") {
 			t.Errorf("mrtr %v (env %v): exit %d, stderr %q; want 2, %q and the hint", tc.args, tc.env, code, errOut, tc.want)
 		}
 	}

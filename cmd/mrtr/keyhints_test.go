@@ -10,20 +10,6 @@ import (
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
-// TestKeysNone pins issue 21 item 10: --keys none (and MRTR_KEYS=none),
-// as --help offers it, is the ephemeral ring.
-func TestKeysNone(t *testing.T) {
-	_, logs := startServe(t, "--keys", "none")
-	if !strings.Contains(logs.String(), "NO KEY RING GIVEN") {
-		t.Fatalf("--keys none: %s", logs)
-	}
-	a := &app{stderr: new(syncBuffer), getenv: func(k string) string { return map[string]string{"MRTR_KEYS": "none"}[k] }}
-	c, err := a.parseServe(nil)
-	if err != nil || c.keysFile != "" || c.keysJSON != "" {
-		t.Fatalf("MRTR_KEYS=none: %v %+v", err, c)
-	}
-}
-
 // TestKeyFileHints pins issue 21 item 10: errors about key files say
 // what to do, in the file's terms, never a Go type name.
 func TestKeyFileHints(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -24,15 +25,15 @@ import (
 // second SIGHUP with the file unchanged keeps the ring and says so.
 func TestSIGHUPReloadsKeyRing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keys.json")
-	a, b := genKey(t, "key-a"), genKey(t, "key-b")
-	writeRing(t, path, a)
+	a, b := testcmd.GenKey(t, "key-a"), testcmd.GenKey(t, "key-b")
+	testcmd.WriteRing(t, path, a)
 	url, logs := startServe(t, "--keys", path, "--keys-poll", "1h")
 	waitLog(t, logs, 0, "mrtr key ring reloads on change or SIGHUP", map[string]string{"file": path})
 	c := mcpClient{t, url}
 	inFlight, _ := c.pause()
 
 	mark := len(logs.String())
-	writeRing(t, path, b, a)
+	testcmd.WriteRing(t, path, b, a)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +106,8 @@ func TestSIGHUPWithNothingToReload(t *testing.T) {
 // its own.
 type child struct {
 	cmd    *exec.Cmd
-	logs   *syncBuffer // stderr: the JSON log
-	url    string      // its "mrtr serving" URL
+	logs   *testcmd.Buffer // stderr: the JSON log
+	url    string          // its "mrtr serving" URL
 	exited chan struct{}
 	code   int // valid once exited is closed
 
@@ -129,7 +130,7 @@ func startChild(t *testing.T, env map[string]string, args ...string) *child {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	p := &child{cmd: cmd, logs: new(syncBuffer), exited: make(chan struct{})}
+	p := &child{cmd: cmd, logs: new(testcmd.Buffer), exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = io.Discard, p.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

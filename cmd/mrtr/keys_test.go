@@ -1,79 +1,34 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
-// runApp runs mrtr args in-process with an empty environment and returns
-// its exit code and output. A run still going after appDeadline fails t
-// (see runAppFor).
+// runApp runs mrtr args in-process, with no environment, through main's
+// dispatcher.
 func runApp(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	return runAppGetenv(t, func(string) string { return "" }, args...)
+	return testcmd.Run(t, run, nil, args...)
 }
-
-// appDeadline bounds one in-process run of a command in the tests. Every
-// command they run ends on its own in well under a second; the bound only
-// turns a regression that hangs into a failure naming the command, instead
-// of the whole package stopping at go test's -timeout. It decides no
-// outcome of a healthy run.
-const appDeadline = 2 * time.Minute
 
 // runAppGetenv is runApp with the environment getenv.
 func runAppGetenv(t *testing.T, getenv func(string) string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	code, stdout, stderr, ended, stopped := runAppFor(appDeadline, getenv, args...)
-	if !ended {
-		how := "it stopped when its context was cancelled"
-		if !stopped {
-			how = "it ignored the cancel of its context and is left running"
-		}
-		t.Fatalf("mrtr %s still running after %v, a hang (%s); its stderr so far:\n%s",
-			strings.Join(args, " "), appDeadline, how, stderr)
-	}
-	return code, stdout, stderr
-}
-
-// runAppFor runs mrtr args in-process for at most bound. ended is false
-// when the command had not ended by then: its context is then cancelled,
-// and stopped says whether it returned within a few seconds more (a
-// command that ignores its context is left running).
-func runAppFor(bound time.Duration, getenv func(string) string, args ...string) (code int, stdout, stderr string, ended, stopped bool) {
-	var out, errb syncBuffer
-	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: getenv}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan int, 1)
-	go func() { done <- a.run(ctx, args) }()
-	timer := time.NewTimer(bound)
-	defer timer.Stop()
-	select {
-	case code = <-done:
-		return code, out.String(), errb.String(), true, true
-	case <-timer.C:
-	}
-	cancel()
-	select {
-	case <-done:
-		stopped = true
-	case <-time.After(10 * time.Second):
-	}
-	return -1, out.String(), errb.String(), false, stopped
+	return testcmd.Run(t, run, getenv, args...)
 }
 
 // TestRunAppDeadline: the tests' in-process runs cannot hang the package.
-// `mrtr serve` never ends on its own, so runAppFor must give up on it at
+// `mrtr serve` never ends on its own, so testcmd.RunFor must give up on it at
 // its bound, report it, and stop it by cancelling its context.
 func TestRunAppDeadline(t *testing.T) {
-	_, _, stderr, ended, stopped := runAppFor(50*time.Millisecond, func(string) string { return "" }, "serve", "--addr", "127.0.0.1:0")
+	_, _, stderr, ended, stopped := testcmd.RunFor(50*time.Millisecond, run, func(string) string { return "" }, "serve", "--addr", "127.0.0.1:0")
 	if ended || !stopped {
 		t.Fatalf("serve, which cannot end by itself: ended %v, stopped at the deadline %v: %s", ended, stopped, stderr)
 	}
@@ -155,68 +110,6 @@ func TestKeygenStdout(t *testing.T) {
 	}
 }
 
-// TestGeneratedIDsUnique pins issue 12's keygen finding: `mrtr keygen
-// --out FILE` then `mrtr keys add FILE` within the same second failed with
-// "id repeats", because both ids were the current second.
-func TestGeneratedIDsUnique(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "keys.json")
-	if code, _, errOut := runApp(t, "keygen", "--out", path); code != 0 {
-		t.Fatalf("keygen: %d %s", code, errOut)
-	}
-	for range 3 {
-		if code, _, errOut := runApp(t, "keys", "add", path); code != 0 {
-			t.Fatalf("keys add right after keygen: %d %s", code, errOut)
-		}
-	}
-	if code, _, errOut := runApp(t, "keys", "rotate", path); code != 0 {
-		t.Fatalf("keys rotate: %d %s", code, errOut)
-	}
-	ring, err := reqstate.LoadKeyRing(path)
-	if err != nil || ring.Len() != 5 {
-		t.Fatalf("ring after keygen, 3 adds and a rotation: %v %v", ring, err)
-	}
-	seen := map[string]bool{}
-	for range 100 {
-		id, err := defaultKeyID()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if seen[id] {
-			t.Fatalf("id %s made twice", id)
-		}
-		seen[id] = true
-		if _, err := reqstate.GenerateKey(id, nil); err != nil { // the id charset and length
-			t.Fatalf("generated id %q: %v", id, err)
-		}
-	}
-}
-
-// TestKeyFileWriterRoundTrips: the key file writer exports the secrets
-// explicitly (MarshalSecretJSON) now that a ring's MarshalJSON redacts
-// them (issue 9, item 8).
-func TestKeyFileWriterRoundTrips(t *testing.T) {
-	a, _ := reqstate.GenerateKey("a", nil)
-	b, _ := reqstate.GenerateKey("b", nil)
-	ring, err := reqstate.NewKeyRing(a, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "keys.json")
-	if err := writeKeyRing(path, ring); err != nil {
-		t.Fatal(err)
-	}
-	back, err := reqstate.LoadKeyRing(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := back.Keys(); len(got) != 2 || got[0] != a || got[1] != b {
-		t.Fatal("keys changed through the key file")
-	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("key file mode: %v %v", fi, err)
-	}
-}
-
 // TestKeysStatus pins `mrtr keys status`: each key's role, window and age
 // at a given instant, with the warnings (old primary, its successor,
 // retired keys), and the failure when no key can seal.
@@ -235,7 +128,7 @@ func TestKeysStatus(t *testing.T) {
 		}
 		return k
 	}
-	writeRing(t, path,
+	testcmd.WriteRing(t, path,
 		key("2026-12-01-000000-aaaaaa", 1, "2026-12-01T00:00:00Z", ""),
 		key("2026-08-01-120000-bbbbbb", 2, "", "2026-12-01T00:00:00Z"),
 		key("legacy", 3, "", ""),
@@ -278,7 +171,7 @@ note: 2026-05 opens nothing since 2026-06-01T00:05:05Z: remove it (mrtr keys rem
 		t.Fatalf("not retired after not_after + ttl + leeway:\n%s", out)
 	}
 	// A primary that stops sealing with nobody after it.
-	writeRing(t, path, key("solo", 5, "2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z"))
+	testcmd.WriteRing(t, path, key("solo", 5, "2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z"))
 	code, out, _ = runApp(t, "keys", "status", path, "--at", "2026-11-30T12:00:00Z")
 	if code != 0 || !strings.Contains(out, "warning: primary solo stops sealing at 2026-12-01T00:00:00Z and no other key's window is open then") ||
 		!strings.Contains(out, "solo  primary  2026-11-01T00:00:00Z  2026-12-01T00:00:00Z  29d\n") {
@@ -298,59 +191,5 @@ note: 2026-05 opens nothing since 2026-06-01T00:05:05Z: remove it (mrtr keys rem
 	data, _ := os.ReadFile(path)
 	if strings.Contains(out+errOut, string(data[40:60])) {
 		t.Fatal("status printed key material")
-	}
-}
-
-// keys add, rotate and keygen take a window, and every command keeps the
-// windows already in the file.
-func TestKeysWindowsPreserved(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "keys.json")
-	if code, _, errOut := runApp(t, "keygen", "--id", "old", "--not-after", "2027-01-01T00:00:00Z", "--out", path); code != 0 {
-		t.Fatalf("keygen: %s", errOut)
-	}
-	if code, _, errOut := runApp(t, "keys", "add", path, "--id", "new", "--not-before", "2026-12-31T00:00:00Z"); code != 0 {
-		t.Fatalf("add: %s", errOut)
-	}
-	if code, _, errOut := runApp(t, "keys", "promote", path, "new"); code != 0 {
-		t.Fatalf("promote: %s", errOut)
-	}
-	if code, _, errOut := runApp(t, "keys", "rotate", path, "--id", "newer", "--not-before", "2027-06-01T00:00:00Z", "--not-after", "2028-01-01T00:00:00Z"); code != 0 {
-		t.Fatalf("rotate: %s", errOut)
-	}
-	// keys window sets or clears one bound and keeps the other.
-	if code, _, errOut := runApp(t, "keys", "window", path, "new", "--not-after", "2027-07-01T00:00:00Z"); code != 0 {
-		t.Fatalf("window: %s", errOut)
-	}
-	if code, _, errOut := runApp(t, "keys", "window", path, "newer", "--not-before", "none"); code != 0 {
-		t.Fatalf("window none: %s", errOut)
-	}
-	if code, _, errOut := runApp(t, "keys", "window", path, "new"); code != 1 || !strings.Contains(errOut, "give --not-before and/or --not-after") {
-		t.Fatalf("window without a bound: %d %s", code, errOut)
-	}
-	ring, err := reqstate.LoadKeyRing(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][2]string{}
-	for _, k := range ring.Keys() {
-		got[k.ID] = [2]string{windowText(k.NotBefore), windowText(k.NotAfter)}
-	}
-	want := map[string][2]string{
-		"newer": {"-", "2028-01-01T00:00:00Z"},
-		"new":   {"2026-12-31T00:00:00Z", "2027-07-01T00:00:00Z"},
-		"old":   {"-", "2027-01-01T00:00:00Z"},
-	}
-	if strings.Join(ring.IDs(), " ") != "newer new old" || fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("ring %v windows %v", ring.IDs(), got)
-	}
-	for _, bad := range [][]string{
-		{"keys", "add", path, "--not-before", "2027-01-01"},
-		{"keys", "add", path, "--not-before", "2027-02-01T00:00:00Z", "--not-after", "2027-01-01T00:00:00Z"},
-		{"keys", "window", path, "old", "--not-before", "2027-02-01T00:00:00Z"}, // after its not_after
-		{"keys", "window", path, "missing", "--not-after", "none"},
-	} {
-		if code, _, _ := runApp(t, bad...); code == 0 {
-			t.Errorf("%v accepted", bad)
-		}
 	}
 }

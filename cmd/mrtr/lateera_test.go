@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
@@ -75,7 +76,7 @@ const upstreamCloseWait = 10 * time.Second
 // waiting meanwhile, and the next, pause with a sealed token, the resume
 // completes, /readyz turns 200 and the log says the era.
 func TestProxyHTTPUpstreamLate(t *testing.T) {
-	addr := freeAddr(t) // nothing listens there until the upstream starts
+	addr := testcmd.FreeAddr(t) // nothing listens there until the upstream starts
 	p := startDrainedProxy(t, "--upstream", "http://"+addr+"/mcp")
 
 	if code, checks := readyz(t, p.url); code != http.StatusServiceUnavailable || checks["upstream"] != "unreachable" {
@@ -127,7 +128,7 @@ func TestProxyHTTPUpstreamLate(t *testing.T) {
 // TestProxyHTTPUpstreamLateModern: a 2026-07-28 upstream that comes up
 // after the proxy is judged modern and its calls pass through.
 func TestProxyHTTPUpstreamLateModern(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testcmd.FreeAddr(t)
 	// With replicas on (a Redis store), --advertise waits for the era: a
 	// modern upstream makes it useless, and the log says so then.
 	p := startDrainedProxy(t, "--upstream", "http://"+addr+"/mcp", "--replay", testredis.Start(t), "--advertise", "http://127.0.0.1:1/mcp")
@@ -153,7 +154,7 @@ func TestProxyHTTPUpstreamLateModern(t *testing.T) {
 	})}}
 	srv.Start()
 	defer closeUpstream(t, srv)
-	res, e := rpcPost(t, p.url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "a"}})
+	res, e := testcmd.RPCPost(t, p.url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "a"}})
 	if e != nil || !strings.Contains(string(res["content"]), "modern answer") {
 		t.Fatalf("call: %v %v", res, e)
 	}
@@ -172,8 +173,8 @@ func TestProxyHTTPUpstreamLateModern(t *testing.T) {
 func TestProxyHTTPUpstreamLateReplicas(t *testing.T) {
 	rurl := testredis.Start(t)
 	ring := filepath.Join(t.TempDir(), "keys.json")
-	writeRing(t, ring, genKey(t, "k1"))
-	addr := freeAddr(t)
+	testcmd.WriteRing(t, ring, testcmd.GenKey(t, "k1"))
+	addr := testcmd.FreeAddr(t)
 	args := []string{"--upstream", "http://" + addr + "/mcp", "--keys", ring, "--replay", rurl}
 	var srv *httptest.Server
 	t.Cleanup(func() { // after the proxies' (their sessions' GET streams end then)

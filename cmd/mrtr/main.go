@@ -6,15 +6,21 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
-	"time"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/audit"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/call"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/keys"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/probe"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/runner"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
+	"github.com/mrtr-go/mrtr/internal/supervise"
 )
 
 const usage = `mrtr: sealed Multi Round-Trip Requests for MCP servers
@@ -44,35 +50,31 @@ Usage:
 Run "mrtr COMMAND --help" for a command's flags.
 `
 
-// app holds the process's I/O so commands are testable without globals.
-type app struct {
-	stdin          io.Reader
-	stdout, stderr io.Writer
-	getenv         func(string) string
-	// environ lists the process's environment (mrtr runner refuses any
-	// MRTR_* variable in it); nil means os.Environ.
-	environ func() []string
-	// buildInfo reads the binary's build information; nil means
-	// debug.ReadBuildInfo.
-	buildInfo func() (*debug.BuildInfo, bool)
-	afterFunc afterFunc // the timer of mrtr call's --timeout; nil: time.AfterFunc
-	// probeTimeout bounds mrtr proxy's era probe of a command upstream;
-	// zero: 90 s (a test seam).
-	probeTimeout time.Duration
-	// drain is closed by the first SIGTERM or SIGINT: serve and proxy
-	// drain, every other command stops (the ctx of run ends then for
-	// them). The ctx of run ends at the second signal. Nil: never (tests
-	// stop a command by ending its ctx).
-	drain <-chan struct{}
+// version is the version a release build stamped: go build -ldflags "-X
+// main.version=1.2.3" (.goreleaser.yaml and scripts/image.sh do). A
+// variable, not a constant, for that; main resolves an unstamped one
+// (resolveVersion) into base.Version, the version the commands report.
+var version string
+
+// commands are mrtr's commands, as usage lists them.
+var commands = []*base.Command{
+	serve.Cmd,
+	proxy.Cmd,
+	runner.Cmd,
+	call.Cmd,
+	probe.Cmd,
+	keys.KeygenCmd,
+	audit.Cmd,
+	keys.Cmd,
 }
 
 func main() {
-	superviseIfAsked(os.Args) // before any flag parsing or signal handling
-	version = resolveVersion(version, nil)
-	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	supervise.Init() // before any flag parsing or signal handling
+	base.Version = resolveVersion(version, nil)
+	a := &base.App{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
 	ctx, drain := signals()
-	a.drain = drain
-	os.Exit(a.run(ctx, os.Args[1:]))
+	a.Drain = drain
+	os.Exit(run(ctx, a, os.Args[1:]))
 }
 
 // signals returns a channel closed by the first SIGTERM or SIGINT and a
@@ -92,129 +94,35 @@ func signals() (context.Context, <-chan struct{}) {
 	return ctx, drain
 }
 
-// untilDrain is ctx ended by the first signal too (app.drain): what does
-// not drain stops at once.
-func (a *app) untilDrain(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	if a.drain != nil {
-		go func() {
-			select {
-			case <-a.drain:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-	}
-	return ctx, cancel
-}
-
-// errUsage marks an error already explained by a usage message.
-var errUsage = errors.New("usage")
-
-func (a *app) run(ctx context.Context, args []string) int {
+// run runs the command args name and returns the exit status.
+func run(ctx context.Context, a *base.App, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprint(a.stderr, usage)
+		fmt.Fprint(a.Stderr, usage)
 		return 2
-	}
-	var err error
-	if args[0] != "serve" && args[0] != "proxy" && args[0] != "runner" {
-		var cancel context.CancelFunc
-		ctx, cancel = a.untilDrain(ctx)
-		defer cancel()
 	}
 	switch args[0] {
-	case "serve":
-		err = a.serve(ctx, args[1:])
-	case "proxy":
-		err = a.proxy(ctx, args[1:])
-	case "runner":
-		err = a.runner(ctx, args[1:])
-	case "call":
-		err = a.call(ctx, args[1:])
-	case "probe":
-		err = a.probe(ctx, args[1:])
-	case "keygen":
-		err = a.keygen(args[1:])
-	case "keys":
-		err = a.keys(args[1:])
-	case "audit":
-		err = a.audit(args[1:])
 	case "version", "--version", "-version":
-		a.printVersion()
+		printVersion(a)
 		return 0
 	case "help", "-h", "--help":
-		fmt.Fprint(a.stdout, usage)
+		fmt.Fprint(a.Stdout, usage)
 		return 0
-	default:
-		fmt.Fprintf(a.stderr, "mrtr: unknown command %q\n\n%s", args[0], usage)
-		return 2
 	}
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errUsage):
-		return 2
-	case errors.Is(err, errInterrupted):
-		fmt.Fprintf(a.stderr, "mrtr %s: %v\n", args[0], err)
-		return exitInterrupted
-	case isFlagError(err):
-		// A bad or missing flag value, from the command line or the
-		// environment, found by the flag package or by a check: a usage
-		// error like an unknown flag.
-		fmt.Fprintf(a.stderr, "mrtr %s: %v\n%s", args[0], err, helpHint(args[0]))
-		return 2
-	case probeExit(err) != 0:
-		return probeExit(err)
-	default:
-		fmt.Fprintf(a.stderr, "mrtr %s: %v\n", args[0], err)
-		return 1
+	if status, ok := base.Dispatch(ctx, a, commands, args); ok {
+		return status
 	}
-}
-
-// errInterrupted ends a command the user interrupted (Ctrl-C); it exits
-// with exitInterrupted.
-var errInterrupted = errors.New("interrupted")
-
-// exitInterrupted is the status of a command ended by SIGINT, as shells
-// report one: 128 + 2.
-const exitInterrupted = 130
-
-// isFlagError reports whether err is a bad flag value (*flagError).
-func isFlagError(err error) bool {
-	var fe *flagError
-	return errors.As(err, &fe)
-}
-
-// newFlagSet returns a flag set whose usage goes to its output, a.stderr
-// (a usage error); --help prints it to a.stdout instead (see a.parse).
-func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s\n", synopsis)
-		printDefaults(fs)
-	}
-	return fs
-}
-
-// parse parses flags, allowing them before and after positional arguments,
-// and returns the positional ones (those after a -- too). --help prints
-// the usage to a.stdout.
-func (a *app) parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	pos, rest, err := parseArgs(fs, args, a.stdout)
-	return append(pos, rest...), explain(fs.Output(), err)
+	fmt.Fprintf(a.Stderr, "mrtr: unknown command %q\n\n%s", args[0], usage)
+	return 2
 }
 
 // printVersion prints the command's version and, when the binary carries
 // them, its module version and the VCS revision, time and dirty flag.
-func (a *app) printVersion() {
-	read := a.buildInfo
+func printVersion(a *base.App) {
+	read := a.BuildInfo
 	if read == nil {
 		read = debug.ReadBuildInfo
 	}
-	fmt.Fprintf(a.stdout, "mrtr %s\n", resolveVersion(version, read))
+	fmt.Fprintf(a.Stdout, "mrtr %s\n", resolveVersion(version, read))
 	bi, ok := read()
 	if !ok {
 		return
@@ -223,12 +131,12 @@ func (a *app) printVersion() {
 	if mod == "" {
 		mod = "(devel)"
 	}
-	fmt.Fprintf(a.stdout, "module %s %s\n", bi.Main.Path, mod)
-	fmt.Fprintf(a.stdout, "go %s\n", bi.GoVersion)
+	fmt.Fprintf(a.Stdout, "module %s %s\n", bi.Main.Path, mod)
+	fmt.Fprintf(a.Stdout, "go %s\n", bi.GoVersion)
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision", "vcs.time", "vcs.modified":
-			fmt.Fprintf(a.stdout, "%s %s\n", s.Key, s.Value)
+			fmt.Fprintf(a.Stdout, "%s %s\n", s.Key, s.Value)
 		}
 	}
 }

@@ -18,6 +18,8 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
@@ -129,31 +131,6 @@ func scrape(t *testing.T, url string) (map[string]float64, string) {
 	return out, string(raw)
 }
 
-// logURL returns the url of the first JSON log line with message msg.
-func logURL(t *testing.T, logs *syncBuffer, msg string) string {
-	t.Helper()
-	sc := bufio.NewScanner(strings.NewReader(logs.String()))
-	for sc.Scan() {
-		var line struct{ Msg, URL string }
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == msg {
-			return line.URL
-		}
-	}
-	t.Fatalf("no %q in the log: %s", msg, logs.String())
-	return ""
-}
-
-func getHealth(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(b))
-}
-
 // TestServeMetricsReadiness runs a scripted set of flows against `mrtr
 // serve --metrics-addr` over a real Redis (accepted resumes, each
 // rejection reason, an outage of Redis stopped by pid), checks the exact
@@ -174,13 +151,13 @@ func TestServeMetricsReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	url, logs := startServe(t, "--keys", keys, "--replay", srv.URL(), "--metrics-addr", "127.0.0.1:0", "--max-rounds", "3")
-	metricsURL := logURL(t, logs, "mrtr metrics serving")
+	metricsURL := testcmd.LogURL(t, logs, "mrtr metrics serving")
 	base := strings.TrimSuffix(url, "/mcp")
 
-	if code, body := getHealth(t, base+"/healthz"); code != 200 || body != `{"status":"ok"}` {
+	if code, body := testcmd.GetHealth(t, base+"/healthz"); code != 200 || body != `{"status":"ok"}` {
 		t.Fatalf("/healthz: %d %s", code, body)
 	}
-	if code, body := getHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","store":"ok"}}` {
+	if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","store":"ok"}}` {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
 
@@ -227,20 +204,20 @@ func TestServeMetricsReadiness(t *testing.T) {
 	// C: paused, then Redis goes down: unready, and the resume fails closed.
 	c := callDeploy(t, url, "staging", "", nil)
 	srv.Stop()
-	if code, body := getHealth(t, base+"/readyz"); code != 503 || !strings.HasPrefix(body, `{"status":"unready","checks":{"keys":"ok","store":"`) || strings.Contains(body, "127.0.0.1") {
+	if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 503 || !strings.HasPrefix(body, `{"status":"unready","checks":{"keys":"ok","store":"`) || strings.Contains(body, "127.0.0.1") {
 		t.Fatalf("/readyz with Redis down: %d %s", code, body)
 	}
 	if got := callDeploy(t, url, "staging", c.state, nil); got.code != -32603 {
 		t.Fatalf("resume with Redis down: %+v", got)
 	}
-	if code, _ := getHealth(t, base+"/healthz"); code != 200 {
+	if code, _ := testcmd.GetHealth(t, base+"/healthz"); code != 200 {
 		t.Fatalf("/healthz with Redis down: %d", code)
 	}
 	// Redis back (empty): ready again, and C resumes.
 	srv.Start()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		code, body := getHealth(t, base+"/readyz")
+		code, body := testcmd.GetHealth(t, base+"/readyz")
 		if code == 200 && body == `{"status":"ok","checks":{"keys":"ok","store":"ok"}}` {
 			break
 		}
@@ -304,7 +281,7 @@ func TestServeMetricsReadiness(t *testing.T) {
 		}
 	}
 	// /metrics is not on the main listener.
-	if code, _ := getHealth(t, base+"/metrics"); code != 404 {
+	if code, _ := testcmd.GetHealth(t, base+"/metrics"); code != 404 {
 		t.Errorf("/metrics on the main listener: HTTP %d", code)
 	}
 }
@@ -315,10 +292,10 @@ func TestServeMetricsReadiness(t *testing.T) {
 func TestServeHealthWithoutAuthOrMetrics(t *testing.T) {
 	url, logs := startServe(t, "--auth-hs256-secret", strings.Repeat("s", 32))
 	base := strings.TrimSuffix(url, "/mcp")
-	if code, body := getHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok"}}` {
+	if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok"}}` {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
-	if code, _ := getHealth(t, base+"/healthz"); code != 200 {
+	if code, _ := testcmd.GetHealth(t, base+"/healthz"); code != 200 {
 		t.Fatalf("/healthz: %d", code)
 	}
 	resp, err := http.Post(url, "application/json", strings.NewReader(`{}`))
@@ -345,24 +322,6 @@ func TestServeHealthWithoutAuthOrMetrics(t *testing.T) {
 	}
 }
 
-func TestMetricsAddrFlag(t *testing.T) {
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
-		return map[string]string{"MRTR_METRICS_ADDR": "127.0.0.1:9464"}[k]
-	}}
-	c, err := a.parseServe(nil)
-	if err != nil || c.metricsAddr != "127.0.0.1:9464" {
-		t.Fatalf("MRTR_METRICS_ADDR: %v %q", err, c.metricsAddr)
-	}
-	c, err = a.parseServe([]string{"--metrics-addr", "127.0.0.1:9465"})
-	if err != nil || c.metricsAddr != "127.0.0.1:9465" {
-		t.Fatalf("--metrics-addr: %v %q", err, c.metricsAddr)
-	}
-	code, _, errOut := runApp(t, "serve", "--metrics-addr", "256.0.0.1:99999", "--addr", "127.0.0.1:0")
-	if code != 1 || !strings.Contains(errOut, "--metrics-addr") {
-		t.Fatalf("bad --metrics-addr: exit %d, %s", code, errOut)
-	}
-}
-
 // TestServeExportsOTLP: with OTEL_EXPORTER_OTLP_ENDPOINT set, `mrtr
 // serve` exports the span of a paused call over OTLP/HTTP, continuing the
 // trace of the request's _meta, and flushes it when it shuts down.
@@ -385,12 +344,12 @@ func TestServeExportsOTLP(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
 	t.Setenv("OTEL_SERVICE_NAME", "mrtr-test")
 
-	logs := new(syncBuffer)
-	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs, getenv: os.Getenv}
+	logs := new(testcmd.Buffer)
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: logs, Getenv: os.Getenv}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
-	go func() { done <- a.run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}) }()
+	go func() { done <- run(ctx, a, []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(logs.String(), `"msg":"mrtr serving"`) {
 		if time.Now().After(deadline) {
@@ -398,7 +357,7 @@ func TestServeExportsOTLP(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	url := logURL(t, logs, "mrtr serving")
+	url := testcmd.LogURL(t, logs, "mrtr serving")
 	if !strings.Contains(logs.String(), "exporting spans over OTLP/HTTP") || !strings.Contains(logs.String(), `"tracing":true`) {
 		t.Fatalf("tracing not announced: %s", logs.String())
 	}
@@ -468,7 +427,7 @@ func TestProxyMetricsAndHealth(t *testing.T) {
 	}))
 	defer up.Close()
 	url, logs := startProxyCmd(t, "--upstream", up.URL, "--metrics-addr", "127.0.0.1:0")
-	metricsURL := logURL(t, logs, "mrtr metrics serving")
+	metricsURL := testcmd.LogURL(t, logs, "mrtr metrics serving")
 	base := strings.TrimSuffix(url, "/mcp")
 	call := func(state string) map[string]any {
 		params := map[string]any{"name": "t", "_meta": map[string]any{
@@ -499,7 +458,7 @@ func TestProxyMetricsAndHealth(t *testing.T) {
 	if got := call(tok); got["error"] == nil {
 		t.Fatalf("replay accepted: %v", got)
 	}
-	if code, body := getHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","upstream":"ok"}}` {
+	if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","upstream":"ok"}}` {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
 	m, _ := scrape(t, metricsURL)

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 )
 
 // operationsPath is docs/OPERATIONS.md, from this package's directory.
@@ -38,14 +41,14 @@ func TestOperationsCurlRecipe(t *testing.T) {
 		t.Fatalf("the recipe does not begin with %q:\n%s", docURL, m[1])
 	}
 
-	logs := new(syncBuffer)
-	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs, getenv: func(string) string { return "" }}
+	logs := new(testcmd.Buffer)
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: logs, Getenv: func(string) string { return "" }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- a.run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}) }()
+	go func() { done <- run(ctx, a, []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}) }()
 	t.Cleanup(func() { cancel(); <-done })
 	var url string
-	for deadline := time.Now().Add(10 * time.Second); url == ""; url = servingURL(logs.String()) {
+	for deadline := time.Now().Add(10 * time.Second); url == ""; url = testcmd.ServingURL(logs.String()) {
 		if time.Now().After(deadline) {
 			t.Fatalf("serve did not start:\n%s", logs.String())
 		}

@@ -11,14 +11,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 )
 
-// eventually fails t unless cond holds within startPatience, polling.
+// eventually fails t unless cond holds within testcmd.Patience, polling.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(startPatience); !cond(); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(testcmd.Patience); !cond(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, startPatience)
+			t.Fatalf("%s: not within %v", what, testcmd.Patience)
 		}
 	}
 }
@@ -31,8 +33,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestProxyProbeChildServesFirstCall(t *testing.T) {
 	for _, kind := range []string{"legacy", "modern"} {
 		t.Run(kind, func(t *testing.T) {
-			url, logs := startProxyCmd(t, "--log-level", "debug", "--upstream-env", stdioServerEnv+"="+kind, "--", os.Args[0])
-			res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "a"}})
+			url, logs := startProxyCmd(t, "--log-level", "debug", "--upstream-env", testcmd.StdioServerEnv+"="+kind, "--", os.Args[0])
+			res, e := testcmd.RPCPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "a"}})
 			if e != nil || string(res["resultType"]) != `"input_required"` {
 				t.Fatalf("pause: %v %v", res, e)
 			}
@@ -48,15 +50,15 @@ func TestProxyProbeChildServesFirstCall(t *testing.T) {
 // is refused, naming the limit, and counted in
 // mrtr_bridge_refused_total{limit="per_caller"}.
 func TestProxyPerCallerBound(t *testing.T) {
-	url, logs := startProxyCmd(t, "--metrics-addr", "127.0.0.1:0", "--max-procs", "4", "--upstream-env", stdioServerEnv+"=legacy", "--", os.Args[0])
-	metrics := logURL(t, logs, "mrtr metrics serving")
-	if res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "a"}}); e != nil || string(res["resultType"]) != `"input_required"` {
+	url, logs := startProxyCmd(t, "--metrics-addr", "127.0.0.1:0", "--max-procs", "4", "--upstream-env", testcmd.StdioServerEnv+"=legacy", "--", os.Args[0])
+	metrics := testcmd.LogURL(t, logs, "mrtr metrics serving")
+	if res, e := testcmd.RPCPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "a"}}); e != nil || string(res["resultType"]) != `"input_required"` {
 		t.Fatalf("pause: %v %v", res, e)
 	}
-	if _, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "b"}}); e == nil || !strings.Contains(string(e["message"]), "--max-procs-per-caller") {
+	if _, e := testcmd.RPCPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "b"}}); e == nil || !strings.Contains(string(e["message"]), "--max-procs-per-caller") {
 		t.Fatalf("a second held call of the same caller: %v", e)
 	}
-	_, body := getHealth(t, metrics)
+	_, body := testcmd.GetHealth(t, metrics)
 	for _, want := range []string{`mrtr_bridge_refused_total{limit="per_caller"} 1`, `mrtr_bridge_refused_total{limit="procs"} 0`, `mrtr_bridge_refused_total{limit="holds"} 0`} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %q", want)
@@ -64,17 +66,6 @@ func TestProxyPerCallerBound(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"limit":"--max-procs-per-caller"`) {
 		t.Errorf("no warning of the refusal: %s", logs.String())
-	}
-}
-
-// TestPerCallerDefault: --max-procs-per-caller 0 is a quarter of
-// --max-procs, at least 1.
-func TestPerCallerDefault(t *testing.T) {
-	for _, c := range []struct{ procs, given, want int }{{16, 0, 4}, {6, 0, 1}, {1, 0, 1}, {16, 9, 9}} {
-		u := upstreamConfig{maxProcs: c.procs, maxProcsPerCaller: c.given}
-		if got := u.perCaller(); got != c.want {
-			t.Errorf("--max-procs %d --max-procs-per-caller %d: %d, want %d", c.procs, c.given, got, c.want)
-		}
 	}
 }
 
@@ -90,7 +81,7 @@ func flakyCommand(t *testing.T, kind string) (flag string, args []string) {
 	}
 	script := `if [ -e "$FLAG" ]; then exec "$BIN"; fi; echo "boom: missing config" >&2; exit 7`
 	return flag, []string{"--upstream-env", "FLAG=" + flag, "--upstream-env", "BIN=" + os.Args[0],
-		"--upstream-env", stdioServerEnv + "=" + kind, "--", "sh", "-c", script}
+		"--upstream-env", testcmd.StdioServerEnv + "=" + kind, "--", "sh", "-c", script}
 }
 
 // TestProxyCrashLoop (issue 28, item 1): a command that served its first
@@ -102,20 +93,20 @@ func TestProxyCrashLoop(t *testing.T) {
 	flag, cmd := flakyCommand(t, "legacy")
 	url, logs := startProxyCmd(t, append([]string{"--warm", "1"}, cmd...)...)
 	base := strings.TrimSuffix(url, "/mcp")
-	if code, body := getHealth(t, base+"/readyz"); code != 200 {
+	if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 200 {
 		t.Fatalf("/readyz at start: %d %s", code, body)
 	}
 	if err := os.Remove(flag); err != nil {
 		t.Fatal(err)
 	}
 	// The call takes the warm process; the ones started to refill it exit.
-	if res, e := rpcPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "a"}}); e != nil || string(res["resultType"]) != `"input_required"` {
+	if res, e := testcmd.RPCPost(t, url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "a"}}); e != nil || string(res["resultType"]) != `"input_required"` {
 		t.Fatalf("pause: %v %v", res, e)
 	}
 	var body string
 	eventually(t, "/readyz 503 in the crash loop", func() bool {
 		var code int
-		code, body = getHealth(t, base+"/readyz")
+		code, body = testcmd.GetHealth(t, base+"/readyz")
 		return code == 503 && strings.Contains(body, `"upstream_starts":"crash_loop"`)
 	})
 	rec := exitRecord(logs.String(), "bridge: initialize the upstream")
@@ -130,7 +121,7 @@ func TestProxyCrashLoop(t *testing.T) {
 	}
 	eventually(t, "/readyz 200 once the command starts again", func() bool {
 		var code int
-		code, body = getHealth(t, base+"/readyz")
+		code, body = testcmd.GetHealth(t, base+"/readyz")
 		return code == 200
 	})
 	if !strings.Contains(logs.String(), "the crash loop is over") {
@@ -145,7 +136,7 @@ func TestProxyCrashLoopModern(t *testing.T) {
 	flag, cmd := flakyCommand(t, "modern")
 	url, logs := startProxyCmd(t, append([]string{"--log-level", "debug"}, cmd...)...)
 	base := strings.TrimSuffix(url, "/mcp")
-	if _, e := rpcPost(t, url, "tools/list", map[string]any{}); e != nil {
+	if _, e := testcmd.RPCPost(t, url, "tools/list", map[string]any{}); e != nil {
 		t.Fatalf("tools/list: %v", e)
 	}
 	if err := os.Remove(flag); err != nil {
@@ -155,8 +146,8 @@ func TestProxyCrashLoopModern(t *testing.T) {
 	// exits before answering.
 	killUpstreams(t, logs)
 	eventually(t, "/readyz 503 in the crash loop", func() bool {
-		rpcPost(t, url, "tools/list", map[string]any{})
-		code, body := getHealth(t, base+"/readyz")
+		testcmd.RPCPost(t, url, "tools/list", map[string]any{})
+		code, body := testcmd.GetHealth(t, base+"/readyz")
 		return code == 503 && strings.Contains(body, `"upstream_starts":"crash_loop"`)
 	})
 	if !strings.Contains(logs.String(), "boom: missing config") || !strings.Contains(logs.String(), "exit status 7") {
@@ -166,14 +157,14 @@ func TestProxyCrashLoopModern(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "/readyz 200 once the command starts again", func() bool {
-		code, _ := getHealth(t, base+"/readyz")
+		code, _ := testcmd.GetHealth(t, base+"/readyz")
 		return code == 200
 	})
 }
 
 // killUpstreams kills, by pid, every upstream process the proxy logged as
 // started so far (--log-level debug).
-func killUpstreams(t *testing.T, logs *syncBuffer) {
+func killUpstreams(t *testing.T, logs *testcmd.Buffer) {
 	t.Helper()
 	sc := bufio.NewScanner(strings.NewReader(logs.String()))
 	for sc.Scan() {

@@ -15,15 +15,17 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mrtr-go/mrtr/internal/probe"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
+	mrtrprobe "github.com/mrtr-go/mrtr/internal/probe"
 )
 
 // runProbeCmd runs `mrtr probe args...` in process.
 func runProbeCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	a := &app{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
-	code = a.run(t.Context(), append([]string{"probe"}, args...))
+	a := &base.App{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+	code = run(t.Context(), a, append([]string{"probe"}, args...))
 	return code, out.String(), errb.String()
 }
 
@@ -102,7 +104,7 @@ func TestProbeCommandJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("not JSON (%v): %s", err, out)
 	}
-	if rep.Era != "2026-07-28" || rep.Tool != "deploy" || len(rep.Checks) != len(probe.Names) {
+	if rep.Era != "2026-07-28" || rep.Tool != "deploy" || len(rep.Checks) != len(mrtrprobe.Names) {
 		t.Fatalf("era %s, tool %s, %d checks: %s", rep.Era, rep.Tool, len(rep.Checks), out)
 	}
 	verdict := map[string]string{}
@@ -110,7 +112,7 @@ func TestProbeCommandJSON(t *testing.T) {
 		var name, v string
 		json.Unmarshal(c["name"], &name)
 		json.Unmarshal(c["verdict"], &v)
-		if name != probe.Names[i] || len(c) != 3 || c["detail"] == nil {
+		if name != mrtrprobe.Names[i] || len(c) != 3 || c["detail"] == nil {
 			t.Errorf("check %d: %v", i, c)
 		}
 		verdict[name] = v
@@ -124,15 +126,15 @@ func TestProbeCommandJSON(t *testing.T) {
 // the budget does not cover are not passed.
 func TestProbeCommandBounded(t *testing.T) {
 	_, out, errs := runProbeCmd(t, startDemoServer(t, 0)+"/mcp", "--json", "--max-requests", "12")
-	var rep probe.Report
+	var rep mrtrprobe.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("not JSON (%v): %s%s", err, out, errs)
 	}
 	if rep.Requests+rep.Cleanup > 12 {
 		t.Errorf("%d requests sent, and %d to end the paused flows, want at most 12 in all", rep.Requests, rep.Cleanup)
 	}
-	if v := rep.Get(probe.CheckReplayed).Verdict; v == probe.Pass {
-		t.Errorf("replayed %s after the budget ran out: %s", v, rep.Get(probe.CheckReplayed).Detail)
+	if v := rep.Get(mrtrprobe.CheckReplayed).Verdict; v == mrtrprobe.Pass {
+		t.Errorf("replayed %s after the budget ran out: %s", v, rep.Get(mrtrprobe.CheckReplayed).Detail)
 	}
 }
 
@@ -162,7 +164,7 @@ func TestProbeCommandUsage(t *testing.T) {
 type probeJSON struct {
 	URL     string `json:"url"`
 	Command string `json:"command"`
-	probe.Report
+	mrtrprobe.Report
 }
 
 // runProbeJSON runs `mrtr probe --json args...` in process and decodes
@@ -180,13 +182,13 @@ func runProbeJSON(t *testing.T, args ...string) (int, *probeJSON) {
 // wantProbeVerdicts checks every check's verdict ("name=verdict" pairs).
 func wantProbeVerdicts(t *testing.T, rep *probeJSON, pairs ...string) {
 	t.Helper()
-	want := map[string]probe.Verdict{}
+	want := map[string]mrtrprobe.Verdict{}
 	for _, p := range pairs {
 		k, v, _ := strings.Cut(p, "=")
-		want[k] = probe.Verdict(v)
+		want[k] = mrtrprobe.Verdict(v)
 	}
 	got := rep.Verdicts()
-	for _, n := range probe.Names {
+	for _, n := range mrtrprobe.Names {
 		if got[n] != want[n] {
 			t.Errorf("%s: %s, want %s (%s)", n, got[n], want[n], rep.Get(n).Detail)
 		}
@@ -199,19 +201,19 @@ func wantProbeVerdicts(t *testing.T, rep *probeJSON, pairs ...string) {
 // alteration is accepted; another_caller is skipped, stdio having one
 // caller. The report names the program, not its arguments.
 func TestProbeCommandStdio(t *testing.T) {
-	code, rep := runProbeJSON(t, "--env", stdioServerEnv+"=modern", "--", os.Args[0], "-test.run=^$", "secret-arg")
+	code, rep := runProbeJSON(t, "--env", testcmd.StdioServerEnv+"=modern", "--", os.Args[0], "-test.run=^$", "secret-arg")
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
-	if rep.Era != probe.ModernVersion || rep.Tool != "delete" || rep.URL != "" || rep.Command != filepath.Base(os.Args[0]) {
+	if rep.Era != mrtrprobe.ModernVersion || rep.Tool != "delete" || rep.URL != "" || rep.Command != filepath.Base(os.Args[0]) {
 		t.Errorf("era %s, tool %s, url %q, command %q", rep.Era, rep.Tool, rep.URL, rep.Command)
 	}
 	wantProbeVerdicts(t, rep, "readable=warn", "tampered=fail", "moved=skip", "arguments_changed=fail", "replayed=warn",
 		"another_caller=skip", "expired=skip", "oversized=fail", "not_a_string=pass", "error_shape=skip")
-	if d := rep.Get(probe.CheckAnotherCaller).Detail; !strings.Contains(d, "stdio has one caller") {
+	if d := rep.Get(mrtrprobe.CheckAnotherCaller).Detail; !strings.Contains(d, "stdio has one caller") {
 		t.Errorf("another_caller: %s", d)
 	}
-	if d := rep.Get(probe.CheckTampered).Detail; !strings.Contains(d, `middle flip: ACCEPTED (complete "kept mrtr-probe")`) {
+	if d := rep.Get(mrtrprobe.CheckTampered).Detail; !strings.Contains(d, `middle flip: ACCEPTED (complete "kept mrtr-probe")`) {
 		t.Errorf("tampered: %s", d)
 	}
 }
@@ -220,9 +222,9 @@ func TestProbeCommandStdio(t *testing.T) {
 // state answered with -32603 Internal error is a server error, as a 5xx
 // is over HTTP: oversized and error_shape fail.
 func TestProbeCommandStdioServerError(t *testing.T) {
-	_, rep := runProbeJSON(t, "--env", stdioServerEnv+"=fragile", "--", os.Args[0])
-	for _, c := range []string{probe.CheckOversized, probe.CheckErrorShape} {
-		if got := rep.Get(c); got.Verdict != probe.Fail || !strings.Contains(got.Detail, "-32603 Internal error: a server error, not a refusal") {
+	_, rep := runProbeJSON(t, "--env", testcmd.StdioServerEnv+"=fragile", "--", os.Args[0])
+	for _, c := range []string{mrtrprobe.CheckOversized, mrtrprobe.CheckErrorShape} {
+		if got := rep.Get(c); got.Verdict != mrtrprobe.Fail || !strings.Contains(got.Detail, "-32603 Internal error: a server error, not a refusal") {
 			t.Errorf("%s: %s (%s)", c, got.Verdict, got.Detail)
 		}
 	}
@@ -234,16 +236,16 @@ func TestProbeCommandStdioServerError(t *testing.T) {
 // says why once, not once per check; --json says it in "unchecked" and
 // skips every check.
 func TestProbeCommandStdioLegacy(t *testing.T) {
-	code, rep := runProbeJSON(t, "--env", stdioServerEnv+"=legacy", "--", os.Args[0])
-	if code != exitProbeUnchecked || rep.Era != probe.LegacyVersion || !strings.Contains(rep.Unchecked, "the server speaks 2025-11-25") {
+	code, rep := runProbeJSON(t, "--env", testcmd.StdioServerEnv+"=legacy", "--", os.Args[0])
+	if code != 3 || rep.Era != mrtrprobe.LegacyVersion || !strings.Contains(rep.Unchecked, "the server speaks 2025-11-25") {
 		t.Errorf("exit %d, era %s, unchecked %q", code, rep.Era, rep.Unchecked)
 	}
 	for _, c := range rep.Checks {
-		if c.Verdict != probe.Skip {
+		if c.Verdict != mrtrprobe.Skip {
 			t.Errorf("%s: %s (%s)", c.Name, c.Verdict, c.Detail)
 		}
 	}
-	code, out, errs := runProbeCmd(t, "--env", stdioServerEnv+"=legacy", "--", os.Args[0])
+	code, out, errs := runProbeCmd(t, "--env", testcmd.StdioServerEnv+"=legacy", "--", os.Args[0])
 	if code != 3 || strings.Count(out, "the server speaks 2025-11-25") != 1 || !strings.Contains(out, "nothing checked: ") || strings.Contains(out, "CHECK") {
 		t.Errorf("exit %d, want 3, and the reason once:\n%s%s", code, out, errs)
 	}
@@ -298,19 +300,19 @@ func TestProbeMovedMethod(t *testing.T) {
 	for _, pausable := range []bool{true, false} {
 		up := startPromptServer(t, pausable)
 		_, rep := runProbeJSON(t, up)
-		m := rep.Get(probe.CheckMoved)
+		m := rep.Get(mrtrprobe.CheckMoved)
 		if pausable {
-			if m.Verdict != probe.Fail || !strings.Contains(m.Detail, "state of deploy sent to prompts/get summary: ACCEPTED") ||
+			if m.Verdict != mrtrprobe.Fail || !strings.Contains(m.Detail, "state of deploy sent to prompts/get summary: ACCEPTED") ||
 				!strings.Contains(m.Detail, "state of prompts/get summary sent to deploy: ACCEPTED") {
 				t.Errorf("pausable prompt: moved %s: %s", m.Verdict, m.Detail)
 			}
-		} else if m.Verdict != probe.Skip || !strings.Contains(m.Detail, "state of deploy sent to prompts/get summary: not refused") {
+		} else if m.Verdict != mrtrprobe.Skip || !strings.Contains(m.Detail, "state of deploy sent to prompts/get summary: not refused") {
 			t.Errorf("prompt that never pauses: moved %s: %s", m.Verdict, m.Detail)
 		}
 		px, _ := startProxyCmd(t, "--upstream", up)
 		_, rep = runProbeJSON(t, px)
-		m = rep.Get(probe.CheckMoved)
-		if m.Verdict != probe.Pass || !strings.Contains(m.Detail, "state of deploy sent to prompts/get summary: refused (error -32602") {
+		m = rep.Get(mrtrprobe.CheckMoved)
+		if m.Verdict != mrtrprobe.Pass || !strings.Contains(m.Detail, "state of deploy sent to prompts/get summary: refused (error -32602") {
 			t.Errorf("pausable=%v, proxied: moved %s: %s", pausable, m.Verdict, m.Detail)
 		}
 	}
@@ -358,18 +360,18 @@ func startHostileProbeServer(t *testing.T) (url, tool string) {
 func TestProbeCleansServerText(t *testing.T) {
 	url, tool := startHostileProbeServer(t)
 	_, out, errs := runProbeCmd(t, url)
-	wantClean(t, "the table", out+errs)
+	testcmd.WantClean(t, "the table", out+errs)
 	if !strings.Contains(out, "tool deploy, ") || !strings.Contains(out, `error -32602 "no\x1b]52;c;cHduZWQ=\ape" (pass)`) {
 		t.Errorf("table:\n%s%s", out, errs)
 	}
 	code, js, _ := runProbeCmd(t, url, "--json")
-	wantClean(t, "the JSON", js)
+	testcmd.WantClean(t, "the JSON", js)
 	var rep probeJSON
 	if err := json.Unmarshal([]byte(js), &rep); err != nil {
 		t.Fatalf("exit %d, not JSON (%v): %s", code, err, js)
 	}
-	if rep.Tool != tool || !strings.Contains(rep.Get(probe.CheckTampered).Detail, "(\x1b[2J\x1b[Hpass\u009b31m)") {
-		t.Errorf("--json changed the server's text: tool %q, tampered %q", rep.Tool, rep.Get(probe.CheckTampered).Detail)
+	if rep.Tool != tool || !strings.Contains(rep.Get(mrtrprobe.CheckTampered).Detail, "(\x1b[2J\x1b[Hpass\u009b31m)") {
+		t.Errorf("--json changed the server's text: tool %q, tampered %q", rep.Tool, rep.Get(mrtrprobe.CheckTampered).Detail)
 	}
 }
 
@@ -380,7 +382,7 @@ func TestProbeCleansServerText(t *testing.T) {
 func TestProbeCommandIncomplete(t *testing.T) {
 	px, _ := startProxyCmd(t, "--upstream", startPlainServer(t))
 	code, out, errs := runProbeCmd(t, px)
-	if code != exitProbeIncomplete || !strings.Contains(out, "\nincomplete: moved could not run or was inconclusive (see above); exit status 4\n") {
+	if code != 4 || !strings.Contains(out, "\nincomplete: moved could not run or was inconclusive (see above); exit status 4\n") {
 		t.Errorf("exit %d, want 4:\n%s%s", code, out, errs)
 	}
 	if code, out, errs := runProbeCmd(t, px, "--tool", "deploy"); code != 0 || strings.Contains(out, "incomplete") {

@@ -12,44 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/stdio"
+	"github.com/mrtr-go/mrtr/internal/supervise"
+	"github.com/mrtr-go/mrtr/internal/testing/proctest"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
-
-// nobody is the unprivileged uid and gid these tests run processes as
-// when they run as root.
-const nobody = 65534
-
-// exposedBinary returns a copy of this test binary that nobody may run
-// (go test builds it in a directory only its user can enter).
-func exposedBinary(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "mrtr-procsec-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.Open(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	path := filepath.Join(dir, "mrtr")
-	dst, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // runMrtr runs this test binary as mrtr with args and env (on top of this
 // process's environment without its MRTR_* variables), as cred when set,
@@ -69,7 +37,7 @@ func runMrtr(t *testing.T, bin string, cred *syscall.Credential, env map[string]
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}
-	p := &child{cmd: cmd, logs: new(syncBuffer), exited: make(chan struct{})}
+	p := &child{cmd: cmd, logs: new(testcmd.Buffer), exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = io.Discard, p.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -143,7 +111,7 @@ func TestProxyNotDumpable(t *testing.T) {
 	}
 	bin, cred := os.Args[0], (*syscall.Credential)(nil)
 	if os.Geteuid() == 0 {
-		bin, cred = exposedBinary(t), &syscall.Credential{Uid: nobody, Gid: nobody}
+		bin, cred = proctest.ExposedBinary(t), &syscall.Credential{Uid: proctest.Nobody, Gid: proctest.Nobody}
 	}
 	// The supervisors between them (mrtr __supervise, and the init of the
 	// command's PID namespace) are not dumpable either (issue 35 item 7:
@@ -171,30 +139,19 @@ func TestProxyNotDumpable(t *testing.T) {
 	if !denied {
 		t.Fatalf("the child was not refused /proc/<proxy>/environ (%d lines on its stderr)", len(said))
 	}
-	if superviseArgv() != nil && supervisor == 0 {
+	if supervise.Argv() != nil && supervisor == 0 {
 		t.Fatal("the child tried nothing of its supervisor's environment")
 	}
 }
 
 // proxyPID sets $pp, in a command the proxy runs, to the proxy's pid, and
 // $sup to the command's parent: the proxy, or the supervisor (mrtr
-// __supervise, supervise.go) and, in the command's PID namespace, the
+// __supervise, internal/supervise) and, in the command's PID namespace, the
 // namespace's init. Pids as the /proc mounted here names them (the
 // namespace's $PPID is 1): read from /proc/self/stat by the shell itself
 // (read is a builtin), then up the parents while they are supervisors.
 const proxyPID = `read -r s </proc/self/stat; s=${s##*) }; s=${s#* }; pp=${s%% *}; sup=$pp; ` +
-	`while tr '\0' ' ' < /proc/$pp/cmdline | grep -q ` + superviseArg + `; do read -r s </proc/$pp/stat; s=${s##*) }; s=${s#* }; pp=${s%% *}; done; `
-
-// TestUndumpable: undumpable clears the process's dumpable flag, as
-// PR_GET_DUMPABLE reads it.
-func TestUndumpable(t *testing.T) {
-	if err := undumpable(); err != nil {
-		t.Fatal(err)
-	}
-	if d, err := dumpable(); err != nil || d {
-		t.Fatalf("dumpable after undumpable: %v, %v", d, err)
-	}
-}
+	`while tr '\0' ' ' < /proc/$pp/cmdline | grep -q ` + supervise.Arg + `; do read -r s </proc/$pp/stat; s=${s##*) }; s=${s#* }; pp=${s%% *}; done; `
 
 // TestUpstreamUser pins the rest of issue 27 item 6: with --upstream-user
 // the command runs as that user, who can read neither the proxy's key
@@ -209,8 +166,8 @@ func TestUpstreamUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := filepath.Join(dir, "keys.json")
-	k := genKey(t, "upstream-user")
-	writeRing(t, keys, k)
+	k := testcmd.GenKey(t, "upstream-user")
+	testcmd.WriteRing(t, keys, k)
 	script := `id -u >&2; id -g >&2; cat "$0" >&2; ` + proxyPID + `tr '\0' '\n' < /proc/$pp/environ >&2; echo checks-done >&2; exec sleep 600` // lives on: one that exits before the era probe stops the proxy
 	p := runMrtr(t, os.Args[0], nil, map[string]string{"PROCSEC_MARK": "mark-in-the-environ"},
 		"proxy", "--addr", "127.0.0.1:0", "--log-format", "json", "--keys", keys, "--upstream-user", "65534:65534",
@@ -221,7 +178,7 @@ func TestUpstreamUser(t *testing.T) {
 	}
 	denied := 0
 	for _, s := range said {
-		for _, secret := range append(secretForms(k), "mark-in-the-environ", `"secret"`) {
+		for _, secret := range append(testcmd.SecretForms(k), "mark-in-the-environ", `"secret"`) {
 			if strings.Contains(s, secret) {
 				t.Fatalf("the child read the key file or the proxy's environment: %.40q…", s)
 			}
@@ -241,7 +198,7 @@ func TestUpstreamUser(t *testing.T) {
 func TestUpstreamUserRefused(t *testing.T) {
 	bin, cred := os.Args[0], (*syscall.Credential)(nil)
 	if os.Geteuid() == 0 {
-		bin, cred = exposedBinary(t), &syscall.Credential{Uid: nobody, Gid: nobody}
+		bin, cred = proctest.ExposedBinary(t), &syscall.Credential{Uid: proctest.Nobody, Gid: proctest.Nobody}
 	}
 	for _, tc := range []struct {
 		cred *syscall.Credential

@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,61 +11,15 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-)
 
-func TestParseProxyFlagsAndEnv(t *testing.T) {
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
-		return map[string]string{"MRTR_UPSTREAM": "http://127.0.0.1:3000/mcp", "MRTR_MAX_HELD": "2048", "MRTR_REPLAY": "off"}[k]
-	}}
-	c, err := a.parseProxy([]string{"--upstream-timeout", "30s", "--forward-authorization", "--max-upstream-state", "100", "--server-id", "gw"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.upstream != "http://127.0.0.1:3000/mcp" || c.maxHeld != 2048 || c.replay != "off" || c.upstreamTimeout != 30*time.Second ||
-		!c.forwardAuth || c.maxState != 100 || c.serverID != "gw" {
-		t.Fatalf("parsed %+v", c)
-	}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{nil, "--upstream: is required"},
-		{[]string{"--upstream", "ftp://x"}, `--upstream: "ftp://x" is not an http`},
-		{[]string{"--upstream", "http://x", "--max-held", "10"}, "--max-held: 10 B is below the minimum of 1 KiB"},
-		{[]string{"--upstream", "http://x", "--upstream-timeout", "0s"}, "--upstream-timeout"},
-	} {
-		a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
-		_, err := a.parseProxy(tc.args)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: err %v, want %q", tc.args, err, tc.want)
-		}
-	}
-}
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
+)
 
 // startProxyCmd runs `mrtr proxy` in-process on a free loopback port and
 // returns its /mcp URL and log.
-func startProxyCmd(t *testing.T, args ...string) (string, *syncBuffer) {
+func startProxyCmd(t *testing.T, args ...string) (string, *testcmd.Buffer) {
 	t.Helper()
-	logs := new(syncBuffer)
-	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs, getenv: func(string) string { return "" }}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- a.run(ctx, append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if code := <-done; code != 0 {
-			t.Errorf("proxy exited %d: %s", code, logs.String())
-		}
-	})
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if u := servingURL(logs.String()); u != "" {
-			return u, logs
-		}
-	}
-	t.Fatalf("proxy did not start: %s", logs.String())
-	return "", nil
+	return testcmd.Start(t, run, append([]string{"proxy"}, args...)...)
 }
 
 // TestProxyCommand: `mrtr proxy --upstream URL` seals an upstream's pause,
@@ -119,7 +71,7 @@ func TestProxyCommand(t *testing.T) {
 		t.Error("no loud warning for an ephemeral key ring")
 	}
 	bearer := func(sub string) string {
-		return "Bearer " + signJWT(t, secret, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()}, jwt.SigningMethodHS256)
+		return "Bearer " + testcmd.SignJWT(t, secret, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()}, jwt.SigningMethodHS256)
 	}
 	call := func(auth, state string) map[string]any {
 		params := map[string]any{"name": "t", "_meta": map[string]any{

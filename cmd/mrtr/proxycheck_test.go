@@ -1,27 +1,14 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
-)
 
-// logLines are the JSON log lines of logs with message msg.
-func logLines(logs *syncBuffer, msg string) []map[string]any {
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(logs.String()))
-	for sc.Scan() {
-		var l map[string]any
-		if json.Unmarshal(sc.Bytes(), &l) == nil && l["msg"] == msg {
-			out = append(out, l)
-		}
-	}
-	return out
-}
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
+)
 
 // postList sends a non-pausable tools/list through the proxy.
 func postList(t *testing.T, url string) int {
@@ -60,24 +47,24 @@ func TestProxyUpstreamNotFound(t *testing.T) {
 	}))
 	defer up.Close()
 	url, logs := startProxyCmd(t, "--upstream", up.URL, "--log-level", "debug")
-	start := logLines(logs, "mrtr proxy: the upstream does not serve MCP yet; calls fail until it does")
+	start := testcmd.LogLines(logs, "mrtr proxy: the upstream does not serve MCP yet; calls fail until it does")
 	if len(start) != 1 || !strings.Contains(start[0]["error"].(string), "HTTP 404") || !strings.Contains(start[0]["error"].(string), "/mcp") || start[0]["level"] != "WARN" {
 		t.Fatalf("startup warning: %v\n%s", start, logs)
 	}
 	base := strings.TrimSuffix(url, "/mcp")
-	if code, body := getHealth(t, base+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","upstream":"not_found"}}` {
+	if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","upstream":"not_found"}}` {
 		t.Errorf("/readyz with a 404 upstream: %d %s", code, body)
 	}
-	before := len(logLines(logs, "proxy: upstream answered an HTTP error"))
+	before := len(testcmd.LogLines(logs, "proxy: upstream answered an HTTP error"))
 	for range 3 {
 		if code := postList(t, url); code != http.StatusNotFound {
 			t.Fatalf("tools/list: HTTP %d", code)
 		}
 	}
-	if n := len(logLines(logs, "proxy: upstream answered an HTTP error")) - before; n != 3 {
+	if n := len(testcmd.LogLines(logs, "proxy: upstream answered an HTTP error")) - before; n != 3 {
 		t.Errorf("%d debug lines for 3 failed calls:\n%s", n, logs)
 	}
-	warns := logLines(logs, "proxy: the upstream failed several requests in a row; check --upstream and that it runs")
+	warns := testcmd.LogLines(logs, "proxy: the upstream failed several requests in a row; check --upstream and that it runs")
 	if len(warns) != 1 || warns[0]["level"] != "WARN" {
 		t.Errorf("warnings for a run of failures: %v", warns)
 	}
@@ -85,10 +72,10 @@ func TestProxyUpstreamNotFound(t *testing.T) {
 	if code := postList(t, url); code != http.StatusOK {
 		t.Fatalf("tools/list once the upstream answers: HTTP %d", code)
 	}
-	if len(logLines(logs, "proxy: the upstream answers again")) != 1 {
+	if len(testcmd.LogLines(logs, "proxy: the upstream answers again")) != 1 {
 		t.Errorf("no line saying the upstream answers again:\n%s", logs)
 	}
-	if code, body := getHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","upstream":"ok"}}` {
+	if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","upstream":"ok"}}` {
 		t.Errorf("/readyz once the upstream answers: %d %s", code, body)
 	}
 }
@@ -100,23 +87,23 @@ func TestProxyUpstreamNotFound(t *testing.T) {
 // TestProxyHTTPUpstreamLate).
 func TestProxyUpstreamUnreachable(t *testing.T) {
 	const warning = "mrtr proxy: the upstream does not answer yet: /readyz answers 503 and calls wait for it (then get an error) until it does; its era is judged as soon as it answers"
-	addr := freeAddr(t) // nothing listens there now
+	addr := testcmd.FreeAddr(t) // nothing listens there now
 	url, logs := startProxyCmd(t, "--upstream", "http://"+addr+"/mcp")
-	if w := logLines(logs, warning); len(w) != 1 || !strings.Contains(w[0]["error"].(string), "connection refused") {
+	if w := testcmd.LogLines(logs, warning); len(w) != 1 || !strings.Contains(w[0]["error"].(string), "connection refused") {
 		t.Fatalf("no startup warning:\n%s", logs)
 	}
 	base := strings.TrimSuffix(url, "/mcp")
-	if code, body := getHealth(t, base+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","upstream":"unreachable"}}` {
+	if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","upstream":"unreachable"}}` {
 		t.Errorf("/readyz with no upstream: %d %s", code, body)
 	}
 
 	up := httptest.NewServer(http.NotFoundHandler())
 	defer up.Close()
 	url, logs = startProxyCmd(t, "--upstream", up.URL)
-	if w := logLines(logs, warning); len(w) != 1 || !strings.Contains(w[0]["error"].(string), "HTTP 404") || !strings.Contains(w[0]["error"].(string), "/mcp") {
+	if w := testcmd.LogLines(logs, warning); len(w) != 1 || !strings.Contains(w[0]["error"].(string), "HTTP 404") || !strings.Contains(w[0]["error"].(string), "/mcp") {
 		t.Fatalf("no startup warning naming HTTP 404 and /mcp:\n%s", logs)
 	}
-	if code, body := getHealth(t, strings.TrimSuffix(url, "/mcp")+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","upstream":"not_found"}}` {
+	if code, body := testcmd.GetHealth(t, strings.TrimSuffix(url, "/mcp")+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","upstream":"not_found"}}` {
 		t.Errorf("/readyz with a 404 upstream: %d %s", code, body)
 	}
 }

@@ -11,6 +11,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/serve"
 )
 
 var update = flag.Bool("update", false, "rewrite the README's generated flag tables")
@@ -47,55 +51,55 @@ func TestREADMEFlags(t *testing.T) {
 }
 
 func serveFlagsMarkdown() string {
-	return helpFlags("serve").markdownTable(func(*flagDoc) bool { return true })
+	return markdownTable(helpFlags("serve"), func(*base.FlagDoc) bool { return true })
 }
 
 // proxyFlagsMarkdown names the flags proxy shares with serve and lists
 // its own.
 func proxyFlagsMarkdown() string {
 	serve := map[string]bool{}
-	for _, d := range helpFlags("serve").docs {
-		serve[d.name] = true
+	for _, d := range helpFlags("serve").Docs {
+		serve[d.Name] = true
 	}
 	p := helpFlags("proxy")
 	var shared []string
-	for _, d := range p.docs {
-		if serve[d.name] {
-			shared = append(shared, "`--"+d.name+"`")
+	for _, d := range p.Docs {
+		if serve[d.Name] {
+			shared = append(shared, "`--"+d.Name+"`")
 		}
 	}
 	return "`mrtr proxy --upstream URL` takes these flags of `mrtr serve`, each also read from its `MRTR_*` variable: " +
 		strings.Join(shared, ", ") + ". Its own:\n\n" +
-		p.markdownTable(func(d *flagDoc) bool { return !serve[d.name] })
+		markdownTable(p, func(d *base.FlagDoc) bool { return !serve[d.Name] })
 }
 
 // markdownTable is the README's table of the flags for which keep
 // returns true, by group: flag, variable, default, meaning.
-func (f *flags) markdownTable(keep func(*flagDoc) bool) string {
+func markdownTable(f *base.Flags, keep func(*base.FlagDoc) bool) string {
 	var b strings.Builder
 	b.WriteString("| flag | variable | default | meaning |\n| --- | --- | --- | --- |\n")
-	for _, g := range f.groups() {
+	for _, g := range f.Groups() {
 		first := true
-		for _, d := range f.docs {
-			if d.group != g || !keep(d) {
+		for _, d := range f.Docs {
+			if d.Group != g || !keep(d) {
 				continue
 			}
 			if first {
-				fmt.Fprintf(&b, "| **%s** | | | |\n", g.title())
+				fmt.Fprintf(&b, "| **%s** | | | |\n", g.Title())
 				first = false
 			}
-			name := "--" + d.name
-			if d.arg != "" && d.arg == strings.ToUpper(d.arg) {
-				name += " " + d.arg
+			name := "--" + d.Name
+			if d.Arg != "" && d.Arg == strings.ToUpper(d.Arg) {
+				name += " " + d.Arg
 			}
 			def := "none"
 			switch {
-			case d.kind == "boolean" && d.def == "":
+			case d.Kind == "boolean" && d.Def == "":
 				def = "off"
-			case d.def != "":
-				def = "`" + d.def + "`"
+			case d.Def != "":
+				def = "`" + d.Def + "`"
 			}
-			fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s |\n", mdEscape(name), d.env, def, mdEscape(d.usage))
+			fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s |\n", mdEscape(name), d.Env, def, mdEscape(d.Usage))
 		}
 	}
 	return b.String()
@@ -117,7 +121,7 @@ func TestREADMETour(t *testing.T) {
 	if len(blocks) < 2 {
 		t.Fatalf("README.md has %d tour blocks, want the tour and the proxy", len(blocks))
 	}
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
 	listening := map[string]string{} // address -> the line that listens there
 	var installed, background bool
 	jobs := 0
@@ -162,23 +166,23 @@ func TestREADMETour(t *testing.T) {
 				jobs++
 				var addr string
 				if words[1] == "serve" {
-					c, err := a.parseServe(words[2:])
+					c, err := serve.Parse(a, words[2:])
 					if err != nil {
 						t.Errorf("tour line %q: %v", line, err)
 						continue
 					}
-					addr = c.addr
+					addr = c.Addr
 				} else {
-					c, err := a.parseProxy(words[2:])
+					c, err := proxy.Parse(a, words[2:])
 					if err != nil {
 						t.Errorf("tour line %q: %v", line, err)
 						continue
 					}
-					addr = c.addr
-					if len(c.command) == 0 {
-						checkServed(t, line, c.upstream, listening)
-					} else if c.command[0] != "mrtr" {
-						t.Errorf("tour line %q runs %s as the upstream, which a fresh machine lacks", line, c.command[0])
+					addr = c.Addr
+					if len(c.Command) == 0 {
+						checkServed(t, line, c.Upstream, listening)
+					} else if c.Command[0] != "mrtr" {
+						t.Errorf("tour line %q runs %s as the upstream, which a fresh machine lacks", line, c.Command[0])
 					}
 				}
 				if prev, ok := listening[addr]; ok {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
@@ -54,7 +55,7 @@ func TestServeRefusesRedisThatRefuses(t *testing.T) {
 	}
 	base := strings.TrimSuffix(url, "/mcp")
 	// /readyz: a stopped Redis is unreachable, not a timeout.
-	if code, body := getHealth(t, base+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","store":"unreachable"}}` {
+	if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","store":"unreachable"}}` {
 		t.Errorf("/readyz with Redis stopped: %d %s", code, body)
 	}
 }
@@ -65,7 +66,7 @@ func TestReadyzRedisRefused(t *testing.T) {
 	srv := testredis.StartServer(t)
 	url, _ := startServe(t, "--replay", srv.URL())
 	base := strings.TrimSuffix(url, "/mcp")
-	if code, body := getHealth(t, base+"/readyz"); code != 200 {
+	if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 200 {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -79,7 +80,7 @@ func TestReadyzRedisRefused(t *testing.T) {
 	if err := c2.Do(context.Background(), "CLIENT", "KILL", "TYPE", "normal").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if code, body := getHealth(t, base+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","store":"refused"}}` {
+	if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 503 || body != `{"status":"unready","checks":{"keys":"ok","store":"refused"}}` {
 		t.Errorf("/readyz with the password refused: %d %s", code, body)
 	}
 }
@@ -94,7 +95,7 @@ func TestServeReplayUnixSocket(t *testing.T) {
 		t.Fatalf("unix socket not reachable: %s", logs)
 	}
 	base := strings.TrimSuffix(url, "/mcp")
-	if code, body := getHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","store":"ok"}}` {
+	if code, body := testcmd.GetHealth(t, base+"/readyz"); code != 200 || body != `{"status":"ok","checks":{"keys":"ok","store":"ok"}}` {
 		t.Fatalf("/readyz over the socket: %d %s", code, body)
 	}
 	a := callDeploy(t, url, "staging", "", nil)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
@@ -59,7 +60,7 @@ func TestReplicasAuditForwarded(t *testing.T) {
 	rurl := testredis.Start(t)
 	dir := t.TempDir()
 	ring := filepath.Join(dir, "keys.json")
-	writeRing(t, ring, genKey(t, "k1"))
+	testcmd.WriteRing(t, ring, testcmd.GenKey(t, "k1"))
 	up := legacyHTTPServer(t)
 	args := func(trail string) []string {
 		return []string{"--upstream", up, "--keys", ring, "--replay", rurl, "--audit", trail}
@@ -110,7 +111,7 @@ func TestReplicasAuditForwarded(t *testing.T) {
 	if code := a.exit(10 * time.Second); code == -1 {
 		t.Fatal("A did not stop")
 	}
-	res, e := rpcPost(t, b.url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "y"}, "requestState": tok,
+	res, e := testcmd.RPCPost(t, b.url, "tools/call", map[string]any{"name": "delete", "arguments": map[string]any{"item": "y"}, "requestState": tok,
 		"inputResponses": map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}})
 	if e == nil || !strings.Contains(string(e["message"]), "start the call over") || string(e["code"]) != "-32603" {
 		t.Fatalf("resume through B of a call A held: %v %v, want -32603 start over", res, e)

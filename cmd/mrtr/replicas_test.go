@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"os"
 	"regexp"
 	"strings"
@@ -13,52 +12,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/proxy"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 	"github.com/mrtr-go/mrtr/replay/redisstore"
 )
-
-// TestAdvertiseFlag: --advertise takes an http(s) URL only.
-func TestAdvertiseFlag(t *testing.T) {
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
-	c, err := a.parseProxy([]string{"--upstream", "http://127.0.0.1:3000/mcp", "--advertise", "http://10.0.0.5:8080/mcp"})
-	if err != nil || c.advertise != "http://10.0.0.5:8080/mcp" {
-		t.Fatalf("advertise %q, %v", c.advertise, err)
-	}
-	for _, bad := range []string{"10.0.0.5:8080", "ftp://h/mcp", "http:///mcp"} {
-		if _, err := a.parseProxy([]string{"--upstream", "http://127.0.0.1:3000/mcp", "--advertise", bad}); err == nil || !strings.Contains(err.Error(), "--advertise") {
-			t.Errorf("--advertise %s: err %v", bad, err)
-		}
-	}
-}
-
-// TestAdvertiseDefault: the default is http://ADDR/mcp with the port the
-// listener got; an address on every interface needs --advertise.
-func TestAdvertiseDefault(t *testing.T) {
-	for _, addr := range []string{"0.0.0.0:8080", ":8080", "[::]:8080"} {
-		if err := checkAdvertise(addr, ""); err == nil || !strings.Contains(err.Error(), "--advertise") {
-			t.Errorf("--addr %s without --advertise: err %v", addr, err)
-		}
-		if err := checkAdvertise(addr, "http://10.0.0.5:8080/mcp"); err != nil {
-			t.Errorf("--addr %s with --advertise: %v", addr, err)
-		}
-	}
-	if err := checkAdvertise("10.0.0.5:8080", ""); err != nil {
-		t.Error(err)
-	}
-	bound := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 41234}
-	for addr, want := range map[string]string{
-		"127.0.0.1:0":    "http://127.0.0.1:41234/mcp",
-		"10.0.0.5:41234": "http://10.0.0.5:41234/mcp",
-		"[::1]:0":        "http://[::1]:41234/mcp",
-	} {
-		if got := advertiseURL(addr, "", bound); got != want {
-			t.Errorf("advertiseURL(%s) = %s, want %s", addr, got, want)
-		}
-	}
-	if got := advertiseURL("0.0.0.0:0", "https://px.internal/mcp", bound); got != "https://px.internal/mcp" {
-		t.Errorf("an explicit --advertise is kept: %s", got)
-	}
-}
 
 // TestAdvertiseReplicas: a bridged stdio upstream with a Redis store turns
 // replicas on: one log line names the node and the advertised URL (the
@@ -66,11 +25,11 @@ func TestAdvertiseDefault(t *testing.T) {
 // every interface without --advertise the proxy refuses to start.
 func TestAdvertiseReplicas(t *testing.T) {
 	rurl := testredis.Start(t)
-	legacy := []string{"--replay", rurl, "--upstream-env", stdioServerEnv + "=legacy", "--", os.Args[0]}
+	legacy := []string{"--replay", rurl, "--upstream-env", testcmd.StdioServerEnv + "=legacy", "--", os.Args[0]}
 
-	var stderr syncBuffer
-	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr, getenv: func(string) string { return "" }}
-	if code := a.run(context.Background(), append([]string{"proxy", "--addr", "0.0.0.0:0"}, legacy...)); code == 0 || !strings.Contains(stderr.String(), "--advertise") {
+	var stderr testcmd.Buffer
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	if code := run(context.Background(), a, append([]string{"proxy", "--addr", "0.0.0.0:0"}, legacy...)); code == 0 || !strings.Contains(stderr.String(), "--advertise") {
 		t.Fatalf("--addr 0.0.0.0:0 without --advertise: exit %d: %s", code, stderr.String())
 	}
 
@@ -96,37 +55,6 @@ func TestAdvertiseReplicas(t *testing.T) {
 	}
 }
 
-// TestAdvertiseHints pins issue 30 item 14: the --advertise error on
-// every interface suggests a URL with the user's own port, and a default
-// advertised URL on a loopback --addr is warned about (replicas on other
-// hosts cannot reach it), an explicit one or another address not.
-func TestAdvertiseHints(t *testing.T) {
-	for addr, want := range map[string]string{
-		"0.0.0.0:9090": "--advertise http://10.0.0.5:9090/mcp",
-		"[::]:8443":    "--advertise http://10.0.0.5:8443/mcp",
-		":0":           "--advertise http://10.0.0.5:PORT/mcp",
-	} {
-		if err := checkAdvertise(addr, ""); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("--addr %s: %v, want it to suggest %s", addr, err, want)
-		}
-	}
-	for addr, warned := range map[string]bool{"127.0.0.1:8091": true, "[::1]:8091": true, "localhost:8091": true, "10.0.0.5:8080": false} {
-		if got := loopbackAdvertise(addr, "") != ""; got != warned {
-			t.Errorf("--addr %s without --advertise: warned %v, want %v", addr, got, warned)
-		}
-		if loopbackAdvertise(addr, "http://"+addr+"/mcp") != "" {
-			t.Errorf("--addr %s with --advertise: warned", addr)
-		}
-	}
-
-	rurl := testredis.Start(t)
-	legacy := []string{"--replay", rurl, "--upstream-env", stdioServerEnv + "=legacy", "--", os.Args[0]}
-	_, logs := startProxyCmd(t, legacy...)
-	if n := strings.Count(logs.String(), "replicas on with a loopback --addr and no --advertise"); n != 1 {
-		t.Errorf("a default advertised URL on 127.0.0.1: warned %d times, want once:\n%s", n, logs)
-	}
-}
-
 // TestREADMEReplicas: the README's two-replica example parses, and each
 // replica advertises its own --addr and shares the key ring and the store.
 func TestREADMEReplicas(t *testing.T) {
@@ -138,25 +66,25 @@ func TestREADMEReplicas(t *testing.T) {
 	if m == nil {
 		t.Fatal("README.md has no <!-- replicas --> block")
 	}
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
-	var replicas []*proxyConfig
+	a := &base.App{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	var replicas []*proxy.Config
 	for line := range strings.Lines(m[1]) {
 		line, _, _ = strings.Cut(line, "# ")
 		words := strings.Fields(strings.TrimSuffix(strings.TrimSpace(line), "&"))
 		if len(words) < 2 || words[0] != "mrtr" || words[1] != "proxy" {
 			continue
 		}
-		c, err := a.parseProxy(words[2:])
+		c, err := proxy.Parse(a, words[2:])
 		if err != nil {
 			t.Fatalf("%q: %v", line, err)
 		}
-		if c.advertise != "http://"+c.addr+"/mcp" {
-			t.Errorf("%q advertises %q, want its own --addr", line, c.advertise)
+		if c.Advertise != "http://"+c.Addr+"/mcp" {
+			t.Errorf("%q advertises %q, want its own --addr", line, c.Advertise)
 		}
 		replicas = append(replicas, c)
 	}
-	if len(replicas) != 2 || replicas[0].addr == replicas[1].addr || replicas[0].replay != replicas[1].replay ||
-		replicas[0].keysFile != replicas[1].keysFile || !strings.HasPrefix(replicas[0].replay, "redis://") {
+	if len(replicas) != 2 || replicas[0].Addr == replicas[1].Addr || replicas[0].Replay != replicas[1].Replay ||
+		replicas[0].KeysFile != replicas[1].KeysFile || !strings.HasPrefix(replicas[0].Replay, "redis://") {
 		t.Fatalf("the example's replicas: %d, want two on their own addresses sharing --keys and --replay", len(replicas))
 	}
 }

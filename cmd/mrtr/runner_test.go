@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/runner"
 )
 
@@ -18,23 +20,23 @@ type runnerApp struct {
 	drain  chan struct{}
 	cancel context.CancelFunc
 	code   chan int
-	stderr *syncBuffer
+	stderr *testcmd.Buffer
 }
 
 func startRunnerApp(t *testing.T, environ []string, args ...string) *runnerApp {
 	t.Helper()
-	r := &runnerApp{drain: make(chan struct{}), code: make(chan int, 1), stderr: &syncBuffer{}}
-	a := &app{stdin: strings.NewReader(""), stdout: &syncBuffer{}, stderr: r.stderr, getenv: func(string) string { return "" },
-		environ: func() []string { return environ }, drain: r.drain}
+	r := &runnerApp{drain: make(chan struct{}), code: make(chan int, 1), stderr: &testcmd.Buffer{}}
+	a := &base.App{Stdin: strings.NewReader(""), Stdout: &testcmd.Buffer{}, Stderr: r.stderr, Getenv: func(string) string { return "" },
+		Environ: func() []string { return environ }, Drain: r.drain}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	go func() { r.code <- a.run(ctx, append([]string{"runner"}, args...)) }()
+	go func() { r.code <- run(ctx, a, append([]string{"runner"}, args...)) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
 		case <-r.code:
-		case <-time.After(appDeadline):
-			t.Errorf("mrtr runner still runs %v after its context ended", appDeadline)
+		case <-time.After(testcmd.Deadline):
+			t.Errorf("mrtr runner still runs %v after its context ended", testcmd.Deadline)
 		}
 	})
 	return r
@@ -103,7 +105,7 @@ func TestRunnerUsageErrors(t *testing.T) {
 		{[]string{"--listen", sock, "--allow-uid", "1", "--max-children", "0", "--", "cat"}, "--max-children: 0 is below the minimum of 1"},
 	} {
 		code, _, errOut := runApp(t, append([]string{"runner"}, tc.args...)...)
-		if code != 2 || !strings.Contains(errOut, tc.want) || !strings.HasSuffix(errOut, helpHint("runner")) {
+		if code != 2 || !strings.Contains(errOut, tc.want) || !strings.HasSuffix(errOut, "Run \"mrtr runner --help\" for its flags.\n") {
 			t.Errorf("mrtr runner %v: exit %d, stderr %q; want 2, %q and the hint", tc.args, code, errOut, tc.want)
 		}
 	}

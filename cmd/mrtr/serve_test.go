@@ -1,99 +1,14 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/mrtr-go/mrtr/reqstate"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 )
-
-func TestParseServeFlagsAndEnv(t *testing.T) {
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
-		return map[string]string{"MRTR_TTL": "90s", "MRTR_MAX_ROUNDS": "4", "MRTR_ADDR": "127.0.0.1:9999", "MRTR_LOG_FORMAT": "json", "MRTR_REPLAY_TIMEOUT": "3s"}[k]
-	}}
-	c, err := a.parseServe([]string{"--max-rounds", "6", "--server-id", "node-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.ttl != 90*time.Second || c.maxRounds != 6 || c.addr != "127.0.0.1:9999" || c.serverID != "node-a" || c.logFormat != "json" || c.replay != "memory" || c.replayTO != 3*time.Second {
-		t.Fatalf("config %+v", c)
-	}
-	for _, bad := range [][]string{
-		{"--ttl", "0s"}, {"--ttl", "soon"}, {"--max-rounds", "0"}, {"--replay", "mysql://x"},
-		{"--log-format", "xml"}, {"--max-body", "10"}, {"--log-level", "loud"}, {"--stdio", "maybe"}, {"extra"}, {"--nope"},
-		{"--replay-timeout", "0s"}, {"--replay-timeout", "-1s"}, {"--replay-timeout", "fast"},
-	} {
-		if _, err := a.parseServe(bad); err == nil {
-			t.Errorf("%v accepted", bad)
-		}
-	}
-	a.getenv = func(k string) string {
-		if k == "MRTR_TTL" {
-			return "forever"
-		}
-		return ""
-	}
-	if _, err := a.parseServe(nil); err == nil || !strings.Contains(err.Error(), "MRTR_TTL") {
-		t.Fatalf("bad env: %v", err)
-	}
-	a.getenv = func(string) string { return "" }
-	c, err = a.parseServe(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.replayTO != 500*time.Millisecond {
-		t.Fatalf("default --replay-timeout = %v, want 500ms", c.replayTO)
-	}
-}
-
-func TestLoadKeysSources(t *testing.T) {
-	ring, _ := reqstate.GenerateKeyRing("envkey", nil)
-	data, _ := ring.MarshalSecretJSON()
-	path := filepath.Join(t.TempDir(), "keys.json")
-	other, _ := reqstate.GenerateKeyRing("filekey", nil)
-	fdata, _ := other.MarshalSecretJSON()
-	os.WriteFile(path, fdata, 0o600)
-
-	env := map[string]string{"MRTR_KEYS": string(data)}
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string { return env[k] }}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{nil, "envkey"},
-		{[]string{"--keys", path}, "filekey"},
-	} {
-		c, err := a.parseServe(tc.args)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, eph, err := c.loadKeys()
-		if err != nil || eph || r.Primary() != tc.want {
-			t.Fatalf("%v: %v %v %v", tc.args, r, eph, err)
-		}
-	}
-	env["MRTR_KEYS"] = `{"keys":[{"id":"x","secret":"c2hvcnQ="}]}`
-	c, _ := a.parseServe(nil)
-	if _, _, err := c.loadKeys(); err == nil || !strings.Contains(err.Error(), "MRTR_KEYS") || strings.Contains(err.Error(), "c2hvcnQ") {
-		t.Fatalf("bad MRTR_KEYS: %v", err)
-	}
-	delete(env, "MRTR_KEYS")
-	c, _ = a.parseServe(nil)
-	if _, eph, err := c.loadKeys(); err != nil || !eph {
-		t.Fatal("no keys should give an ephemeral ring")
-	}
-}
 
 func TestServeRejectsBadStartup(t *testing.T) {
 	for _, args := range [][]string{
@@ -108,77 +23,11 @@ func TestServeRejectsBadStartup(t *testing.T) {
 	}
 }
 
-func TestLocalOnly(t *testing.T) {
-	h := localOnly([]string{"mcp.internal"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	for _, tc := range []struct {
-		host, origin string
-		want         int
-	}{
-		{"127.0.0.1:8080", "", 200},
-		{"localhost:8080", "http://localhost:3000", 200},
-		{"[::1]:8080", "", 200},
-		{"mcp.internal", "", 200},
-		{"evil.example.com", "", 403},
-		{"127.0.0.1:8080", "http://evil.example.com", 403},
-		{"127.0.0.1:8080", "null", 403},
-		{"localhost.evil.com", "", 403},
-	} {
-		r := httptest.NewRequest("POST", "/mcp", nil)
-		r.Host = tc.host
-		if tc.origin != "" {
-			r.Header.Set("Origin", tc.origin)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != tc.want {
-			t.Errorf("host %q origin %q: %d, want %d", tc.host, tc.origin, w.Code, tc.want)
-		}
-	}
-}
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // startServe runs `mrtr serve` in-process on a free loopback port and
 // returns its /mcp URL and log.
-func startServe(t *testing.T, args ...string) (string, *syncBuffer) {
+func startServe(t *testing.T, args ...string) (string, *testcmd.Buffer) {
 	t.Helper()
-	logs := new(syncBuffer)
-	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs, getenv: func(string) string { return "" }}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- a.run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if code := <-done; code != 0 {
-			t.Errorf("serve exited %d: %s", code, logs.String())
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		sc := bufio.NewScanner(strings.NewReader(logs.String()))
-		for sc.Scan() {
-			var line struct{ Msg, URL string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "mrtr serving" {
-				return line.URL, logs
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("serve did not start: %s", logs.String())
-	return "", nil
+	return testcmd.Start(t, run, append([]string{"serve"}, args...)...)
 }
 
 func TestServeEphemeralWarningAndShutdown(t *testing.T) {

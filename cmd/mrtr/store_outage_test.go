@@ -2,14 +2,12 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 )
 
@@ -28,6 +26,12 @@ func logLinesWith(logs string, msg string) []map[string]any {
 	return out
 }
 
+// The log lines of a Redis store going down and coming back.
+const (
+	storeDownMsg = "redis single-use store: cannot connect; resumes fail closed until it is back (said once, and once when it is)"
+	storeBackMsg = "redis single-use store: connected again"
+)
+
 // TestStoreOutageNamedAndLoggedOnce pins issue 30 item 11: while Redis is
 // down a resume is refused with -32603 naming the store and saying to try
 // again (no address, no Redis error); the log says once that it is down
@@ -39,7 +43,7 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 	base := strings.TrimSuffix(url, "/mcp")
 	srv.Stop()
 	for range 5 {
-		if code, _ := getHealth(t, base+"/readyz"); code != 503 {
+		if code, _ := testcmd.GetHealth(t, base+"/readyz"); code != 503 {
 			t.Fatalf("/readyz with Redis stopped: %d", code)
 		}
 	}
@@ -47,7 +51,7 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 	if err == nil || err.Error() != "error -32603: the single-use store is unavailable; try again" {
 		t.Errorf("a resume with Redis down: %v; want the store named, nothing of the cause", err)
 	}
-	if n := len(logLines(logs, storeDownMsg)); n != 1 {
+	if n := len(testcmd.LogLines(logs, storeDownMsg)); n != 1 {
 		t.Errorf("%d lines say the store went down, want 1:\n%s", n, logs)
 	}
 	for _, rec := range logLinesWith(logs.String(), "failed to dial") {
@@ -58,7 +62,7 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 
 	srv.Start()
 	deadline := time.Now().Add(10 * time.Second)
-	for code, _ := getHealth(t, base+"/readyz"); code != 200; code, _ = getHealth(t, base+"/readyz") {
+	for code, _ := testcmd.GetHealth(t, base+"/readyz"); code != 200; code, _ = testcmd.GetHealth(t, base+"/readyz") {
 		if time.Now().After(deadline) {
 			t.Fatalf("/readyz not ready again after Redis came back:\n%s", logs)
 		}
@@ -68,36 +72,11 @@ func TestStoreOutageNamedAndLoggedOnce(t *testing.T) {
 	if err != nil || !strings.HasSuffix(out, "deployed api to staging\n") {
 		t.Errorf("a resume with Redis back: %v %q", err, out)
 	}
-	back := logLines(logs, storeBackMsg)
+	back := testcmd.LogLines(logs, storeBackMsg)
 	if len(back) != 1 || back[0]["addr"] != srv.Addr() || back[0]["failed_dials"].(float64) < 5 || back[0]["down_for"] == nil {
 		t.Errorf("the end of the outage: %v, want one line with the address and at least 5 failed dials:\n%s", back, logs)
 	}
-	if n := len(logLines(logs, storeDownMsg)); n != 1 {
+	if n := len(testcmd.LogLines(logs, storeDownMsg)); n != 1 {
 		t.Errorf("%d lines say the store went down, want 1", n)
-	}
-}
-
-// TestStoreWatchSentinelName: a Sentinel client dials its primary under
-// go-redis's placeholder address "FailoverClient"; the log names it in
-// words instead.
-func TestStoreWatchSentinelName(t *testing.T) {
-	logs := new(syncBuffer)
-	w := newStoreWatch(slog.New(slog.NewJSONHandler(logs, nil)))
-	addr := freeAddr(t)
-	var d net.Dialer
-	dial := w.DialHook(func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return d.DialContext(ctx, network, addr) // nothing listens there
-	})
-	for range 3 {
-		if _, err := dial(t.Context(), "tcp", "FailoverClient"); err == nil {
-			t.Fatal("a dial to a closed port succeeded")
-		}
-	}
-	recs := logLines(logs, storeDownMsg)
-	if len(recs) != 1 || recs[0]["addr"] != "the primary the sentinels name" {
-		t.Fatalf("down: %v", recs)
-	}
-	if o := w.down["the primary the sentinels name"]; o == nil || o.failed != 3 {
-		t.Fatalf("outage %+v, want 3 failed dials", o)
 	}
 }

@@ -7,37 +7,32 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/mrtr-go/mrtr/internal/bridge"
-	"github.com/mrtr-go/mrtr/internal/stdio"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
+	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 )
-
-// startPatience bounds each wait of these tests; a correct run takes well
-// under it. It decides no outcome.
-const startPatience = 30 * time.Second
 
 // runProxyUntil runs `mrtr proxy args` in-process until it returns, or
 // until until (given the log so far) says to stop it; it returns the exit
 // code and the whole of stderr.
-func runProxyUntil(t *testing.T, a *app, until func(log string) bool, args ...string) (int, string) {
+func runProxyUntil(t *testing.T, a *base.App, until func(log string) bool, args ...string) (int, string) {
 	t.Helper()
-	logs := new(syncBuffer)
-	a.stdin, a.stdout, a.stderr = strings.NewReader(""), io.Discard, logs
-	if a.getenv == nil {
-		a.getenv = func(string) string { return "" }
+	logs := new(testcmd.Buffer)
+	a.Stdin, a.Stdout, a.Stderr = strings.NewReader(""), io.Discard, logs
+	if a.Getenv == nil {
+		a.Getenv = func(string) string { return "" }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- a.run(ctx, append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
+		done <- run(ctx, a, append([]string{"proxy", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...))
 	}()
-	deadline := time.After(startPatience)
+	deadline := time.After(testcmd.Patience)
 	poll := time.NewTicker(10 * time.Millisecond)
 	defer poll.Stop()
 	for {
@@ -66,7 +61,7 @@ func TestProxyCommandExitsAtStart(t *testing.T) {
 	const secret = "s3cr3t-not-for-logs"
 	t.Setenv("MRTR_TEST_SECRET", secret)
 	script := `echo "starting" >&2; echo "token $MRTR_TEST_SECRET" >&2; echo "boom: missing config" >&2; exit 3`
-	code, out := runProxyUntil(t, &app{}, func(log string) bool { return strings.Contains(log, `"msg":"mrtr serving"`) },
+	code, out := runProxyUntil(t, &base.App{}, func(log string) bool { return strings.Contains(log, `"msg":"mrtr serving"`) },
 		"--upstream-env", "MRTR_TEST_SECRET="+secret, "--", "sh", "-c", script)
 	if code == 0 {
 		t.Fatalf("the proxy exited 0 (or served): %s", out)
@@ -94,38 +89,28 @@ func TestProxyCommandExitsAtStart(t *testing.T) {
 
 // A child ended by a signal is named by it.
 func TestProxyCommandKilledAtStart(t *testing.T) {
-	code, out := runProxyUntil(t, &app{}, func(log string) bool { return strings.Contains(log, `"msg":"mrtr serving"`) },
+	code, out := runProxyUntil(t, &base.App{}, func(log string) bool { return strings.Contains(log, `"msg":"mrtr serving"`) },
 		"--", "sh", "-c", `kill -9 $$`)
 	if code == 0 || !strings.Contains(out, "signal: killed") || !strings.Contains(out, "it wrote nothing on stderr") {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 }
 
-// waitingLines returns the probe's waiting records in log.
-func waitingLines(log string) []map[string]any {
-	var recs []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(log))
-	for sc.Scan() {
-		var rec map[string]any
-		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "mrtr proxy: waiting for the upstream command to answer server/discover" {
-			recs = append(recs, rec)
-		}
-	}
-	return recs
-}
+// waitingMsg is the probe's log line while it waits.
+const waitingMsg = "mrtr proxy: waiting for the upstream command to answer server/discover"
 
 // While the probe waits for a command that does not answer, the log names
 // it and the time left (issue 28, item 1); it used to say nothing for the
 // whole 90 s. With the probe timeout shortened the proxy then takes the
 // command as 2025-11-25 and serves, as before.
 func TestProxyCommandWaitLogged(t *testing.T) {
-	a := &app{probeTimeout: 2 * time.Second}
+	a := &base.App{ProbeTimeout: 2 * time.Second}
 	code, out := runProxyUntil(t, a, func(log string) bool { return strings.Contains(log, `"msg":"mrtr serving"`) },
 		"--", "sleep", "600")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
-	recs := waitingLines(out)
+	recs := testcmd.Lines(out, waitingMsg)
 	if len(recs) == 0 {
 		t.Fatalf("no waiting record: %s", out)
 	}
@@ -137,47 +122,13 @@ func TestProxyCommandWaitLogged(t *testing.T) {
 	}
 }
 
-// The waiting record repeats, with less time left each time.
-func TestProbeStdioWaitRepeats(t *testing.T) {
-	logs := new(syncBuffer)
-	log := slog.New(slog.NewJSONHandler(logs, nil))
-	dial := func(context.Context) (bridge.Upstream, error) {
-		ch, err := stdio.Start(stdio.Config{Path: "sleep", Args: []string{"600"}, Logger: log})
-		if err != nil {
-			return nil, err
-		}
-		return childUpstream{ch}, nil
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan string, 1)
-	go func() {
-		era, _, _ := probeStdio(ctx, dial, log, "sleep", time.Minute, time.Second)
-		done <- era
-	}()
-	deadline := time.Now().Add(startPatience)
-	for len(waitingLines(logs.String())) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("one waiting record at most: %s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	<-done
-	recs := waitingLines(logs.String())
-	left0, left1 := recs[0]["left"].(float64), recs[1]["left"].(float64)
-	if left0 != float64(time.Minute) || left1 >= left0 {
-		t.Fatalf("left %v then %v, want a minute then less", left0, left1)
-	}
-}
-
 // With --upstream-era given (no probe), a child that exits before
 // answering initialize is logged with its exit status and the end of its
 // stderr (issue 28, item 1): the log said only that the upstream could not
 // be initialized.
 func TestProxyCommandGivenEraLogsExit(t *testing.T) {
 	url, logs := startProxyCmd(t, "--upstream-era", "legacy", "--", "sh", "-c", `echo "boom: missing config" >&2; exit 3`)
-	if _, e := rpcPost(t, url, "tools/list", map[string]any{}); e == nil || !strings.Contains(string(e["message"]), "could not be") {
+	if _, e := testcmd.RPCPost(t, url, "tools/list", map[string]any{}); e == nil || !strings.Contains(string(e["message"]), "could not be") {
 		t.Fatalf("a call to an upstream that cannot start: %v", e)
 	}
 	if rec := exitRecord(logs.String(), "bridge: initialize the upstream"); !strings.Contains(rec.Exit, "exit status 3") || !strings.Contains(rec.StderrTail, "boom: missing config") {
@@ -196,7 +147,7 @@ func TestProxyCommandGivenEraLogsExit(t *testing.T) {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	const msg = "bridge: the upstream of a legacy client session exited"
-	deadline := time.Now().Add(startPatience)
+	deadline := time.Now().Add(testcmd.Patience)
 	for exitRecord(logs.String(), msg).Msg == "" && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

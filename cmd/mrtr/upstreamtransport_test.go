@@ -7,46 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mrtr-go/mrtr/proxy"
+	mrtrproxy "github.com/mrtr-go/mrtr/proxy"
 )
-
-// TestUpstreamTransportFlag pins issue 27 item 2's switch:
-// --upstream-transport (MRTR_UPSTREAM_TRANSPORT) is std or lean, lean by
-// default where the proxy package can run it and std elsewhere, and lean
-// where it cannot run is an error at start.
-func TestUpstreamTransportFlag(t *testing.T) {
-	parse := func(env map[string]string, args ...string) (*proxyConfig, error) {
-		a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string { return env[k] }}
-		return a.parseProxy(append([]string{"--upstream", "http://127.0.0.1:1/mcp"}, args...))
-	}
-	c, err := parse(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "std"
-	if proxy.LeanTransportSupported {
-		want = "lean"
-	}
-	if c.upTransport != want {
-		t.Fatalf("default --upstream-transport %q, want %q", c.upTransport, want)
-	}
-	if c, err := parse(nil, "--upstream-transport", "std"); err != nil || c.upTransport != "std" {
-		t.Fatalf("--upstream-transport std: %v", err)
-	}
-	if c, err := parse(map[string]string{"MRTR_UPSTREAM_TRANSPORT": "std"}); err != nil || c.upTransport != "std" {
-		t.Fatalf("MRTR_UPSTREAM_TRANSPORT=std: %v", err)
-	}
-	if _, err := parse(nil, "--upstream-transport", "fast"); err == nil || !strings.Contains(err.Error(), "--upstream-transport") {
-		t.Fatalf("--upstream-transport fast: %v", err)
-	}
-	_, err = parse(nil, "--upstream-transport", "lean")
-	if proxy.LeanTransportSupported != (err == nil) {
-		t.Fatalf("--upstream-transport lean (supported %v): %v", proxy.LeanTransportSupported, err)
-	}
-	if err != nil && !strings.Contains(err.Error(), "use std") {
-		t.Fatalf("--upstream-transport lean where unsupported: %q names no way out", err)
-	}
-}
 
 // TestUpstreamTransportUsed: the flag reaches the proxy. Go's transport
 // asks for gzip on a request that did not (Accept-Encoding); the lean one
@@ -65,7 +27,7 @@ func TestUpstreamTransportUsed(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 	defer client.CloseIdleConnections()
 	for _, c := range []struct{ flag, want string }{{"std", "gzip"}, {"lean", ""}} {
-		if c.flag == "lean" && !proxy.LeanTransportSupported {
+		if c.flag == "lean" && !mrtrproxy.LeanTransportSupported {
 			continue
 		}
 		url, _ := startProxyCmd(t, "--upstream", up.URL, "--upstream-era", "modern", "--upstream-transport", c.flag)

@@ -69,8 +69,8 @@
 // when the proxy is gone. With Config.Supervisor (Linux) the child is a
 // supervisor that runs the command and gets SIGUSR1 as its parent-death
 // signal, on which it kills its whole group: then nothing in the group
-// outlives the proxy (mrtr's supervisor is "mrtr __supervise", in
-// cmd/mrtr).
+// outlives the proxy (mrtr's supervisor is "mrtr __supervise", package
+// internal/supervise, whose Init mrtr's main calls first).
 //
 // Other Unix systems get the process group but no Pdeathsig; on them the
 // leftover group members are not killed after the child exits on its own,

@@ -102,7 +102,7 @@ type Config struct {
 	// started does not outlive the proxy. Err and
 	// the exit status are the supervisor's: it should end as its command
 	// did (the same status, or killed by the same signal). mrtr's is
-	// "mrtr __supervise" (cmd/mrtr). Nil: the command is the child.
+	// "mrtr __supervise" (internal/supervise's Argv). Nil: the command is the child.
 	Supervisor []string
 	// Logger gets each line the child writes on stderr, at Info, with the
 	// attributes "pid" and "stream"="stderr". Nil discards stderr.
