@@ -51,11 +51,16 @@ type Line struct {
 	Forwarder  string    `json:"forwarded_by,omitempty"` // the replica that forwarded this resume here (WithForwardedBy)
 	RequestID  string    `json:"request_id,omitempty"`
 	TraceID    string    `json:"trace_id,omitempty"`
-	Prev       string    `json:"prev"`
-	KeyID      string    `json:"kid"`
-	MAC        string    `json:"mac"`
-	raw        []byte    // the line as read, without its newline
-	macStart   int       // where ,"mac": begins in raw
+	// Checkpoint is the checkpoint of a checkpoint or restart line
+	// (EventCheckpoint, EventRestart), which carries only schema, time,
+	// event, node and the chain besides.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	Prev       string      `json:"prev"`
+	KeyID      string      `json:"kid"`
+	MAC        string      `json:"mac"`
+	raw        []byte      // the line as read, without its newline
+	macStart   int         // where ,"mac": begins in raw
+	evo        *evolution  // a checkpoint's prepared epoch change, committed when it is signed
 }
 
 // Principal is who called: the issuer and subject of the verified
@@ -113,7 +118,7 @@ func ParseLine(b []byte) (*Line, error) {
 	if err := json.Unmarshal(b, l); err != nil {
 		return nil, ErrMalformed
 	}
-	if l.Schema != Schema || l.KeyID == "" || l.Event == "" {
+	if l.Schema != Schema || l.KeyID == "" || l.Event == "" || (l.Checkpoint != nil) != isCheckpoint(l.Event) {
 		return nil, ErrMalformed
 	}
 	l.raw, l.macStart = b, start
@@ -133,6 +138,14 @@ func appendBody(dst []byte, l *Line) []byte {
 	dst = l.Time.UTC().AppendFormat(dst, time.RFC3339Nano)
 	dst = append(dst, `","event":`...)
 	dst = appendString(dst, l.Event)
+	if isCheckpoint(l.Event) {
+		dst = appendMember(dst, "node", l.Node)
+		if l.Checkpoint != nil {
+			dst = append(dst, `,"checkpoint":`...)
+			dst = appendCheckpoint(dst, l.Checkpoint)
+		}
+		return dst
+	}
 	if l.Flow != "" {
 		dst = append(dst, `,"flow":`...)
 		dst = appendString(dst, l.Flow)
@@ -206,6 +219,9 @@ func appendBody(dst []byte, l *Line) []byte {
 	dst = appendMember(dst, "request_id", l.RequestID)
 	return appendMember(dst, "trace_id", l.TraceID)
 }
+
+// isCheckpoint reports whether event is one of a checkpoint line.
+func isCheckpoint(event string) bool { return event == EventCheckpoint || event == EventRestart }
 
 func appendMember(dst []byte, name, v string) []byte {
 	if v == "" {
