@@ -132,6 +132,7 @@ func appendCert(b []byte, c *Cert) []byte {
 	b = be64(b, c.Epoch)
 	b = append(b, c.Pub[:]...)
 	b = be64(b, uint64(c.Since.UnixNano()))
+	b = be64(b, c.Seq)
 	return append(b, c.Sig[:]...)
 }
 
@@ -211,6 +212,8 @@ func appendCertJSON(dst []byte, c *Cert) []byte {
 	dst = append(dst, c.Pub.String()...)
 	dst = append(dst, `","since":`...)
 	dst = appendTime(dst, c.Since)
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendUint(dst, c.Seq, 10)
 	dst = append(dst, `,"sig":"`...)
 	dst = base64.RawURLEncoding.AppendEncode(dst, c.Sig[:])
 	return append(dst, '"', '}')

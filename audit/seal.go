@@ -28,10 +28,10 @@ func (w *Writer) checkpoint(final bool) error {
 	at := w.now()
 	l := &Line{Event: EventCheckpoint, Time: at, Node: w.opts.Node, Checkpoint: &Checkpoint{Final: final}}
 	w.mu.Lock()
-	due := w.epochDue(at)
+	due, seq := w.epochDue(at), w.seq+1 // only this goroutine writes checkpoints (cpMu)
 	w.mu.Unlock()
 	if due {
-		evo, err := w.sign.prepare(at)
+		evo, err := w.sign.prepare(at, seq)
 		switch {
 		case err != nil:
 			w.log.Error("audit: "+err.Error(), "mode", KeyStatic.String())

@@ -380,6 +380,15 @@ func (s *sealState) checkpoint(l *Line) bool {
 		s.bad(ProblemEpoch, "a checkpoint that carries certifications seals %d lines", sealed)
 		return false
 	}
+	if s.cp != nil && len(c.Certs) > 0 {
+		// A restart after the key file evolved but before the checkpoint
+		// that certified it was written: one certification, made for
+		// this very sequence, after the checkpoint before.
+		if cc := &c.Certs[0]; len(c.Certs) > 1 || cc.Seq != c.Seq || cc.Since.Before(s.cp.Time) {
+			s.bad(ProblemEpoch, "a restart may carry only the certification made for its own sequence")
+			return false
+		}
+	}
 	for i := range c.Certs {
 		if !s.certify(&c.Certs[i], epoch, c.Time) {
 			return false
@@ -395,7 +404,8 @@ func (s *sealState) checkpoint(l *Line) bool {
 		s.bad(ProblemEpoch, "it seals lines from before its key's epoch %d began at %s", epoch, since.Format(time.RFC3339Nano))
 		return false
 	}
-	if c.Next != nil && !s.certify(c.Next, epoch, c.Time) {
+	if c.Next != nil && (c.Next.Seq != c.Seq || !s.certify(c.Next, epoch, c.Time)) {
+		s.bad(ProblemSignature, "a certification of the next epoch not made for this checkpoint")
 		return false
 	}
 	if s.cp == nil {

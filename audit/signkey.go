@@ -145,13 +145,16 @@ const (
 
 // Cert certifies the public key of an epoch: signed by the key of the
 // epoch before it, over certLabel, the epoch (8 bytes, big endian), the
-// public key and since (Unix nanoseconds, 8 bytes): the time of the
-// checkpoint that ends the epoch before, before which no line or
-// checkpoint under this key can lie.
+// public key, since (Unix nanoseconds, 8 bytes: when the epoch began,
+// before which no line or checkpoint under this key can lie) and seq
+// (8 bytes): the sequence of the checkpoint that carries it as Next, so
+// that a restart that lost that checkpoint can carry it in its place
+// and nowhere else.
 type Cert struct {
 	Epoch uint64    `json:"epoch"`
 	Pub   PublicKey `json:"pub"`
 	Since time.Time `json:"since"`
+	Seq   uint64    `json:"seq"`
 	Sig   Signature `json:"sig"`
 }
 
@@ -177,11 +180,12 @@ func (s *Signature) UnmarshalText(b []byte) error {
 }
 
 func (c *Cert) message() []byte {
-	b := make([]byte, 0, len(certLabel)+8+32+8)
+	b := make([]byte, 0, len(certLabel)+8+32+8+8)
 	b = append(b, certLabel...)
 	b = be64(b, c.Epoch)
 	b = append(b, c.Pub[:]...)
-	return be64(b, uint64(c.Since.UnixNano()))
+	b = be64(b, uint64(c.Since.UnixNano()))
+	return be64(b, c.Seq)
 }
 
 // checkBy reports whether c is signed by pub.
@@ -440,7 +444,7 @@ type evolution struct {
 //
 // Called without the Writer's lock: the fsyncs take milliseconds, and
 // no call waits for them.
-func (s *Signer) prepare(at time.Time) (*evolution, error) {
+func (s *Signer) prepare(at time.Time, seq uint64) (*evolution, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mode != KeyEvolving {
@@ -450,7 +454,7 @@ func (s *Signer) prepare(at time.Time) (*evolution, error) {
 	h.Write([]byte(evolveLabel))
 	h.Write(s.seed)
 	next := h.Sum(nil)
-	c := Cert{Epoch: s.epoch + 1, Since: at.UTC()}
+	c := Cert{Epoch: s.epoch + 1, Since: at.UTC(), Seq: seq}
 	copy(c.Pub[:], ed25519.NewKeyFromSeed(next).Public().(ed25519.PublicKey))
 	copy(c.Sig[:], ed25519.Sign(s.priv, c.message()))
 	certs := append(append([]Cert(nil), s.certs...), c)

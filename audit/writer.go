@@ -335,7 +335,10 @@ func Tail(r io.ReadSeeker) (prev string, torn bool, err error) {
 // A Writer that did not open a file (NewWriter) has nothing to reopen and
 // returns nil. On an error the Writer keeps the file it had.
 func (w *Writer) Reopen() error {
-	if err := w.reopen(); err != nil {
+	w.cpMu.Lock() // no checkpoint prepared meanwhile: reopen may go on from another file's
+	err := w.reopen()
+	w.cpMu.Unlock()
+	if err != nil {
 		return err
 	}
 	if w.sign != nil {
@@ -570,7 +573,7 @@ func (w *Writer) queue(l *Line, hash *reqstate.Hash) error {
 	if hash != nil {
 		l.ArgsDigest = m.argsDigest(*hash)
 	}
-	if l.Checkpoint != nil {
+	if l.Checkpoint != nil && w.sign != nil {
 		w.fill(l)
 	}
 	b := w.pending
