@@ -2,6 +2,10 @@ package audit_test
 
 import (
 	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,6 +59,106 @@ func FuzzVerify(f *testing.F) {
 		// of the trail written.
 		if !bytes.HasPrefix(trail, data) || data[len(data)-1] != '\n' {
 			t.Fatalf("a trail that was not written verifies: %q", data)
+		}
+	})
+}
+
+// sealedFuzzTrail writes, the same way in every fuzz worker (a fixed key
+// and clock), a sealed trail holding every line kind: checkpoints, one
+// certifying the next epoch's key, abandoned lines and a restart record,
+// a torn line, and a final checkpoint.
+func sealedFuzzTrail(f *testing.F) (trail []byte, pub audit.PublicKey) {
+	var key reqstate.Key
+	key.ID = "k1"
+	copy(key.Secret[:], "fuzz-fuzz-fuzz-fuzz-fuzz-fuzz-fu")
+	ring, err := reqstate.NewKeyRing(key)
+	if err != nil {
+		f.Fatal(err)
+	}
+	dir := f.TempDir()
+	keyPath := filepath.Join(dir, "audit.key")
+	if pub, err = audit.GenerateKeyFile(keyPath, bytes.NewReader(bytes.Repeat([]byte{7}, 32))); err != nil {
+		f.Fatal(err)
+	}
+	at := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); at = at.Add(time.Second); return at }
+	path := filepath.Join(dir, "audit.jsonl")
+	open := func() *audit.Writer {
+		s, err := audit.LoadSigner(keyPath)
+		if err != nil {
+			f.Fatal(err)
+		}
+		w, err := audit.OpenFile(path, &audit.Options{Keys: func() *reqstate.KeyRing { return ring }, Node: "n1",
+			Signer: s, CheckpointInterval: -1, Epoch: time.Minute, Now: now})
+		if err != nil {
+			f.Fatal(err)
+		}
+		return w
+	}
+	w := open()
+	w.Write(&audit.Line{Event: audit.EventPaused, Flow: "f1", Round: 1, Inputs: []audit.Input{{Key: "a"}}})
+	mu.Lock()
+	at = at.Add(2 * time.Minute)
+	mu.Unlock()
+	w.Checkpoint() // certifies epoch 1
+	w.Write(&audit.Line{Event: audit.EventResumed, Flow: "f1", Round: 1, Answers: []audit.Answer{{Key: "a", Action: "accept"}}})
+	b, _ := os.ReadFile(path)
+	os.Truncate(path, int64(len(b)-20)) // a crash inside the last line
+	w = open()                          // a restart abandons it
+	w.Write(&audit.Line{Event: audit.EventCompleted, Outcome: "complete"})
+	w.Close()
+	trail, err = os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return trail, pub
+}
+
+// FuzzVerifySealed feeds VerifySealed (and ReadCheckpoints, which reads
+// the same lines as a log) arbitrary trails: neither panics, and a
+// trail that verifies sealed (VerdictOK) is byte-identical to the one
+// written: no line, checkpoint or restart record can be changed, and no
+// abandoned or torn line hidden, and still seal.
+func FuzzVerifySealed(f *testing.F) {
+	trail, pub := sealedFuzzTrail(f)
+	if res, _ := audit.VerifySealed(pub, []io.Reader{bytes.NewReader(trail)}, nil); res.Verdict != audit.VerdictUnsealed ||
+		res.Abandoned != 1 || len(res.Torn) != 1 || res.Last == nil || !res.Last.Final || res.Last.Epoch != 1 {
+		f.Fatalf("the seed trail: %+v (%v)", res, res.Err)
+	}
+	f.Add(trail)
+	ls := lines(trail)
+	for i := range ls {
+		f.Add(ls[i])
+		f.Add(join(append(append([][]byte(nil), ls[:i]...), ls[i+1:]...))) // one line deleted
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cps, _ := audit.ReadCheckpoints(bytes.NewReader(data))
+		res, err := audit.VerifySealed(pub, []io.Reader{bytes.NewReader(data)}, &audit.SealOptions{Checkpoints: cps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (res.Verdict == audit.VerdictBroken) != (res.Err != nil) {
+			t.Fatalf("verdict %v with error %v", res.Verdict, res.Err)
+		}
+		if res.Verdict == audit.VerdictOK && !bytes.Equal(data, trail) {
+			t.Fatalf("a trail that was not written seals: %q", data)
+		}
+		// What the newest checkpoint seals, its own line included, is
+		// byte for byte what was written.
+		if res.Verdict != audit.VerdictBroken && res.Last != nil {
+			n := res.Last.Count + 1
+			end := 0
+			for range n {
+				i := bytes.IndexByte(data[end:], '\n')
+				if i < 0 {
+					t.Fatalf("%d lines sealed, fewer in the data", n)
+				}
+				end += i + 1
+			}
+			if !bytes.HasPrefix(trail, data[:end]) {
+				t.Fatalf("sealed lines that were not written: %q", data[:end])
+			}
 		}
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -533,4 +532,3 @@ func TestReadCheckpointsGroups(t *testing.T) {
 	}
 }
 
-func itoa(i int) string { return strconv.Itoa(i) }
