@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -33,6 +35,26 @@ func BenchmarkGuardFlow(b *testing.B) {
 		}},
 		{"file", func(c *reqstate.AESGCM) mrtr.Auditor {
 			w, err := audit.OpenFile(filepath.Join(b.TempDir(), "audit.jsonl"), &audit.Options{Keys: c.KeyRing, Node: "bench"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { w.Close() })
+			return w
+		}},
+		{"sealed-file", func(c *reqstate.AESGCM) mrtr.Auditor {
+			// A node key, checkpoints every 10 s and an epoch of 15 min,
+			// the defaults: per flow, the sealing bookkeeping.
+			dir := b.TempDir()
+			key := filepath.Join(dir, "audit.key")
+			if _, err := audit.GenerateKeyFile(key, nil); err != nil {
+				b.Fatal(err)
+			}
+			s, err := audit.LoadSigner(key)
+			if err != nil {
+				b.Fatal(err)
+			}
+			w, err := audit.OpenFile(filepath.Join(dir, "audit.jsonl"), &audit.Options{Keys: c.KeyRing, Node: "bench", Signer: s,
+				OnCheckpoint: func(audit.Checkpoint) {}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -71,4 +93,94 @@ func BenchmarkGuardFlow(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSeal is what checkpoints cost, on a file in b.TempDir():
+//   - write: one Write with a Signer and no checkpoint due (the
+//     sealing bookkeeping on the line's path);
+//   - checkpoint: one checkpoint (sign, write, fsync, hand to the hook);
+//   - evolve: one checkpoint that also evolves the key (the key file
+//     replaced: write, two fsyncs, a rename);
+//   - write-parallel and write-parallel-while-evolving: Writes from
+//     GOMAXPROCS goroutines, alone and while another goroutine
+//     checkpoints and evolves the key back to back: what a call waits
+//     for does not include the fsyncs of a checkpoint or an epoch.
+func BenchmarkSeal(b *testing.B) {
+	ring := testRing(b)
+	open := func(b *testing.B, epoch time.Duration) *audit.Writer {
+		dir := b.TempDir()
+		key := filepath.Join(dir, "audit.key")
+		if _, err := audit.GenerateKeyFile(key, nil); err != nil {
+			b.Fatal(err)
+		}
+		s, err := audit.LoadSigner(key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := audit.OpenFile(filepath.Join(dir, "audit.jsonl"), &audit.Options{Keys: func() *reqstate.KeyRing { return ring },
+			Node: "bench", Signer: s, CheckpointInterval: -1, Epoch: epoch, OnCheckpoint: func(audit.Checkpoint) {}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { w.Close() })
+		return w
+	}
+	line := func() *audit.Line {
+		return &audit.Line{Event: audit.EventCompleted, Method: "tools/call", Target: "deploy", RequestID: "7", Outcome: "complete",
+			Principal: audit.Principal{Issuer: "https://id.example", Subject: "alice"}}
+	}
+	b.Run("write", func(b *testing.B) {
+		w := open(b, -1)
+		b.ReportAllocs()
+		for b.Loop() {
+			w.Write(line())
+		}
+	})
+	b.Run("checkpoint", func(b *testing.B) {
+		w := open(b, -1)
+		b.ReportAllocs()
+		for b.Loop() {
+			w.Write(line())
+			if err := w.Checkpoint(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("evolve", func(b *testing.B) {
+		w := open(b, time.Nanosecond) // every checkpoint ends an epoch
+		b.ReportAllocs()
+		for b.Loop() {
+			w.Write(line())
+			if err := w.Checkpoint(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	parallel := func(b *testing.B, evolving bool) {
+		w := open(b, time.Nanosecond)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		if evolving {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						w.Checkpoint()
+					}
+				}
+			})
+		}
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				w.Write(line())
+			}
+		})
+		close(stop)
+		wg.Wait()
+	}
+	b.Run("write-parallel", func(b *testing.B) { parallel(b, false) })
+	b.Run("write-parallel-while-evolving", func(b *testing.B) { parallel(b, true) })
 }
