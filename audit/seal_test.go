@@ -531,4 +531,3 @@ func TestReadCheckpointsGroups(t *testing.T) {
 		t.Fatalf("ReadCheckpoints: %+v, %v", cps, err)
 	}
 }
-
