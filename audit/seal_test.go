@@ -531,3 +531,33 @@ func TestReadCheckpointsGroups(t *testing.T) {
 		t.Fatalf("ReadCheckpoints: %+v, %v", cps, err)
 	}
 }
+
+// TestSealedLogRecords: a log record that is not validly signed is
+// ignored and counted, whatever it claims; a trail deleted and begun
+// again by its node is caught by the log (two checkpoints for one
+// sequence).
+func TestSealedLogRecords(t *testing.T) {
+	n := newNode(t, "n1")
+	path := filepath.Join(n.dir, "audit.jsonl")
+	w := n.open(path)
+	writeN(t, w, 2)
+	w.Close()
+	cps := n.checkpoints()
+	forged := cps[len(cps)-1]
+	forged.Count, forged.Seq = 99, forged.Seq+1 // after the trail's end, not signed
+	forged2 := cps[0]
+	forged2.Time = forged2.Time.Add(time.Second) // the first, altered
+	res := sealed(t, n.pub, &audit.SealOptions{Checkpoints: append(cps, forged, forged2)}, path)
+	wantVerdict(t, res, audit.VerdictOK, "")
+	if res.LogIgnored != 2 || res.LogMatched != len(cps) {
+		t.Fatalf("%+v", res)
+	}
+	// The trail deleted, and begun again.
+	os.Remove(path)
+	w = n.open(path)
+	writeN(t, w, 1)
+	w.Close()
+	res = sealed(t, n.pub, &audit.SealOptions{Checkpoints: n.checkpoints()}, path)
+	wantVerdict(t, res, audit.VerdictBroken, audit.ProblemFork)
+	wantVerdict(t, sealed(t, n.pub, nil, path), audit.VerdictOK, "")
+}

@@ -3,6 +3,7 @@ package audit_test
 import (
 	"bytes"
 	"path/filepath"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,10 +20,12 @@ func TestCheckpointTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newNode(t, "n1")
 		path := filepath.Join(n.dir, "audit.jsonl")
-		var got []audit.Checkpoint
+		var mu sync.Mutex
+		var cps []audit.Checkpoint
+		got := func() []audit.Checkpoint { mu.Lock(); defer mu.Unlock(); return append([]audit.Checkpoint(nil), cps...) }
 		o := n.opts(n.signer())
 		o.Now, o.CheckpointInterval, o.Epoch = nil, 10*time.Second, 15*time.Minute
-		o.OnCheckpoint = func(cp audit.Checkpoint) { got = append(got, cp) }
+		o.OnCheckpoint = func(cp audit.Checkpoint) { mu.Lock(); cps = append(cps, cp); mu.Unlock() }
 		w, err := audit.OpenFile(path, o)
 		if err != nil {
 			t.Fatal(err)
@@ -30,25 +33,26 @@ func TestCheckpointTimer(t *testing.T) {
 		writeN(t, w, 2)
 		time.Sleep(10*time.Second + time.Millisecond)
 		synctest.Wait()
-		if len(got) != 2 || got[1].Count != 3 {
-			t.Fatalf("checkpoints after an interval: %+v", got)
+		if g := got(); len(g) != 2 || g[1].Count != 3 {
+			t.Fatalf("checkpoints after an interval: %+v", g)
 		}
 		time.Sleep(time.Minute) // idle: nothing to seal
 		synctest.Wait()
-		if len(got) != 2 {
-			t.Fatalf("an idle Writer wrote %d checkpoints", len(got)-2)
+		if g := got(); len(g) != 2 {
+			t.Fatalf("an idle Writer wrote %d checkpoints", len(g)-2)
 		}
 		time.Sleep(15 * time.Minute) // the epoch ends
 		synctest.Wait()
-		if len(got) != 3 || got[2].Next == nil || got[2].Next.Epoch != 1 {
-			t.Fatalf("no checkpoint certifying epoch 1 at the epoch's end: %+v", got)
+		if g := got(); len(g) != 3 || g[2].Next == nil || g[2].Next.Epoch != 1 {
+			t.Fatalf("no checkpoint certifying epoch 1 at the epoch's end: %+v", g)
 		}
 		writeN(t, w, 1)
 		w.Close()
-		if len(got) != 4 || !got[3].Final || got[3].Epoch != 1 {
-			t.Fatalf("final: %+v", got)
+		g := got()
+		if len(g) != 4 || !g[3].Final || g[3].Epoch != 1 {
+			t.Fatalf("final: %+v", g)
 		}
-		res := sealed(t, n.pub, &audit.SealOptions{Checkpoints: got}, path)
+		res := sealed(t, n.pub, &audit.SealOptions{Checkpoints: g}, path)
 		wantVerdict(t, res, audit.VerdictOK, "")
 	})
 }
