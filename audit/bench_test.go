@@ -5,6 +5,7 @@ import (
 	"io"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,22 +45,7 @@ func BenchmarkGuardFlow(b *testing.B) {
 		{"sealed-file", func(c *reqstate.AESGCM) mrtr.Auditor {
 			// A node key, checkpoints every 10 s and an epoch of 15 min,
 			// the defaults: per flow, the sealing bookkeeping.
-			dir := b.TempDir()
-			key := filepath.Join(dir, "audit.key")
-			if _, err := audit.GenerateKeyFile(key, nil); err != nil {
-				b.Fatal(err)
-			}
-			s, err := audit.LoadSigner(key)
-			if err != nil {
-				b.Fatal(err)
-			}
-			w, err := audit.OpenFile(filepath.Join(dir, "audit.jsonl"), &audit.Options{Keys: c.KeyRing, Node: "bench", Signer: s,
-				OnCheckpoint: func(audit.Checkpoint) {}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { w.Close() })
-			return w
+			return sealedWriter(b, audit.Options{Keys: c.KeyRing})
 		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -108,22 +94,7 @@ func BenchmarkGuardFlow(b *testing.B) {
 func BenchmarkSeal(b *testing.B) {
 	ring := testRing(b)
 	open := func(b *testing.B, epoch time.Duration) *audit.Writer {
-		dir := b.TempDir()
-		key := filepath.Join(dir, "audit.key")
-		if _, err := audit.GenerateKeyFile(key, nil); err != nil {
-			b.Fatal(err)
-		}
-		s, err := audit.LoadSigner(key)
-		if err != nil {
-			b.Fatal(err)
-		}
-		w, err := audit.OpenFile(filepath.Join(dir, "audit.jsonl"), &audit.Options{Keys: func() *reqstate.KeyRing { return ring },
-			Node: "bench", Signer: s, CheckpointInterval: -1, Epoch: epoch, OnCheckpoint: func(audit.Checkpoint) {}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { w.Close() })
-		return w
+		return sealedWriter(b, audit.Options{Keys: func() *reqstate.KeyRing { return ring }, CheckpointInterval: -1, Epoch: epoch})
 	}
 	line := func() *audit.Line {
 		return &audit.Line{Event: audit.EventCompleted, Method: "tools/call", Target: "deploy", RequestID: "7", Outcome: "complete",
@@ -158,17 +129,12 @@ func BenchmarkSeal(b *testing.B) {
 	})
 	parallel := func(b *testing.B, evolving bool) {
 		w := open(b, time.Nanosecond)
-		stop := make(chan struct{})
+		var stopped atomic.Bool
 		var wg sync.WaitGroup
 		if evolving {
 			wg.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-						w.Checkpoint()
-					}
+				for !stopped.Load() {
+					w.Checkpoint()
 				}
 			})
 		}
@@ -178,9 +144,29 @@ func BenchmarkSeal(b *testing.B) {
 				w.Write(line())
 			}
 		})
-		close(stop)
+		stopped.Store(true)
 		wg.Wait()
 	}
 	b.Run("write-parallel", func(b *testing.B) { parallel(b, false) })
 	b.Run("write-parallel-while-evolving", func(b *testing.B) { parallel(b, true) })
+}
+
+// sealedWriter opens a trail in b.TempDir() with a new node key and o.
+func sealedWriter(b *testing.B, o audit.Options) *audit.Writer {
+	dir := b.TempDir()
+	key := filepath.Join(dir, "audit.key")
+	if _, err := audit.GenerateKeyFile(key, nil); err != nil {
+		b.Fatal(err)
+	}
+	s, err := audit.LoadSigner(key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.Node, o.Signer, o.OnCheckpoint = "bench", s, func(audit.Checkpoint) {}
+	w, err := audit.OpenFile(filepath.Join(dir, "audit.jsonl"), &o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { w.Close() })
+	return w
 }

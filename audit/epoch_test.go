@@ -45,7 +45,9 @@ func (f *epochFixture) opts(s *Signer) *Options {
 	return &Options{Keys: func() *reqstate.KeyRing { return f.ring }, Node: "n1", Signer: s, CheckpointInterval: -1, Now: f.clock}
 }
 
-func newEpochTrail(t *testing.T) *epochFixture {
+// newFixture makes a fixture's directory, ring and node key; it returns
+// the key file's path.
+func newFixture(t *testing.T) (*epochFixture, string) {
 	t.Helper()
 	f := &epochFixture{dir: t.TempDir(), ring: mustRing(t), now: epochStart}
 	f.path = filepath.Join(f.dir, "audit.jsonl")
@@ -55,6 +57,12 @@ func newEpochTrail(t *testing.T) *epochFixture {
 		t.Fatal(err)
 	}
 	f.pub = pub
+	return f, key
+}
+
+func newEpochTrail(t *testing.T) *epochFixture {
+	t.Helper()
+	f, key := newFixture(t)
 	s, err := LoadSigner(key)
 	if err != nil {
 		t.Fatal(err)
@@ -208,9 +216,13 @@ func TestJournaldCVE202331439Class(t *testing.T) {
 		}
 		return s
 	}
-	t.Run("new trail dated back", func(t *testing.T) {
+	// forge keeps the first keep lines of the trail (none: a new trail),
+	// then writes one line with the stolen key and the clock at at, and
+	// checks that verify refuses it on line bad.
+	forge := func(t *testing.T, keep int, at time.Time, bad int) {
 		p := filepath.Join(t.TempDir(), "forged.jsonl")
-		f.set(epochStart)
+		os.WriteFile(p, bytes.Join(trailLines(t, f.path)[:keep], nil), 0o600)
+		f.set(at)
 		w, err := OpenFile(p, f.opts(stolen()))
 		if err != nil {
 			t.Fatal(err)
@@ -218,45 +230,17 @@ func TestJournaldCVE202331439Class(t *testing.T) {
 		w.Write(&Line{Event: EventCompleted, Outcome: "complete"})
 		w.Close()
 		res := verifyFile(t, f.pub, p)
-		if res.Verdict != VerdictBroken || res.Err.Problem != ProblemEpoch {
-			t.Fatalf("%+v (%v), want %s", res, res.Err, ProblemEpoch)
+		if res.Verdict != VerdictBroken || res.Err.Problem != ProblemEpoch || res.Err.Pos.Line != bad {
+			t.Fatalf("%+v (%v), want %s on line %d", res, res.Err, ProblemEpoch, bad)
 		}
-	})
-	t.Run("restart dated back", func(t *testing.T) {
-		ls := trailLines(t, f.path)
-		p := filepath.Join(t.TempDir(), "forged.jsonl")
-		os.WriteFile(p, bytes.Join(ls[:5], nil), 0o600) // up to the epoch 0 -> 1 checkpoint
-		f.set(epochStart.Add(20 * time.Minute))
-		w, err := OpenFile(p, f.opts(stolen()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write(&Line{Event: EventCompleted, Outcome: "complete"})
-		w.Close()
-		res := verifyFile(t, f.pub, p)
-		if res.Verdict != VerdictBroken || res.Err.Problem != ProblemEpoch || res.Err.Pos.Line != 6 {
-			t.Fatalf("%+v (%v), want %s on line 6", res, res.Err, ProblemEpoch)
-		}
-	})
-	t.Run("cut back two epochs, restart after", func(t *testing.T) {
-		// Dated after epoch 2 began, so every time holds: what is refused
-		// is bridging two epochs, which no crash does (the key evolves
-		// only at a checkpoint, one epoch at a time).
-		ls := trailLines(t, f.path)
-		p := filepath.Join(t.TempDir(), "forged.jsonl")
-		os.WriteFile(p, bytes.Join(ls[:1], nil), 0o600) // the first checkpoint only
-		f.set(epochStart.Add(41 * time.Minute))
-		w, err := OpenFile(p, f.opts(stolen()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write(&Line{Event: EventCompleted, Outcome: "complete"})
-		w.Close()
-		res := verifyFile(t, f.pub, p)
-		if res.Verdict != VerdictBroken || res.Err.Problem != ProblemEpoch || res.Err.Pos.Line != 2 {
-			t.Fatalf("%+v (%v), want %s on line 2", res, res.Err, ProblemEpoch)
-		}
-	})
+	}
+	t.Run("new trail dated back", func(t *testing.T) { forge(t, 0, epochStart, 1) })
+	// Up to the epoch 0 -> 1 checkpoint, then a restart dated in epoch 1.
+	t.Run("restart dated back", func(t *testing.T) { forge(t, 5, epochStart.Add(20*time.Minute), 6) })
+	// Dated after epoch 2 began, so every time holds: what is refused is
+	// bridging two epochs, which no crash does (the key evolves only at a
+	// checkpoint, one epoch at a time).
+	t.Run("cut back two epochs, restart after", func(t *testing.T) { forge(t, 1, epochStart.Add(41*time.Minute), 2) })
 	t.Run("re-sealed with the chain", func(t *testing.T) {
 		ls := trailLines(t, f.path)
 		var kept [][]byte
@@ -327,13 +311,8 @@ func relinkAll(t *testing.T, ring *reqstate.KeyRing, trail []byte) []byte {
 // carries the certification in place of the lost checkpoint: the trail
 // verifies with FILE.pub.
 func TestCrashAfterKeyEvolved(t *testing.T) {
-	f := &epochFixture{dir: t.TempDir(), ring: mustRing(t), now: epochStart}
-	f.path = filepath.Join(f.dir, "audit.jsonl")
-	key := filepath.Join(f.dir, "audit.key")
-	pub, err := GenerateKeyFile(key, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, key := newFixture(t)
+	pub := f.pub
 	s, _ := LoadSigner(key)
 	w, err := OpenFile(f.path, f.opts(s))
 	if err != nil {

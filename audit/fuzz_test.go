@@ -3,9 +3,6 @@ package audit_test
 import (
 	"bytes"
 	"io"
-	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,13 +15,7 @@ import (
 // under the fuzz ring is byte-identical to the one written under it (a
 // line cannot be changed and still verify).
 func FuzzVerify(f *testing.F) {
-	var key reqstate.Key
-	key.ID = "k1"
-	copy(key.Secret[:], "fuzz-fuzz-fuzz-fuzz-fuzz-fuzz-fu")
-	ring, err := reqstate.NewKeyRing(key)
-	if err != nil {
-		f.Fatal(err)
-	}
+	ring := fuzzRing(f)
 	// A trail written the same way by every fuzz worker: fixed time.
 	var buf bytes.Buffer
 	w := audit.NewWriter(&buf, "", &audit.Options{Keys: func() *reqstate.KeyRing { return ring }, Node: "n1"})
@@ -63,11 +54,9 @@ func FuzzVerify(f *testing.F) {
 	})
 }
 
-// sealedFuzzTrail writes, the same way in every fuzz worker (a fixed key
-// and clock), a sealed trail holding every line kind: checkpoints, one
-// certifying the next epoch's key, abandoned lines and a restart record,
-// a torn line, and a final checkpoint.
-func sealedFuzzTrail(f *testing.F) (trail []byte, pub audit.PublicKey) {
+// fuzzRing is the fixed ring of the fuzz targets: every worker writes
+// the same trail.
+func fuzzRing(f *testing.F) *reqstate.KeyRing {
 	var key reqstate.Key
 	key.ID = "k1"
 	copy(key.Secret[:], "fuzz-fuzz-fuzz-fuzz-fuzz-fuzz-fu")
@@ -75,44 +64,7 @@ func sealedFuzzTrail(f *testing.F) (trail []byte, pub audit.PublicKey) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	dir := f.TempDir()
-	keyPath := filepath.Join(dir, "audit.key")
-	if pub, err = audit.GenerateKeyFile(keyPath, bytes.NewReader(bytes.Repeat([]byte{7}, 32))); err != nil {
-		f.Fatal(err)
-	}
-	at := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	now := func() time.Time { mu.Lock(); defer mu.Unlock(); at = at.Add(time.Second); return at }
-	path := filepath.Join(dir, "audit.jsonl")
-	open := func() *audit.Writer {
-		s, err := audit.LoadSigner(keyPath)
-		if err != nil {
-			f.Fatal(err)
-		}
-		w, err := audit.OpenFile(path, &audit.Options{Keys: func() *reqstate.KeyRing { return ring }, Node: "n1",
-			Signer: s, CheckpointInterval: -1, Epoch: time.Minute, Now: now})
-		if err != nil {
-			f.Fatal(err)
-		}
-		return w
-	}
-	w := open()
-	w.Write(&audit.Line{Event: audit.EventPaused, Flow: "f1", Round: 1, Inputs: []audit.Input{{Key: "a"}}})
-	mu.Lock()
-	at = at.Add(2 * time.Minute)
-	mu.Unlock()
-	w.Checkpoint() // certifies epoch 1
-	w.Write(&audit.Line{Event: audit.EventResumed, Flow: "f1", Round: 1, Answers: []audit.Answer{{Key: "a", Action: "accept"}}})
-	b, _ := os.ReadFile(path)
-	os.Truncate(path, int64(len(b)-20)) // a crash inside the last line
-	w = open()                          // a restart abandons it
-	w.Write(&audit.Line{Event: audit.EventCompleted, Outcome: "complete"})
-	w.Close()
-	trail, err = os.ReadFile(path)
-	if err != nil {
-		f.Fatal(err)
-	}
-	return trail, pub
+	return ring
 }
 
 // FuzzVerifySealed feeds VerifySealed (and ReadCheckpoints, which reads

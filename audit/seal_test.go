@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mrtr-go/mrtr/audit"
@@ -123,6 +124,26 @@ func wantVerdict(t *testing.T, res audit.SealResult, v audit.Verdict, p audit.Pr
 	}
 }
 
+// wantBadLine is wantVerdict for a broken trail, and the bad line's
+// number in its file.
+func wantBadLine(t *testing.T, res audit.SealResult, p audit.Problem, line int) {
+	t.Helper()
+	wantVerdict(t, res, audit.VerdictBroken, p)
+	if res.Err.Pos.Line != line {
+		t.Fatalf("bad line %v, want line %d", res.Err, line)
+	}
+}
+
+// write opens a Writer on path, writes k lines and closes it (final).
+func (n *node) write(path string, k int) {
+	n.t.Helper()
+	w := n.open(path)
+	writeN(n.t, w, k)
+	if err := w.Close(); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
 // fileLines returns the lines of the file at path, each with its newline.
 func fileLines(t *testing.T, path string) [][]byte {
 	t.Helper()
@@ -189,11 +210,7 @@ func TestSealedCutThenReopenShows(t *testing.T) {
 	}
 	writeN(t, w, 2)
 	w.Close()
-	res := sealed(t, n.pub, nil, path)
-	wantVerdict(t, res, audit.VerdictBroken, audit.ProblemBrokenLink)
-	if res.Err.Pos.Line != 9 {
-		t.Fatalf("bad line %v, want line 9 (after the cut)", res.Err)
-	}
+	wantBadLine(t, sealed(t, n.pub, nil, path), audit.ProblemBrokenLink, 9) // the line after the cut
 }
 
 // TestSealedCutThenRestartShows pins issue 37 item 4: lines cut from the
@@ -217,9 +234,7 @@ func TestSealedCutThenRestartShows(t *testing.T) {
 	if err := os.Truncate(path, int64(len(join(ls[:8])))); err != nil {
 		t.Fatal(err)
 	}
-	w = n.open(path)
-	writeN(t, w, 2)
-	w.Close()
+	n.write(path, 2)
 	res := sealed(t, n.pub, nil, path)
 	if res.Verdict == audit.VerdictOK || res.Abandoned != 7 || res.Restarts != 1 {
 		t.Fatalf("cut then restart, no log: %+v; want abandoned 7 lines, not OK", res)
@@ -235,9 +250,7 @@ func TestSealedCutThenRestartShows(t *testing.T) {
 func TestSealedCutShowsWithLog(t *testing.T) {
 	n := newNode(t, "n1")
 	path := filepath.Join(n.dir, "audit.jsonl")
-	w := n.open(path)
-	writeN(t, w, 4)
-	w.Close()
+	n.write(path, 4)
 	ls := fileLines(t, path)
 	os.WriteFile(path, join(ls[:len(ls)-1]), 0o600) // the final checkpoint cut
 	res := sealed(t, n.pub, nil, path)
@@ -311,9 +324,7 @@ func TestSealedEvolvedKeyAcrossRestart(t *testing.T) {
 	}
 	// A new trail, begun in epoch 2.
 	other := filepath.Join(n.dir, "new.jsonl")
-	w = n.open(other)
-	writeN(t, w, 1)
-	w.Close()
+	n.write(other, 1)
 	res = sealed(t, n.pub, nil, other)
 	wantVerdict(t, res, audit.VerdictOK, "")
 	if res.FirstEpoch != 2 {
@@ -374,14 +385,8 @@ func TestSealedStaticKey(t *testing.T) {
 func TestSealedOtherNode(t *testing.T) {
 	n1, n2 := newNode(t, "n1"), newNode(t, "n2")
 	p1, p2 := filepath.Join(n1.dir, "audit.jsonl"), filepath.Join(n2.dir, "audit.jsonl")
-	for _, c := range []struct {
-		n    *node
-		path string
-	}{{n1, p1}, {n2, p2}} {
-		w := c.n.open(c.path)
-		writeN(t, w, 2)
-		w.Close()
-	}
+	n1.write(p1, 2)
+	n2.write(p2, 2)
 	wantVerdict(t, sealed(t, n1.pub, &audit.SealOptions{Node: "n1"}, p1), audit.VerdictOK, "")
 	wantVerdict(t, sealed(t, n1.pub, &audit.SealOptions{Node: "n1"}, p2), audit.VerdictBroken, audit.ProblemNode)
 	wantVerdict(t, sealed(t, n1.pub, nil, p2), audit.VerdictBroken, audit.ProblemSignature)
@@ -454,9 +459,7 @@ func TestSealedTornLineInTheMiddle(t *testing.T) {
 	writeN(t, w, 3)
 	b, _ := os.ReadFile(path)
 	os.Truncate(path, int64(len(b)-30)) // the process dies inside line 4
-	w = n.open(path)
-	writeN(t, w, 3)
-	w.Close()
+	n.write(path, 3)
 	res := sealed(t, n.pub, nil, path)
 	wantVerdict(t, res, audit.VerdictUnsealed, "")
 	if len(res.Torn) != 1 || res.Torn[0].Line != 4 || res.Lines != 9 {
@@ -465,11 +468,7 @@ func TestSealedTornLineInTheMiddle(t *testing.T) {
 	ls := fileLines(t, path)
 	ls[6] = bytes.Replace(ls[6], []byte(`"request_id":"1"`), []byte(`"request_id":"9"`), 1)
 	os.WriteFile(path, join(ls), 0o600)
-	res = sealed(t, n.pub, nil, path)
-	wantVerdict(t, res, audit.VerdictBroken, audit.ProblemBrokenLink)
-	if res.Err.Pos.Line != 8 {
-		t.Fatalf("bad line %v, want 8 (the one after the altered line 7)", res.Err)
-	}
+	wantBadLine(t, sealed(t, n.pub, nil, path), audit.ProblemBrokenLink, 8) // the one after the altered line 7
 }
 
 // TestSealedAlterations: an altered, deleted, inserted or reordered line
@@ -477,9 +476,7 @@ func TestSealedTornLineInTheMiddle(t *testing.T) {
 func TestSealedAlterations(t *testing.T) {
 	n := newNode(t, "n1")
 	path := filepath.Join(n.dir, "audit.jsonl")
-	w := n.open(path)
-	writeN(t, w, 4)
-	w.Close()
+	n.write(path, 4)
 	good := fileLines(t, path)
 	for _, c := range []struct {
 		name string
@@ -539,9 +536,7 @@ func TestReadCheckpointsGroups(t *testing.T) {
 func TestSealedLogRecords(t *testing.T) {
 	n := newNode(t, "n1")
 	path := filepath.Join(n.dir, "audit.jsonl")
-	w := n.open(path)
-	writeN(t, w, 2)
-	w.Close()
+	n.write(path, 2)
 	cps := n.checkpoints()
 	forged := cps[len(cps)-1]
 	forged.Count, forged.Seq = 99, forged.Seq+1 // after the trail's end, not signed
@@ -554,10 +549,118 @@ func TestSealedLogRecords(t *testing.T) {
 	}
 	// The trail deleted, and begun again.
 	os.Remove(path)
-	w = n.open(path)
-	writeN(t, w, 1)
-	w.Close()
+	n.write(path, 1)
 	res = sealed(t, n.pub, &audit.SealOptions{Checkpoints: n.checkpoints()}, path)
 	wantVerdict(t, res, audit.VerdictBroken, audit.ProblemFork)
 	wantVerdict(t, sealed(t, n.pub, nil, path), audit.VerdictOK, "")
+}
+
+// TestCheckpointTimer pins issue 37 item 2: a line waits at most
+// CheckpointInterval for the checkpoint that seals it; an idle Writer
+// writes none until its epoch ends, when it writes the one that
+// certifies the next key; each is handed to OnCheckpoint.
+func TestCheckpointTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newNode(t, "n1")
+		path := filepath.Join(n.dir, "audit.jsonl")
+		var mu sync.Mutex
+		var cps []audit.Checkpoint
+		got := func() []audit.Checkpoint {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]audit.Checkpoint(nil), cps...)
+		}
+		o := n.opts(n.signer())
+		o.Now, o.CheckpointInterval, o.Epoch = nil, 10*time.Second, 15*time.Minute
+		o.OnCheckpoint = func(cp audit.Checkpoint) { mu.Lock(); cps = append(cps, cp); mu.Unlock() }
+		w, err := audit.OpenFile(path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeN(t, w, 2)
+		time.Sleep(10*time.Second + time.Millisecond)
+		synctest.Wait()
+		if g := got(); len(g) != 2 || g[1].Count != 3 {
+			t.Fatalf("checkpoints after an interval: %+v", g)
+		}
+		time.Sleep(time.Minute) // idle: nothing to seal
+		synctest.Wait()
+		if g := got(); len(g) != 2 {
+			t.Fatalf("an idle Writer wrote %d checkpoints", len(g)-2)
+		}
+		time.Sleep(15 * time.Minute) // the epoch ends
+		synctest.Wait()
+		if g := got(); len(g) != 3 || g[2].Next == nil || g[2].Next.Epoch != 1 {
+			t.Fatalf("no checkpoint certifying epoch 1 at the epoch's end: %+v", g)
+		}
+		writeN(t, w, 1)
+		w.Close()
+		g := got()
+		if len(g) != 4 || !g[3].Final || g[3].Epoch != 1 {
+			t.Fatalf("final: %+v", g)
+		}
+		res := sealed(t, n.pub, &audit.SealOptions{Checkpoints: g}, path)
+		wantVerdict(t, res, audit.VerdictOK, "")
+	})
+}
+
+// TestNoCheckpointWithoutSigner: a Writer without a Signer writes the
+// round-one trail, and refuses a checkpoint line from its caller.
+func TestNoCheckpointWithoutSigner(t *testing.T) {
+	ring := testRing(t)
+	var buf bytes.Buffer
+	w := audit.NewWriter(&buf, "", &audit.Options{Keys: func() *reqstate.KeyRing { return ring }})
+	if err := w.Checkpoint(); err != nil || buf.Len() != 0 {
+		t.Fatalf("Checkpoint without a Signer: %v, %q", err, buf.String())
+	}
+	if err := w.Write(&audit.Line{Event: audit.EventCheckpoint}); err == nil {
+		t.Fatal("Write accepted a checkpoint line")
+	}
+}
+
+// sealedFuzzTrail writes, the same way in every fuzz worker (a fixed key
+// and clock), a sealed trail holding every line kind: checkpoints, one
+// certifying the next epoch's key, abandoned lines and a restart record,
+// a torn line, and a final checkpoint.
+func sealedFuzzTrail(f *testing.F) (trail []byte, pub audit.PublicKey) {
+	var err error
+	ring := fuzzRing(f)
+	dir := f.TempDir()
+	keyPath := filepath.Join(dir, "audit.key")
+	if pub, err = audit.GenerateKeyFile(keyPath, bytes.NewReader(bytes.Repeat([]byte{7}, 32))); err != nil {
+		f.Fatal(err)
+	}
+	at := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); at = at.Add(time.Second); return at }
+	path := filepath.Join(dir, "audit.jsonl")
+	open := func() *audit.Writer {
+		s, err := audit.LoadSigner(keyPath)
+		if err != nil {
+			f.Fatal(err)
+		}
+		w, err := audit.OpenFile(path, &audit.Options{Keys: func() *reqstate.KeyRing { return ring }, Node: "n1",
+			Signer: s, CheckpointInterval: -1, Epoch: time.Minute, Now: now})
+		if err != nil {
+			f.Fatal(err)
+		}
+		return w
+	}
+	w := open()
+	w.Write(&audit.Line{Event: audit.EventPaused, Flow: "f1", Round: 1, Inputs: []audit.Input{{Key: "a"}}})
+	mu.Lock()
+	at = at.Add(2 * time.Minute)
+	mu.Unlock()
+	w.Checkpoint() // certifies epoch 1
+	w.Write(&audit.Line{Event: audit.EventResumed, Flow: "f1", Round: 1, Answers: []audit.Answer{{Key: "a", Action: "accept"}}})
+	b, _ := os.ReadFile(path)
+	os.Truncate(path, int64(len(b)-20)) // a crash inside the last line
+	w = open()                          // a restart abandons it
+	w.Write(&audit.Line{Event: audit.EventCompleted, Outcome: "complete"})
+	w.Close()
+	trail, err = os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return trail, pub
 }

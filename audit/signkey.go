@@ -276,18 +276,18 @@ type Signer struct {
 }
 
 // Mode returns how the key came: KeyEvolving, KeyStatic or KeyRingDerived.
-func (s *Signer) Mode() KeyMode {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mode
-}
+func (s *Signer) Mode() KeyMode { m, _ := s.modeWhy(); return m }
 
 // WhyStatic says, for a key file that does not evolve (KeyStatic), why
 // (the error of trying to write beside it); "" otherwise.
-func (s *Signer) WhyStatic() string {
+func (s *Signer) WhyStatic() string { _, why := s.modeWhy(); return why }
+
+// modeWhy returns the mode and why it is static; a failed evolution
+// changes both.
+func (s *Signer) modeWhy() (KeyMode, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.why
+	return s.mode, s.why
 }
 
 // PublicKey returns the key an auditor checks the trail with: FILE.pub's
@@ -502,17 +502,12 @@ func replaceFile(path string, b []byte) error {
 			os.Remove(tmp)
 		}
 	}()
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	write := func() error { _, err := f.Write(b); return err }
+	for _, step := range []func() error{func() error { return f.Chmod(0o600) }, write, f.Sync} {
+		if err := step(); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	if err := f.Close(); err != nil {
 		return err

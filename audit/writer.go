@@ -180,6 +180,24 @@ func NewWriter(w io.Writer, prev string, opts *Options) *Writer {
 	return aw
 }
 
+// tick waits for the next tick of the timer and writes a checkpoint when
+// lines wait to be sealed or the epoch has run out; false when the
+// Writer closes.
+func (w *Writer) tick(c <-chan time.Time) bool {
+	select {
+	case <-w.stop:
+		return false
+	case <-c:
+	}
+	w.mu.Lock()
+	due := w.unsealed > 0 || w.epochDue(w.now())
+	w.mu.Unlock()
+	if due {
+		w.checkpoint(false)
+	}
+	return true
+}
+
 // initSigned sets what a Writer with a Signer needs before its first
 // checkpoint.
 func (w *Writer) initSigned() {
@@ -208,18 +226,7 @@ func (w *Writer) start() {
 	w.stopped.Go(func() {
 		t := time.NewTicker(iv)
 		defer t.Stop()
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-t.C:
-				w.mu.Lock()
-				due := w.unsealed > 0 || w.epochDue(w.now())
-				w.mu.Unlock()
-				if due {
-					w.checkpoint(false)
-				}
-			}
+		for w.tick(t.C) {
 		}
 	})
 }
