@@ -446,8 +446,8 @@ type evolution struct {
 // no call waits for them.
 func (s *Signer) prepare(at time.Time, seq uint64) (*evolution, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.mode != KeyEvolving {
+		s.mu.Unlock()
 		return nil, nil
 	}
 	h := sha256.New()
@@ -461,9 +461,15 @@ func (s *Signer) prepare(at time.Time, seq uint64) (*evolution, error) {
 	b := encodeKeyFile(&keyFile{Schema: keyFileSchema, Pub: s.pub0, Epoch: c.Epoch,
 		Seed: base64.RawURLEncoding.EncodeToString(next), Certs: certs})
 	defer clear(b)
+	// The file is written without s.mu (its fsyncs take milliseconds):
+	// only the Writer's checkpoint goroutine, which called this, changes
+	// the key (commit), and Mode must not wait for a disk.
+	s.mu.Unlock()
 	if err := replaceFile(s.path, b); err != nil {
 		clear(next)
+		s.mu.Lock()
 		s.mode, s.why = KeyStatic, err.Error()
+		s.mu.Unlock()
 		return nil, fmt.Errorf("audit key %s not evolved, signing on without evolving: %w", s.path, err)
 	}
 	return &evolution{cert: c, seed: next}, nil
