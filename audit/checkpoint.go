@@ -19,7 +19,20 @@ const (
 	// EventRestart: a signed checkpoint that abandons the lines written
 	// after the checkpoint before it (a crash): Checkpoint.Abandoned.
 	EventRestart = "restart"
+	// EventCerts: certifications (Line.Certs) that open a trail begun
+	// with a key evolved too many times for its first checkpoint to carry
+	// them all; each is checked against the one before, from FILE.pub.
+	EventCerts = "certs"
 )
+
+// MaxCertsPerLine bounds the certifications one line carries (about
+// 250 bytes each, far below MaxLineBytes); a trail begun with a key of a
+// later epoch opens with certs lines of at most this many, then its
+// first checkpoint.
+const MaxCertsPerLine = 1000
+
+// certsPerLine is MaxCertsPerLine, but in tests.
+var certsPerLine = MaxCertsPerLine
 
 // CheckpointLogKey is the attribute key under which a checkpoint is
 // logged (slog.Any(CheckpointLogKey, cp) from Options.OnCheckpoint), and
@@ -177,14 +190,7 @@ func appendCheckpoint(dst []byte, c *Checkpoint) []byte {
 	dst = append(dst, `,"epoch":`...)
 	dst = strconv.AppendUint(dst, c.Epoch, 10)
 	if len(c.Certs) > 0 {
-		dst = append(dst, `,"certs":[`...)
-		for i := range c.Certs {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendCertJSON(dst, &c.Certs[i])
-		}
-		dst = append(dst, ']')
+		dst = appendCerts(append(dst, `,"certs":`...), c.Certs)
 	}
 	if a := c.Abandoned; a != nil {
 		dst = append(dst, `,"abandoned":{"lines":`...)
@@ -203,6 +209,17 @@ func appendCheckpoint(dst []byte, c *Checkpoint) []byte {
 	dst = append(dst, `,"sig":"`...)
 	dst = base64.RawURLEncoding.AppendEncode(dst, c.Sig[:])
 	return append(dst, '"', '}')
+}
+
+func appendCerts(dst []byte, cs []Cert) []byte {
+	dst = append(dst, '[')
+	for i := range cs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendCertJSON(dst, &cs[i])
+	}
+	return append(dst, ']')
 }
 
 func appendCertJSON(dst []byte, c *Cert) []byte {

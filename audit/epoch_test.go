@@ -392,3 +392,49 @@ func TestKeyModes(t *testing.T) {
 		}
 	}
 }
+
+// TestOpeningCertsLines: a trail begun with a key evolved more times
+// than a checkpoint carries certifications opens with certs lines, and
+// verifies with FILE.pub; a certs line anywhere else is refused.
+func TestOpeningCertsLines(t *testing.T) {
+	defer func(n int) { certsPerLine = n }(certsPerLine)
+	certsPerLine = 2
+	f, key := newFixture(t)
+	s, _ := LoadSigner(key)
+	for i := range 5 {
+		e, err := s.prepare(epochStart.Add(time.Duration(i+1)*time.Minute), uint64(i+2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.commit(e)
+	}
+	f.set(epochStart.Add(time.Hour))
+	w, err := OpenFile(f.path, f.opts(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(&Line{Event: EventCompleted, Outcome: "complete"})
+	w.Close()
+	ls := trailLines(t, f.path)
+	if len(ls) != 5 || !bytes.Contains(ls[0], []byte(`"event":"certs"`)) || !bytes.Contains(ls[1], []byte(`"event":"certs"`)) {
+		t.Fatalf("the opening:\n%s", bytes.Join(ls, nil))
+	}
+	res := verifyFile(t, f.pub, f.path)
+	if res.Verdict != VerdictOK || res.FirstEpoch != 5 {
+		t.Fatalf("%+v (%v)", res, res.Err)
+	}
+	// A certs line after the first checkpoint, linked in.
+	l, _ := ParseLine(bytes.TrimSuffix(ls[1], []byte("\n")))
+	l.Time = l.Time.Add(time.Hour)
+	var buf bytes.Buffer
+	cw := NewWriter(&buf, linkOf(bytes.TrimSuffix(ls[len(ls)-1], []byte("\n"))), &Options{Keys: func() *reqstate.KeyRing { return f.ring }})
+	cw.mu.Lock()
+	cw.queue(l, nil)
+	moved := append(append(bytes.Join(ls, nil), '\n'), cw.pending...) // the last of ls has no newline
+	cw.mu.Unlock()
+	p := filepath.Join(t.TempDir(), "moved.jsonl")
+	os.WriteFile(p, moved, 0o600)
+	if res := verifyFile(t, f.pub, p); res.Verdict != VerdictBroken || res.Err.Problem != ProblemEpoch || res.Err.Pos.Line != 6 {
+		t.Fatalf("a certs line after the first checkpoint: %+v (%v)", res, res.Err)
+	}
+}

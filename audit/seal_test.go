@@ -622,7 +622,7 @@ func TestNoCheckpointWithoutSigner(t *testing.T) {
 // and clock), a sealed trail holding every line kind: checkpoints, one
 // certifying the next epoch's key, abandoned lines and a restart record,
 // a torn line, and a final checkpoint.
-func sealedFuzzTrail(f *testing.F) (trail []byte, pub audit.PublicKey) {
+func sealedFuzzTrail(f *testing.F) (trails [][]byte, pub audit.PublicKey) {
 	var err error
 	ring := fuzzRing(f)
 	dir := f.TempDir()
@@ -633,8 +633,9 @@ func sealedFuzzTrail(f *testing.F) (trail []byte, pub audit.PublicKey) {
 	at := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); at = at.Add(time.Second); return at }
+	later := func() { mu.Lock(); at = at.Add(2 * time.Minute); mu.Unlock() }
 	path := filepath.Join(dir, "audit.jsonl")
-	open := func() *audit.Writer {
+	open := func(path string) *audit.Writer {
 		s, err := audit.LoadSigner(keyPath)
 		if err != nil {
 			f.Fatal(err)
@@ -646,21 +647,32 @@ func sealedFuzzTrail(f *testing.F) (trail []byte, pub audit.PublicKey) {
 		}
 		return w
 	}
-	w := open()
+	read := func(path string) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		trails = append(trails, b)
+	}
+	w := open(path)
 	w.Write(&audit.Line{Event: audit.EventPaused, Flow: "f1", Round: 1, Inputs: []audit.Input{{Key: "a"}}})
-	mu.Lock()
-	at = at.Add(2 * time.Minute)
-	mu.Unlock()
+	later()
 	w.Checkpoint() // certifies epoch 1
 	w.Write(&audit.Line{Event: audit.EventResumed, Flow: "f1", Round: 1, Answers: []audit.Answer{{Key: "a", Action: "accept"}}})
 	b, _ := os.ReadFile(path)
 	os.Truncate(path, int64(len(b)-20)) // a crash inside the last line
-	w = open()                          // a restart abandons it
+	w = open(path)                      // a restart abandons it
+	w.Write(&audit.Line{Event: audit.EventCompleted, Outcome: "complete"})
+	later()
+	w.Checkpoint() // certifies epoch 2
+	w.Close()
+	read(path)
+	// A trail begun in epoch 2 opens with a certs line, one a line.
+	defer audit.SetCertsPerLine(1)()
+	begun := filepath.Join(dir, "begun.jsonl")
+	w = open(begun)
 	w.Write(&audit.Line{Event: audit.EventCompleted, Outcome: "complete"})
 	w.Close()
-	trail, err = os.ReadFile(path)
-	if err != nil {
-		f.Fatal(err)
-	}
-	return trail, pub
+	read(begun)
+	return trails, pub
 }

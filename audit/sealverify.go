@@ -179,6 +179,8 @@ type sealState struct {
 	cpLnk string      // the link to its line
 	cpAt  map[uint64]seen
 
+	certLines uint64 // the certs lines that open the trail
+
 	// The lines after the last checkpoint.
 	pending uint64
 	hash    hash.Hash
@@ -308,6 +310,20 @@ func (s *sealState) line(b []byte) bool {
 		s.bad(ProblemTime, "%s, after a line of %s", l.Time.Format(time.RFC3339Nano), s.last.Format(time.RFC3339Nano))
 		return false
 	}
+	if l.Event == EventCerts {
+		// The opening of a trail begun with a key of a late epoch: only
+		// certs lines before them, and no checkpoint yet.
+		if s.cp != nil || s.pending != s.certLines || l.Prev != s.prev {
+			s.bad(ProblemEpoch, "certifications that do not open the trail")
+			return false
+		}
+		for i := range l.Certs {
+			if !s.certify(&l.Certs[i], uint64(len(s.keys)-1), l.Time) {
+				return false
+			}
+		}
+		s.certLines++
+	}
 	if l.Checkpoint == nil {
 		if l.Prev != s.prev {
 			s.bad(ProblemBrokenLink, "a line was deleted or inserted before it")
@@ -339,7 +355,7 @@ func (s *sealState) checkpoint(l *Line) bool {
 		return false
 	}
 	var wantSeq uint64 = 1
-	wantPrev, wantLink, epoch := "", "", uint64(0)
+	wantPrev, wantLink, epoch := "", "", uint64(len(s.keys)-1) // the epoch the opening certs lines reached
 	if s.cp != nil {
 		wantSeq, wantPrev, wantLink, epoch = s.cp.Seq+1, s.cp.Hash(), s.cpLnk, s.cp.Epoch
 		if s.cp.Next != nil {
@@ -354,7 +370,10 @@ func (s *sealState) checkpoint(l *Line) bool {
 		}
 		return false
 	}
-	sealed := s.pending // the lines this checkpoint seals
+	sealed := s.pending // the lines this checkpoint seals, certs lines aside
+	if s.cp == nil {
+		sealed -= s.certLines
+	}
 	if c.Abandoned != nil {
 		if l.Event != EventRestart || l.Prev != wantLink {
 			s.bad(ProblemBrokenLink, "a restart record that does not link to the checkpoint before it")

@@ -125,19 +125,20 @@ type Writer struct {
 	mac     map[string]*macs  // by kid, for keys
 
 	// With a Signer (checkpoint.go): the state of the checkpoints.
-	sign     *Signer
-	cpMu     sync.Mutex // one checkpoint prepared at a time
-	count    uint64     // lines queued since the trail began
-	unsealed int        // lines queued since the last checkpoint
-	seq      uint64     // the last checkpoint's sequence
-	cpHash   string     // its Hash
-	lastTime time.Time  // the last line's time: no line goes back before it
-	epochAt  time.Time  // when the current epoch began, for Options.Epoch
-	certs    []Cert     // for the next checkpoint: leading to the key's epoch
-	abandon  *Abandoned // for the next checkpoint: a restart's
-	stop     chan struct{}
-	stopped  sync.WaitGroup
-	closing  bool
+	sign         *Signer
+	cpMu         sync.Mutex // one checkpoint prepared at a time
+	count        uint64     // lines queued since the trail began
+	unsealed     int        // lines queued since the last checkpoint
+	seq          uint64     // the last checkpoint's sequence
+	cpHash       string     // its Hash
+	lastTime     time.Time  // the last line's time: no line goes back before it
+	epochAt      time.Time  // when the current epoch began, for Options.Epoch
+	certs        []Cert     // for the next checkpoint: leading to the key's epoch
+	abandon      *Abandoned // for the next checkpoint: a restart's
+	stop         chan struct{}
+	stopped      sync.WaitGroup
+	closing      bool
+	certsPerLine int // MaxCertsPerLine, but in tests
 }
 
 // batch is the lines of one write, and its outcome.
@@ -214,6 +215,13 @@ func (w *Writer) initSigned() {
 // start writes the first checkpoint (a new trail's, or a restart's) and
 // starts the timer.
 func (w *Writer) start() {
+	// More certifications than a checkpoint carries open the trail in
+	// certs lines first (a trail begun with a key of a late epoch).
+	for w.seq == 0 && w.abandon == nil && len(w.certs) > certsPerLine {
+		l := &Line{Event: EventCerts, Node: w.opts.Node, Certs: w.certs[:certsPerLine]}
+		w.certs = w.certs[certsPerLine:]
+		w.write(l, nil)
+	}
 	w.checkpoint(false)
 	iv := w.opts.CheckpointInterval
 	if iv == 0 {
@@ -509,7 +517,7 @@ var errNoKey = errors.New("audit: no key of the ring seals now")
 // Digest). It returns the error of the destination, if any, after
 // logging it and telling OnError, whatever Options.Required says.
 func (w *Writer) Write(l *Line) error {
-	if isCheckpoint(l.Event) || l.Checkpoint != nil {
+	if isSealing(l.Event) || l.Checkpoint != nil || len(l.Certs) > 0 {
 		return errCheckpointLine
 	}
 	return w.write(l, nil)
