@@ -438,3 +438,67 @@ func TestOpeningCertsLines(t *testing.T) {
 		t.Fatalf("a certs line after the first checkpoint: %+v (%v)", res, res.Err)
 	}
 }
+
+// TestJournaldCVE202331438Class pins issue 37 item 5 against the class of
+// journald's CVE-2023-31438 (a sealed journal truncated and continued
+// verified clean, because epochs without entries were not sealed). Here
+// the trail is cut back to a checkpoint, and the node, with its own key
+// file, restarts on it and writes on:
+//   - cut back more than an epoch: the restart would have to bridge
+//     two epochs, which no crash does (every epoch's end is sealed,
+//     idle or not): broken, with or without the log;
+//   - cut back within the epoch: only the log's copy of the checkpoints
+//     shows it (two checkpoints for one sequence); without the log the
+//     trail is a clean one, as journald's is within its epoch.
+func TestJournaldCVE202331438Class(t *testing.T) {
+	f := newEpochTrail(t)
+	orig, _ := os.ReadFile(f.path)
+	log, err := ReadCheckpoints(bytes.NewReader(orig)) // the copy a log pipeline carried off the host
+	if err != nil || len(log) != 4 {
+		t.Fatalf("%d checkpoints, %v", len(log), err)
+	}
+	cut := func(t *testing.T, keep int) string {
+		p := filepath.Join(t.TempDir(), "cut.jsonl")
+		os.WriteFile(p, bytes.Join(trailLines(t, f.path)[:keep], nil), 0o600)
+		key, _ := os.ReadFile(filepath.Join(f.dir, "audit.key")) // the node's own key file, epoch 2
+		kp := filepath.Join(t.TempDir(), "audit.key")
+		os.WriteFile(kp, key, 0o600)
+		s, err := LoadSigner(kp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.set(epochStart.Add(50 * time.Minute))
+		w, err := OpenFile(p, f.opts(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(&Line{Event: EventCompleted, Outcome: "complete"})
+		w.Close()
+		return p
+	}
+	verify := func(t *testing.T, p string, log []Checkpoint) SealResult {
+		b, _ := os.ReadFile(p)
+		res, err := VerifySealed(f.pub, []io.Reader{bytes.NewReader(b)}, &SealOptions{Checkpoints: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	t.Run("more than an epoch", func(t *testing.T) {
+		p := cut(t, 1) // the first checkpoint, epoch 0
+		for _, l := range [][]Checkpoint{nil, log} {
+			if res := verify(t, p, l); res.Verdict != VerdictBroken || res.Err.Problem != ProblemEpoch {
+				t.Fatalf("%+v (%v)", res, res.Err)
+			}
+		}
+	})
+	t.Run("within the epoch", func(t *testing.T) {
+		p := cut(t, 9) // up to the epoch 1 -> 2 checkpoint: epoch 2's lines and the final checkpoint cut
+		if res := verify(t, p, nil); res.Verdict != VerdictOK {
+			t.Fatalf("without the log: %+v (%v)", res, res.Err)
+		}
+		if res := verify(t, p, log); res.Verdict != VerdictBroken || res.Err.Problem != ProblemFork {
+			t.Fatalf("with the log: %+v (%v)", res, res.Err)
+		}
+	})
+}
