@@ -417,6 +417,12 @@ func TestSealedReplicas(t *testing.T) {
 		w.Close()
 		paths = append(paths, p)
 	}
+	for i, name := range []string{"a", "b"} {
+		b, _ := os.ReadFile(paths[i])
+		if got, err := audit.TrailNode(bytes.NewReader(b)); err != nil || got != name {
+			t.Fatalf("TrailNode: %q, %v; want %q", got, err, name)
+		}
+	}
 	wantVerdict(t, sealed(t, pub, &audit.SealOptions{Node: "a"}, paths[0]), audit.VerdictOK, "")
 	wantVerdict(t, sealed(t, pub, &audit.SealOptions{Node: "b"}, paths[1]), audit.VerdictOK, "")
 	wantVerdict(t, sealed(t, pub, &audit.SealOptions{Node: "a"}, paths[1]), audit.VerdictBroken, audit.ProblemNode)

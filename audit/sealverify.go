@@ -557,3 +557,26 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// TrailNode returns the node of the first checkpoint in a trail ("" when
+// it has none), unchecked: to group the files of several nodes before
+// verifying each node's on its own (VerifySealed).
+func TrailNode(r io.Reader) (string, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	for {
+		var err error
+		line, err = readLine(br, line[:0])
+		if err == nil && looksLikeCheckpoint(line) {
+			if l, perr := ParseLine(line); perr == nil {
+				return l.Checkpoint.Node, nil
+			}
+		}
+		switch {
+		case err == io.EOF:
+			return "", nil
+		case err != nil && !errors.Is(err, errLong):
+			return "", err
+		}
+	}
+}
