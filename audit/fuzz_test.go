@@ -107,6 +107,11 @@ func FuzzVerifySealed(f *testing.F) {
 		if (res.Verdict == audit.VerdictBroken) != (res.Err != nil) {
 			t.Fatalf("verdict %v with error %v", res.Verdict, res.Err)
 		}
+		// Mid-chain, anchored by the log's checkpoints (the data's own).
+		if cont, err := audit.VerifySealed(pub, []io.Reader{bytes.NewReader(data)}, &audit.SealOptions{Continued: true, Checkpoints: cps}); err != nil ||
+			(cont.Verdict == audit.VerdictBroken) != (cont.Err != nil) {
+			t.Fatalf("Continued: verdict %v with error %v, %v", cont.Verdict, cont.Err, err)
+		}
 		if res.Verdict == audit.VerdictOK && !isWhole(trails, data) {
 			t.Fatalf("a trail that was not written seals: %q", data)
 		}

@@ -453,6 +453,21 @@ func TestSealedRotation(t *testing.T) {
 	}
 	wantVerdict(t, sealed(t, n.pub, nil, path), audit.VerdictBroken, audit.ProblemNotStart)
 	wantVerdict(t, sealed(t, n.pub, nil, path, path+".1"), audit.VerdictBroken, "")
+	// The newer file alone, its predecessor gone: the log anchors it.
+	log := n.checkpoints()
+	res = sealed(t, n.pub, &audit.SealOptions{Continued: true, Checkpoints: log}, path)
+	wantVerdict(t, res, audit.VerdictOK, "")
+	if res.Lines != 4 || res.LogMatched != 2 {
+		t.Fatalf("%+v", res)
+	}
+	wantVerdict(t, sealed(t, n.pub, &audit.SealOptions{Continued: true}, path), audit.VerdictBroken, audit.ProblemNotStart)
+	wantVerdict(t, sealed(t, n.pub, &audit.SealOptions{Continued: true, Checkpoints: log[1:]}, path), audit.VerdictBroken, audit.ProblemNotStart)
+	// A line of it altered. (Lines cut from its start, before its first
+	// checkpoint, cannot be told from lines in the file before it.)
+	ls := fileLines(t, path)
+	ls[1] = bytes.Replace(ls[1], []byte(`"request_id":"0"`), []byte(`"request_id":"5"`), 1)
+	os.WriteFile(path, join(ls), 0o600)
+	wantBadLine(t, sealed(t, n.pub, &audit.SealOptions{Continued: true, Checkpoints: log}, path), audit.ProblemBrokenLink, 3)
 }
 
 // TestSealedTornLineInTheMiddle pins issue 37 item 5: a torn line (a

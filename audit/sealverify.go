@@ -126,6 +126,14 @@ type SealOptions struct {
 	// (ReadCheckpoints), of any node: those of the trail's node are
 	// compared with it.
 	Checkpoints []Checkpoint
+	// Continued accepts a first trail that begins mid-chain (a rotated
+	// file whose predecessors are gone): its first line may carry any
+	// link, and its first checkpoint is anchored by the log's checkpoints
+	// before it, which must chain from sequence 1 under the key. The
+	// lines before that checkpoint in the file are checked by it alone,
+	// and lines cut from the file's start before it are not seen (they
+	// cannot be told from lines in the file before it).
+	Continued bool
 }
 
 // SealResult is what VerifySealed read and concludes.
@@ -180,6 +188,8 @@ type sealState struct {
 	cpAt  map[uint64]seen
 
 	certLines uint64 // the certs lines that open the trail
+	off       uint64 // lines of the chain before the first file (Continued)
+	firstSeq  uint64 // the trail's first checkpoint's sequence
 
 	// The lines after the last checkpoint.
 	pending uint64
@@ -260,7 +270,7 @@ func VerifySealed(key PublicKey, trails []io.Reader, opts *SealOptions) (SealRes
 // bad records the first bad line.
 func (s *sealState) bad(p Problem, detail string, args ...any) {
 	if s.res.Err == nil {
-		s.res.Err = &SealError{Pos: s.pos, Line: s.g, Problem: p, Detail: fmt.Sprintf(detail, args...)}
+		s.res.Err = &SealError{Pos: s.pos, Line: s.g + s.off, Problem: p, Detail: fmt.Sprintf(detail, args...)}
 	}
 }
 
@@ -301,6 +311,9 @@ func (s *sealState) line(b []byte) bool {
 	if !bytes.Equal(canon, b[:l.macStart]) {
 		s.bad(ProblemAltered, "not in the form a Writer writes")
 		return false
+	}
+	if s.g == 1 && s.opts.Continued {
+		s.prev = l.Prev // mid-chain: the first checkpoint vouches for it
 	}
 	if s.res.Node != "" && l.Node != "" && l.Node != s.res.Node {
 		s.bad(ProblemNode, "node %q, the trail's is %q", clip(l.Node), clip(s.res.Node))
@@ -354,10 +367,20 @@ func (s *sealState) checkpoint(l *Line) bool {
 		s.bad(ProblemNode, "checkpoint of node %q, the trail's is %q", clip(c.Node), clip(s.res.Node))
 		return false
 	}
+	if s.cp == nil {
+		s.firstSeq = c.Seq
+		if c.Seq > 1 && s.opts.Continued && !s.anchor(c) {
+			s.bad(ProblemNotStart, "its first checkpoint is sequence %d, and the log does not chain to it from sequence 1", c.Seq)
+			return false
+		}
+	}
 	var wantSeq uint64 = 1
 	wantPrev, wantLink, epoch := "", "", uint64(len(s.keys)-1) // the epoch the opening certs lines reached
 	if s.cp != nil {
 		wantSeq, wantPrev, wantLink, epoch = s.cp.Seq+1, s.cp.Hash(), s.cpLnk, s.cp.Epoch
+		if s.cpLnk == "" && s.firstSeq == c.Seq { // anchored by the log: its line is not here
+			wantLink = l.Prev
+		}
 		if s.cp.Next != nil {
 			epoch = s.cp.Next.Epoch
 		}
@@ -388,8 +411,11 @@ func (s *sealState) checkpoint(l *Line) bool {
 		s.bad(ProblemBrokenLink, "a line was deleted or inserted before it")
 		return false
 	}
-	if c.Count != s.g-1 || c.Head != l.Prev {
-		s.bad(ProblemCount, "it counts %d lines before it, the trail holds %d", c.Count, s.g-1)
+	if s.cpLnk == "" && s.firstSeq == c.Seq && s.opts.Continued && c.Count >= s.g-1 {
+		s.off = c.Count - (s.g - 1) // the lines of the files before
+	}
+	if c.Count != s.g-1+s.off || c.Head != l.Prev {
+		s.bad(ProblemCount, "it counts %d lines before it, the trail holds %d", c.Count, s.g-1+s.off)
 		return false
 	}
 	// The key: the epoch the chain is at, led on by the certifications
@@ -434,11 +460,71 @@ func (s *sealState) checkpoint(l *Line) bool {
 		s.res.Abandoned += c.Abandoned.Lines
 		s.res.Restarts++
 	}
-	s.cpAt[c.Seq] = seen{hash: c.Hash(), pos: s.pos, line: s.g}
+	s.cpAt[c.Seq] = seen{hash: c.Hash(), pos: s.pos, line: s.g + s.off}
 	s.cp = c
 	s.pending, s.hasTime = 0, false
 	s.hash.Reset()
 	return true
+}
+
+// anchor follows the log's checkpoints of c's node from sequence 1 to
+// the one before c, each under the key the ones before it certify, and
+// makes the last of them the checkpoint before c (Continued).
+func (s *sealState) anchor(c *Checkpoint) bool {
+	keys := []epochKey{s.keys[0]}
+	var prev *Checkpoint
+	for seq := uint64(1); seq < c.Seq; seq++ {
+		var next *Checkpoint
+		for i := range s.opts.Checkpoints {
+			if lc := &s.opts.Checkpoints[i]; lc.Node == c.Node && lc.Seq == seq {
+				if k, ok := logStep(keys, prev, lc); ok {
+					keys, next = k, lc
+					break
+				}
+			}
+		}
+		if next == nil {
+			return false
+		}
+		prev = next
+	}
+	s.keys, s.cp, s.cpLnk = keys, prev, ""
+	return true
+}
+
+// logStep checks a log's checkpoint c after prev (nil for the first)
+// under keys, the chain of epoch keys so far (its last is the current
+// epoch's), and returns the chain after c.
+func logStep(keys []epochKey, prev *Checkpoint, c *Checkpoint) ([]epochKey, bool) {
+	want, prevHash := uint64(1), ""
+	if prev != nil {
+		want, prevHash = prev.Seq+1, prev.Hash()
+	}
+	if c.Seq != want || c.Prev != prevHash {
+		return nil, false
+	}
+	keys = append([]epochKey(nil), keys...)
+	add := func(ct *Cert) bool {
+		e := uint64(len(keys) - 1)
+		if ct.Epoch != e+1 || !ct.checkBy(keys[e].pub) || ct.Since.Before(keys[e].since) || ct.Since.After(c.Time) {
+			return false
+		}
+		keys = append(keys, epochKey{pub: ct.Pub, since: ct.Since})
+		return true
+	}
+	for i := range c.Certs {
+		if !add(&c.Certs[i]) {
+			return nil, false
+		}
+	}
+	e := uint64(len(keys) - 1)
+	if c.Epoch != e || !c.checkBy(keys[e].pub) || c.Time.Before(keys[e].since) {
+		return nil, false
+	}
+	if c.Next != nil && !add(c.Next) {
+		return nil, false
+	}
+	return keys, true
 }
 
 // certify checks a certification of the epoch after epoch, carried by a
@@ -477,7 +563,7 @@ func (s *sealState) logs() {
 	var after []*Checkpoint // validly signed, after the trail's last
 	for i := range s.opts.Checkpoints {
 		c := &s.opts.Checkpoints[i]
-		if c.Node != s.res.Node {
+		if c.Node != s.res.Node || c.Seq < s.firstSeq { // before the trail: what anchored it (Continued)
 			continue
 		}
 		if t, ok := s.cpAt[c.Seq]; ok {
