@@ -213,8 +213,9 @@ func (w *Writer) initSigned() {
 }
 
 // start writes the first checkpoint (a new trail's, or a restart's) and
-// starts the timer.
-func (w *Writer) start() {
+// starts the timer. It returns the error of that checkpoint's write: the
+// timer runs anyway, and the next checkpoint tries again.
+func (w *Writer) start() error {
 	// More certifications than a checkpoint carries open the trail in
 	// certs lines first (a trail begun with a key of a late epoch).
 	for w.seq == 0 && w.abandon == nil && len(w.certs) > certsPerLine {
@@ -222,13 +223,13 @@ func (w *Writer) start() {
 		w.certs = w.certs[certsPerLine:]
 		w.write(l, nil)
 	}
-	w.checkpoint(false)
+	err := w.checkpoint(false)
 	iv := w.opts.CheckpointInterval
 	if iv == 0 {
 		iv = DefaultCheckpointInterval
 	}
 	if iv < 0 {
-		return
+		return err
 	}
 	w.stop = make(chan struct{})
 	w.stopped.Go(func() {
@@ -237,10 +238,14 @@ func (w *Writer) start() {
 		for w.tick(t.C) {
 		}
 	})
+	return err
 }
 
 // OpenFile opens path for appending (created with mode 0600) and returns
-// a Writer that goes on with the chain of its last line (Tail). A file
+// a Writer that goes on with the chain of its last line (Tail); with
+// Options.Signer, from its last checkpoint instead, and it writes its
+// first checkpoint before it returns (the error of that write is
+// OpenFile's). A file
 // whose last line is torn (no newline: a crash mid-write) is not glued
 // onto: the first line written ends it with a newline and links to its
 // bytes, so that Verify names the torn line and checks the lines after
@@ -282,7 +287,10 @@ func openSigned(f *os.File, path string, torn bool, opts *Options) (*Writer, err
 		f.Close()
 		return nil, err
 	}
-	w.start()
+	if err := w.start(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("audit trail %s: the first checkpoint: %w", path, err)
+	}
 	return w, nil
 }
 
