@@ -79,7 +79,18 @@
 // can write the file chose): the lines after it are abandoned by a
 // signed restart record (EventRestart) naming their count and hash,
 // and lines cut before it break its count or link. Reopen of the same
-// file keeps the chain held in memory, as without a Signer.
+// file keeps the chain held in memory, as without a Signer. A trail
+// begun with an evolved key opens with the certifications from
+// FILE.pub's key to it (in its first checkpoint, or in certs lines,
+// EventCerts, when they are many), and no line in it may be dated
+// before that epoch began.
+//
+// VerifySealed reads several files as one chain, oldest first; a
+// rotated file whose predecessors are gone verifies with the log's
+// checkpoints before it (SealOptions.Continued). Checkpoints a log
+// carried off the host (ReadCheckpoints) must be the trail's: one the
+// trail lacks, or a different one for the same sequence, means lines
+// were cut or rewritten.
 //
 // # Cost
 //

@@ -224,8 +224,9 @@ type seen struct {
 //     validly signed, is the trail's checkpoint of the same sequence;
 //     one after the trail's last means lines were cut from its end.
 //
-// It reads every line, whatever it finds, and returns the verdict; the
-// error is a trail's read error only.
+// It stops at the first bad line, which SealResult.Err names, and reads
+// on past torn lines, which it lists; the error is a trail's read error
+// only.
 func VerifySealed(key PublicKey, trails []io.Reader, opts *SealOptions) (SealResult, error) {
 	s := &sealState{keys: []epochKey{{pub: key}}, hash: sha256.New(), cpAt: map[uint64]seen{}}
 	if opts != nil {
@@ -292,7 +293,9 @@ func (s *sealState) line(b []byte) bool {
 			s.bad(ProblemAltered, "not a line of the trail")
 			return false
 		}
-		if p, ok := tornPrev(b); ok && p != s.prev && p != s.cpLnk {
+		if p, ok := tornPrev(b); ok && s.g == 1 && s.opts.Continued {
+			s.prev = p
+		} else if ok && p != s.prev && p != s.cpLnk {
 			s.bad(ProblemBrokenLink, "a torn line that does not link to the line before it")
 			return false
 		}
