@@ -3,6 +3,7 @@ package audit
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -108,16 +109,21 @@ func looksLikeCheckpoint(line []byte) bool {
 func (w *Writer) restartFrom(st *trailState, path string) error {
 	s := w.sign
 	after := uint64(0) // the epoch the next checkpoint must be signed in, as the trail says
+	var ringCert []Cert
 	if cp := st.cp; cp != nil {
 		after = cp.Epoch
 		if cp.Next != nil {
 			after = cp.Next.Epoch
 		}
+		if s.Mode() == KeyRingDerived {
+			ringCert = w.ringRestart(cp, after)
+		}
 		epoch, _, _ := s.state()
 		if after > epoch {
 			return fmt.Errorf("audit trail %s: key epoch %d, the trail's last checkpoint needs %d: %w", path, epoch, after, ErrKeyBehind)
 		}
-		if pub, ok := s.pubOf(cp.Epoch); !ok || !cp.checkBy(pub) {
+		if pub, ok := s.pubOf(cp.Epoch); s.Mode() != KeyRingDerived && (!ok || !cp.checkBy(pub)) ||
+			s.Mode() == KeyRingDerived && ringCert == nil && !cp.checkBy(s.pub) {
 			w.log.Error("audit: the trail's last checkpoint is not signed by this node's key; verify will refuse the restart", "path", path, "seq", cp.Seq)
 		}
 		if w.opts.Node != cp.Node {
@@ -131,6 +137,9 @@ func (w *Writer) restartFrom(st *trailState, path string) error {
 		w.prev = nil
 	}
 	w.certs = s.certsSince(after)
+	if s.Mode() == KeyRingDerived {
+		w.certs = ringCert
+	}
 	if st.lines > 0 {
 		w.abandon = &Abandoned{Lines: st.lines, Hash: st.hash}
 		w.log.Warn("audit: lines after the trail's last checkpoint are abandoned by a restart record (a crash, or a trail begun before checkpoints)", "path", path, "lines", st.lines)
@@ -163,4 +172,45 @@ func scanFile(path string) (*trailState, error) {
 		return nil, fmt.Errorf("read audit trail %s: %w", path, err)
 	}
 	return st, nil
+}
+
+// ringRestart sets a ring-derived Signer to the epoch of the trail it
+// goes on with: the trail's own when its last checkpoint is signed by
+// the Signer's key; the next one when the ring rotated (the key derives
+// from another kid than the one that signed it): the key of that kid,
+// if the ring still holds it, certifies the Signer's, and the restart
+// checkpoint carries the certification. Called before the Writer is
+// shared.
+func (w *Writer) ringRestart(cp *Checkpoint, after uint64) []Cert {
+	s := w.sign
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.epoch = after
+	if cp.checkBy(s.pub) || s.ring == nil {
+		return nil
+	}
+	for _, id := range s.ring.IDs() {
+		seed, err := ringSeed(s.ring, id)
+		if err != nil {
+			continue
+		}
+		old := ed25519.NewKeyFromSeed(seed)
+		clear(seed)
+		var pub PublicKey
+		copy(pub[:], old.Public().(ed25519.PublicKey))
+		if !cp.checkBy(pub) {
+			clear(old)
+			continue
+		}
+		c := Cert{Epoch: after + 1, Pub: s.pub, Since: w.now().UTC(), Seq: cp.Seq + 1}
+		if c.Since.Before(cp.Time) {
+			c.Since = cp.Time
+		}
+		copy(c.Sig[:], ed25519.Sign(old, c.message()))
+		clear(old)
+		s.epoch = after + 1
+		w.log.Info("audit: the key ring rotated since the trail's last checkpoint; the restart certifies the key derived from the new one", "kid", id)
+		return []Cert{c}
+	}
+	return nil
 }

@@ -697,3 +697,43 @@ func sealedFuzzTrail(f *testing.F) (trails [][]byte, pub audit.PublicKey) {
 	read(begun)
 	return trails, pub
 }
+
+// TestSealedRingRotation pins the ring-derived mode across a rotation: a
+// restart under a ring whose primary changed has the old kid's key
+// certify the new one, so the trail verifies with the public key pinned
+// at its start; once the old kid is gone from the ring, a restart can no
+// longer certify, and verify refuses it.
+func TestSealedRingRotation(t *testing.T) {
+	k1, _ := reqstate.GenerateKey("k1", nil)
+	k2, _ := reqstate.GenerateKey("k2", nil)
+	k3, _ := reqstate.GenerateKey("k3", nil)
+	ring1, _ := reqstate.NewKeyRing(k1)
+	ring2, _ := reqstate.NewKeyRing(k2, k1)
+	ring3, _ := reqstate.NewKeyRing(k3)
+	pinned, _ := audit.RingPublicKey(ring1, "")
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	write := func(ring *reqstate.KeyRing) {
+		s, err := audit.RingSigner(ring, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := audit.OpenFile(path, &audit.Options{Keys: func() *reqstate.KeyRing { return ring }, Node: "n1", Signer: s, CheckpointInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeN(t, w, 2)
+		w.Close()
+	}
+	write(ring1)
+	write(ring2) // the rotation: k1's key certifies k2's
+	write(ring2)
+	res := sealed(t, pinned, nil, path)
+	wantVerdict(t, res, audit.VerdictOK, "")
+	if res.Last.Epoch != 1 {
+		t.Fatalf("epoch %d after one rotation", res.Last.Epoch)
+	}
+	newer, _ := audit.RingPublicKey(ring2, "")
+	wantVerdict(t, sealed(t, newer, nil, path), audit.VerdictBroken, audit.ProblemSignature)
+	write(ring3) // k1 and k2 gone: nothing certifies k3's key
+	wantVerdict(t, sealed(t, pinned, nil, path), audit.VerdictBroken, audit.ProblemSignature)
+}

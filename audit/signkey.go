@@ -262,8 +262,9 @@ func encodeKeyFile(k *keyFile) []byte {
 // safe for concurrent use.
 type Signer struct {
 	mode KeyMode
-	pub0 PublicKey // epoch 0's public key (FILE.pub)
-	path string    // the key file; "" for a ring-derived key
+	pub0 PublicKey         // epoch 0's public key (FILE.pub)
+	path string            // the key file; "" for a ring-derived key
+	ring *reqstate.KeyRing // a ring-derived key's ring: its other keys certify this one after a rotation
 
 	mu    sync.Mutex
 	epoch uint64
@@ -359,13 +360,18 @@ func probeWritable(dir string) error {
 // ring key kid ("" for the ring's primary): HKDF-SHA256 with its own
 // label, so it is neither the key that seals tokens nor the trail's MAC
 // key, and every node sharing the ring derives the same one. It never
-// evolves (KeyRingDerived).
+// evolves (KeyRingDerived). After a ring rotation (another kid), a
+// Writer that goes on with a trail whose last checkpoint the key of a
+// kid still in ring signed has that key certify the new one in its
+// restart checkpoint, so the trail still verifies with the public key
+// pinned at its start; keep the old key in the ring until every node
+// restarted once.
 func RingSigner(ring *reqstate.KeyRing, kid string) (*Signer, error) {
 	seed, err := ringSeed(ring, kid)
 	if err != nil {
 		return nil, err
 	}
-	s := &Signer{mode: KeyRingDerived}
+	s := &Signer{mode: KeyRingDerived, ring: ring}
 	s.setSeed(seed)
 	s.pub0 = s.pub
 	return s, nil
