@@ -4,7 +4,10 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -39,6 +42,11 @@ func BenchmarkGuardFlow(b *testing.B) {
 			b.Cleanup(func() { w.Close() })
 			return w
 		}},
+		{"sealed-file", func(c *reqstate.AESGCM) mrtr.Auditor {
+			// A node key, checkpoints every 10 s and an epoch of 15 min,
+			// the defaults: per flow, the sealing bookkeeping.
+			return sealedWriter(b, audit.Options{Keys: c.KeyRing})
+		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			codec := reqstate.New(ring, nil)
@@ -71,4 +79,94 @@ func BenchmarkGuardFlow(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSeal is what checkpoints cost, on a file in b.TempDir():
+//   - write: one Write with a Signer and no checkpoint due (the
+//     sealing bookkeeping on the line's path);
+//   - checkpoint: one checkpoint (sign, write, fsync, hand to the hook);
+//   - evolve: one checkpoint that also evolves the key (the key file
+//     replaced: write, two fsyncs, a rename);
+//   - write-parallel and write-parallel-while-evolving: Writes from
+//     GOMAXPROCS goroutines, alone and while another goroutine
+//     checkpoints and evolves the key back to back: what a call waits
+//     for does not include the fsyncs of a checkpoint or an epoch.
+func BenchmarkSeal(b *testing.B) {
+	ring := testRing(b)
+	open := func(b *testing.B, epoch time.Duration) *audit.Writer {
+		return sealedWriter(b, audit.Options{Keys: func() *reqstate.KeyRing { return ring }, CheckpointInterval: -1, Epoch: epoch})
+	}
+	line := func() *audit.Line {
+		return &audit.Line{Event: audit.EventCompleted, Method: "tools/call", Target: "deploy", RequestID: "7", Outcome: "complete",
+			Principal: audit.Principal{Issuer: "https://id.example", Subject: "alice"}}
+	}
+	b.Run("write", func(b *testing.B) {
+		w := open(b, -1)
+		b.ReportAllocs()
+		for b.Loop() {
+			w.Write(line())
+		}
+	})
+	b.Run("checkpoint", func(b *testing.B) {
+		w := open(b, -1)
+		b.ReportAllocs()
+		for b.Loop() {
+			w.Write(line())
+			if err := w.Checkpoint(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("evolve", func(b *testing.B) {
+		w := open(b, time.Nanosecond) // every checkpoint ends an epoch
+		b.ReportAllocs()
+		for b.Loop() {
+			w.Write(line())
+			if err := w.Checkpoint(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	parallel := func(b *testing.B, evolving bool) {
+		w := open(b, time.Nanosecond)
+		var stopped atomic.Bool
+		var wg sync.WaitGroup
+		if evolving {
+			wg.Go(func() {
+				for !stopped.Load() {
+					w.Checkpoint()
+				}
+			})
+		}
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				w.Write(line())
+			}
+		})
+		stopped.Store(true)
+		wg.Wait()
+	}
+	b.Run("write-parallel", func(b *testing.B) { parallel(b, false) })
+	b.Run("write-parallel-while-evolving", func(b *testing.B) { parallel(b, true) })
+}
+
+// sealedWriter opens a trail in b.TempDir() with a new node key and o.
+func sealedWriter(b *testing.B, o audit.Options) *audit.Writer {
+	dir := b.TempDir()
+	key := filepath.Join(dir, "audit.key")
+	if _, err := audit.GenerateKeyFile(key, nil); err != nil {
+		b.Fatal(err)
+	}
+	s, err := audit.LoadSigner(key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.Node, o.Signer, o.OnCheckpoint = "bench", s, func(audit.Checkpoint) {}
+	w, err := audit.OpenFile(filepath.Join(dir, "audit.jsonl"), &o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { w.Close() })
+	return w
 }

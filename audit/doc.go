@@ -50,6 +50,48 @@
 // onto: the next line ends it with a newline and links to its bytes, and
 // Verify names the torn line and checks the lines after it.
 //
+// # Sealing: checkpoints a public key checks
+//
+// The MACs need the ring to check, and whoever holds the ring can forge
+// tokens and trails alike. With Options.Signer the Writer also writes
+// checkpoint lines, signed with Ed25519 over domain-separated bytes
+// (Checkpoint): the node, a sequence (1, 2, ...), the count of lines
+// before it since the trail began, the chain head (the link it carries),
+// its time, the Hash of the checkpoint before, the epoch of its key,
+// and at an epoch's end the next epoch's public key (Next), or final at
+// Close. One is written at start, every CheckpointInterval while lines
+// wait to be sealed (default 10 s), at each epoch's end, at Reopen and
+// at Close; each goes to OnCheckpoint, to be logged off the host.
+// VerifySealed checks a trail with the public key alone.
+//
+// The key is a node key file (GenerateKeyFile, LoadSigner; FILE.pub is
+// what the auditor holds) or, without one, derived from a ring key
+// (RingSigner). A key file in a writable directory evolves every Epoch
+// (default 15 min): next seed = SHA-256(label || seed), the next public
+// key certified by the current key in the epoch's last checkpoint, the
+// file replaced atomically and the old seed zeroed, so a node taken in
+// epoch k holds no key that signs for an earlier epoch. KeyMode says
+// which mode a Signer is in and what it gives up; SECURITY.md has the
+// threat table.
+//
+// With a Signer, OpenFile and a Reopen onto another non-empty file go on
+// from the file's last checkpoint, not its last line (which whoever
+// can write the file chose): the lines after it are abandoned by a
+// signed restart record (EventRestart) naming their count and hash,
+// and lines cut before it break its count or link. Reopen of the same
+// file keeps the chain held in memory, as without a Signer. A trail
+// begun with an evolved key opens with the certifications from
+// FILE.pub's key to it (in its first checkpoint, or in certs lines,
+// EventCerts, when they are many), and no line in it may be dated
+// before that epoch began.
+//
+// VerifySealed reads several files as one chain, oldest first; a
+// rotated file whose predecessors are gone verifies with the log's
+// checkpoints before it (SealOptions.Continued). Checkpoints a log
+// carried off the host (ReadCheckpoints) must be the trail's: one the
+// trail lacks, or a different one for the same sequence, means lines
+// were cut or rewritten.
+//
 // # Cost
 //
 // A line is encoded, linked and MACed under the Writer's lock, on the

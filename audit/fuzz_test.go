@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"bytes"
+	"io"
 	"testing"
 	"time"
 
@@ -14,13 +15,7 @@ import (
 // under the fuzz ring is byte-identical to the one written under it (a
 // line cannot be changed and still verify).
 func FuzzVerify(f *testing.F) {
-	var key reqstate.Key
-	key.ID = "k1"
-	copy(key.Secret[:], "fuzz-fuzz-fuzz-fuzz-fuzz-fuzz-fu")
-	ring, err := reqstate.NewKeyRing(key)
-	if err != nil {
-		f.Fatal(err)
-	}
+	ring := fuzzRing(f)
 	// A trail written the same way by every fuzz worker: fixed time.
 	var buf bytes.Buffer
 	w := audit.NewWriter(&buf, "", &audit.Options{Keys: func() *reqstate.KeyRing { return ring }, Node: "n1"})
@@ -57,4 +52,94 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("a trail that was not written verifies: %q", data)
 		}
 	})
+}
+
+// fuzzRing is the fixed ring of the fuzz targets: every worker writes
+// the same trail.
+func fuzzRing(f *testing.F) *reqstate.KeyRing {
+	var key reqstate.Key
+	key.ID = "k1"
+	copy(key.Secret[:], "fuzz-fuzz-fuzz-fuzz-fuzz-fuzz-fu")
+	ring, err := reqstate.NewKeyRing(key)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return ring
+}
+
+// FuzzVerifySealed feeds VerifySealed (and ReadCheckpoints, which reads
+// the same lines as a log) arbitrary trails: neither panics, and a
+// trail that verifies sealed (VerdictOK) is byte-identical to the one
+// written: no line, checkpoint or restart record can be changed, and no
+// abandoned or torn line hidden, and still seal.
+func FuzzVerifySealed(f *testing.F) {
+	trails, pub := sealedFuzzTrail(f)
+	if res, _ := audit.VerifySealed(pub, []io.Reader{bytes.NewReader(trails[0])}, nil); res.Verdict != audit.VerdictUnsealed ||
+		res.Abandoned != 1 || len(res.Torn) != 1 || res.Last == nil || !res.Last.Final || res.Last.Epoch != 2 {
+		f.Fatalf("the seed trail: %+v (%v)", res, res.Err)
+	}
+	if res, _ := audit.VerifySealed(pub, []io.Reader{bytes.NewReader(trails[1])}, nil); res.Verdict != audit.VerdictOK || res.FirstEpoch != 2 ||
+		!bytes.Contains(trails[1], []byte(`"event":"certs"`)) {
+		f.Fatalf("the trail begun in epoch 2: %+v (%v)", res, res.Err)
+	}
+	for _, trail := range trails {
+		f.Add(trail)
+		ls := lines(trail)
+		for i := range ls {
+			f.Add(ls[i])
+			f.Add(join(append(append([][]byte(nil), ls[:i]...), ls[i+1:]...))) // one line deleted
+		}
+	}
+	written := func(data []byte) bool {
+		for _, trail := range trails {
+			if bytes.HasPrefix(trail, data) {
+				return true
+			}
+		}
+		return false
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cps, _ := audit.ReadCheckpoints(bytes.NewReader(data))
+		res, err := audit.VerifySealed(pub, []io.Reader{bytes.NewReader(data)}, &audit.SealOptions{Checkpoints: cps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (res.Verdict == audit.VerdictBroken) != (res.Err != nil) {
+			t.Fatalf("verdict %v with error %v", res.Verdict, res.Err)
+		}
+		// Mid-chain, anchored by the log's checkpoints (the data's own).
+		if cont, err := audit.VerifySealed(pub, []io.Reader{bytes.NewReader(data)}, &audit.SealOptions{Continued: true, Checkpoints: cps}); err != nil ||
+			(cont.Verdict == audit.VerdictBroken) != (cont.Err != nil) {
+			t.Fatalf("Continued: verdict %v with error %v, %v", cont.Verdict, cont.Err, err)
+		}
+		if res.Verdict == audit.VerdictOK && !isWhole(trails, data) {
+			t.Fatalf("a trail that was not written seals: %q", data)
+		}
+		// What the newest checkpoint seals, its own line included, is
+		// byte for byte what was written.
+		if res.Verdict != audit.VerdictBroken && res.Last != nil {
+			n := res.Last.Count + 1
+			end := 0
+			for range n {
+				i := bytes.IndexByte(data[end:], '\n')
+				if i < 0 {
+					t.Fatalf("%d lines sealed, fewer in the data", n)
+				}
+				end += i + 1
+			}
+			if !written(data[:end]) {
+				t.Fatalf("sealed lines that were not written: %q", data[:end])
+			}
+		}
+	})
+}
+
+// isWhole reports whether data is one of trails.
+func isWhole(trails [][]byte, data []byte) bool {
+	for _, t := range trails {
+		if bytes.Equal(t, data) {
+			return true
+		}
+	}
+	return false
 }

@@ -51,11 +51,20 @@ type Line struct {
 	Forwarder  string    `json:"forwarded_by,omitempty"` // the replica that forwarded this resume here (WithForwardedBy)
 	RequestID  string    `json:"request_id,omitempty"`
 	TraceID    string    `json:"trace_id,omitempty"`
-	Prev       string    `json:"prev"`
-	KeyID      string    `json:"kid"`
-	MAC        string    `json:"mac"`
-	raw        []byte    // the line as read, without its newline
-	macStart   int       // where ,"mac": begins in raw
+	// Checkpoint is the checkpoint of a checkpoint or restart line
+	// (EventCheckpoint, EventRestart), which carries only schema, time,
+	// event, node and the chain besides.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// Certs are the certifications of a certs line (EventCerts): the
+	// opening of a trail begun with an evolved key, when they are too
+	// many for its first checkpoint.
+	Certs    []Cert     `json:"certs,omitempty"`
+	Prev     string     `json:"prev"`
+	KeyID    string     `json:"kid"`
+	MAC      string     `json:"mac"`
+	raw      []byte     // the line as read, without its newline
+	macStart int        // where ,"mac": begins in raw
+	evo      *evolution // a checkpoint's prepared epoch change, committed when it is signed
 }
 
 // Principal is who called: the issuer and subject of the verified
@@ -113,7 +122,8 @@ func ParseLine(b []byte) (*Line, error) {
 	if err := json.Unmarshal(b, l); err != nil {
 		return nil, ErrMalformed
 	}
-	if l.Schema != Schema || l.KeyID == "" || l.Event == "" {
+	if l.Schema != Schema || l.KeyID == "" || l.Event == "" || (l.Checkpoint != nil) != isCheckpoint(l.Event) ||
+		(len(l.Certs) > 0) != (l.Event == EventCerts) {
 		return nil, ErrMalformed
 	}
 	l.raw, l.macStart = b, start
@@ -133,6 +143,17 @@ func appendBody(dst []byte, l *Line) []byte {
 	dst = l.Time.UTC().AppendFormat(dst, time.RFC3339Nano)
 	dst = append(dst, `","event":`...)
 	dst = appendString(dst, l.Event)
+	if isSealing(l.Event) {
+		dst = appendMember(dst, "node", l.Node)
+		if l.Checkpoint != nil {
+			dst = append(dst, `,"checkpoint":`...)
+			dst = appendCheckpoint(dst, l.Checkpoint)
+		}
+		if len(l.Certs) > 0 {
+			dst = appendCerts(append(dst, `,"certs":`...), l.Certs)
+		}
+		return dst
+	}
 	if l.Flow != "" {
 		dst = append(dst, `,"flow":`...)
 		dst = appendString(dst, l.Flow)
@@ -206,6 +227,13 @@ func appendBody(dst []byte, l *Line) []byte {
 	dst = appendMember(dst, "request_id", l.RequestID)
 	return appendMember(dst, "trace_id", l.TraceID)
 }
+
+// isCheckpoint reports whether event is one of a checkpoint line.
+func isCheckpoint(event string) bool { return event == EventCheckpoint || event == EventRestart }
+
+// isSealing reports whether event is one of the lines the Writer adds
+// with a Signer: checkpoints, restarts and certs.
+func isSealing(event string) bool { return isCheckpoint(event) || event == EventCerts }
 
 func appendMember(dst []byte, name, v string) []byte {
 	if v == "" {

@@ -48,7 +48,39 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
+
+	// Signer signs the trail's checkpoints (LoadSigner, RingSigner): with
+	// one, the Writer writes a checkpoint line when it starts (the first
+	// of a new trail, or a restart that goes on from the file's last
+	// checkpoint), every CheckpointInterval while lines wait to be
+	// sealed, at each epoch's end, at Reopen and at Close (final). Nil
+	// writes no checkpoints: a round-one trail, checked with the ring
+	// only (Verify).
+	Signer *Signer
+	// CheckpointInterval is how long a line may wait for the checkpoint
+	// that seals it. Zero means DefaultCheckpointInterval; a negative
+	// value runs no timer (checkpoints only at start, Reopen, Close and
+	// Checkpoint).
+	CheckpointInterval time.Duration
+	// Epoch is how long an evolving key (KeyEvolving) signs before it
+	// evolves, at the next checkpoint. Zero means DefaultEpoch; a
+	// negative value never evolves it.
+	Epoch time.Duration
+	// OnCheckpoint is called with every checkpoint once its line is
+	// written and the trail fsynced, outside the Writer's lock, so the
+	// caller logs it as one record and a log pipeline carries a copy off
+	// the host: log.Info("mrtr audit checkpoint", CheckpointLogKey, cp)
+	// with slog's JSONHandler is what ReadCheckpoints reads back. Nil
+	// means none.
+	OnCheckpoint func(Checkpoint)
 }
+
+// The defaults of Options.CheckpointInterval and Options.Epoch: a
+// checkpoint every 10 s, and journald's sealing interval for an epoch.
+const (
+	DefaultCheckpointInterval = 10 * time.Second
+	DefaultEpoch              = 15 * time.Minute
+)
 
 // Writer writes a trail: one line per event, each linked to the one
 // before it and MACed. It implements mrtr.Auditor: set it as
@@ -91,6 +123,22 @@ type Writer struct {
 	closeMe io.Closer
 	keys    *reqstate.KeyRing // the ring keyed below
 	mac     map[string]*macs  // by kid, for keys
+
+	// With a Signer (checkpoint.go): the state of the checkpoints.
+	sign         *Signer
+	cpMu         sync.Mutex // one checkpoint prepared at a time
+	count        uint64     // lines queued since the trail began
+	unsealed     int        // lines queued since the last checkpoint
+	seq          uint64     // the last checkpoint's sequence
+	cpHash       string     // its Hash
+	lastTime     time.Time  // the last line's time: no line goes back before it
+	epochAt      time.Time  // when the current epoch began, for Options.Epoch
+	certs        []Cert     // for the next checkpoint: leading to the key's epoch
+	abandon      *Abandoned // for the next checkpoint: a restart's
+	stop         chan struct{}
+	stopped      sync.WaitGroup
+	closing      bool
+	certsPerLine int // MaxCertsPerLine, but in tests
 }
 
 // batch is the lines of one write, and its outcome.
@@ -121,11 +169,83 @@ func NewWriter(w io.Writer, prev string, opts *Options) *Writer {
 	if aw.now == nil {
 		aw.now = time.Now
 	}
+	if opts.Signer != nil {
+		if prev != "" {
+			panic("audit: NewWriter: a Writer with a Signer starts a trail (prev \"\"); OpenFile goes on with one")
+		}
+		aw.sign = opts.Signer
+		aw.initSigned()
+		aw.certs = aw.sign.certsSince(0)
+		aw.start()
+	}
 	return aw
 }
 
+// tick waits for the next tick of the timer and writes a checkpoint when
+// lines wait to be sealed or the epoch has run out; false when the
+// Writer closes.
+func (w *Writer) tick(c <-chan time.Time) bool {
+	select {
+	case <-w.stop:
+		return false
+	case <-c:
+	}
+	w.mu.Lock()
+	due := w.unsealed > 0 || w.epochDue(w.now())
+	w.mu.Unlock()
+	if due {
+		w.checkpoint(false)
+	}
+	return true
+}
+
+// initSigned sets what a Writer with a Signer needs before its first
+// checkpoint.
+func (w *Writer) initSigned() {
+	_, since, _ := w.sign.state()
+	w.epochAt = since
+	if since.IsZero() {
+		w.epochAt = w.now()
+	}
+	if w.sign.Mode() == KeyStatic {
+		w.log.Warn("audit: the key file cannot be rewritten; the key signs without evolving", "why", w.sign.WhyStatic())
+	}
+}
+
+// start writes the first checkpoint (a new trail's, or a restart's) and
+// starts the timer. It returns the error of that checkpoint's write: the
+// timer runs anyway, and the next checkpoint tries again.
+func (w *Writer) start() error {
+	// More certifications than a checkpoint carries open the trail in
+	// certs lines first (a trail begun with a key of a late epoch).
+	for w.seq == 0 && w.abandon == nil && len(w.certs) > certsPerLine {
+		l := &Line{Event: EventCerts, Node: w.opts.Node, Certs: w.certs[:certsPerLine]}
+		w.certs = w.certs[certsPerLine:]
+		w.write(l, nil)
+	}
+	err := w.checkpoint(false)
+	iv := w.opts.CheckpointInterval
+	if iv == 0 {
+		iv = DefaultCheckpointInterval
+	}
+	if iv < 0 {
+		return err
+	}
+	w.stop = make(chan struct{})
+	w.stopped.Go(func() {
+		t := time.NewTicker(iv)
+		defer t.Stop()
+		for w.tick(t.C) {
+		}
+	})
+	return err
+}
+
 // OpenFile opens path for appending (created with mode 0600) and returns
-// a Writer that goes on with the chain of its last line (Tail). A file
+// a Writer that goes on with the chain of its last line (Tail); with
+// Options.Signer, from its last checkpoint instead, and it writes its
+// first checkpoint before it returns (the error of that write is
+// OpenFile's). A file
 // whose last line is torn (no newline: a crash mid-write) is not glued
 // onto: the first line written ends it with a newline and links to its
 // bytes, so that Verify names the torn line and checks the lines after
@@ -135,10 +255,41 @@ func OpenFile(path string, opts *Options) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts != nil && opts.Signer != nil {
+		return openSigned(f, path, torn, opts)
+	}
 	w := NewWriter(f, prev, opts)
 	w.file, w.path, w.torn = f, path, torn
 	if torn {
 		w.log.Warn("audit: the trail ends in a torn line; it is ended, and verify will name it", "path", path)
+	}
+	return w, nil
+}
+
+// openSigned is OpenFile with a Signer: the Writer goes on from the
+// file's last checkpoint (not from its last line, which anyone who can
+// write the file chose), and its first line is a checkpoint that
+// abandons the lines after that one, if any.
+func openSigned(f *os.File, path string, torn bool, opts *Options) (*Writer, error) {
+	st, err := scanFile(path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	o := *opts
+	o.Signer = nil
+	w := NewWriter(f, "", &o)
+	w.opts.Signer = opts.Signer
+	w.sign = opts.Signer
+	w.file, w.path, w.torn = f, path, torn
+	w.initSigned()
+	if err := w.restartFrom(st, path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := w.start(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("audit trail %s: the first checkpoint: %w", path, err)
 	}
 	return w, nil
 }
@@ -207,13 +358,35 @@ func Tail(r io.ReadSeeker) (prev string, torn bool, err error) {
 // A Writer that did not open a file (NewWriter) has nothing to reopen and
 // returns nil. On an error the Writer keeps the file it had.
 func (w *Writer) Reopen() error {
+	w.cpMu.Lock() // no checkpoint prepared meanwhile: reopen may go on from another file's
+	err := w.reopen()
+	w.cpMu.Unlock()
+	if err != nil {
+		return err
+	}
+	if w.sign != nil {
+		return w.checkpoint(false)
+	}
+	return nil
+}
+
+func (w *Writer) reopen() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.path == "" {
 		return nil
 	}
-	for w.writing {
-		w.idle.Wait()
+	// Wait for the write in flight, and write what is queued to the file
+	// it was linked in.
+	for {
+		for w.writing {
+			w.idle.Wait()
+		}
+		if len(w.pending) == 0 {
+			break
+		}
+		w.lead(w.cur)
+		w.mu.Lock()
 	}
 	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
@@ -231,6 +404,17 @@ func (w *Writer) Reopen() error {
 	}
 	if fi.Size() == 0 {
 		w.torn = false // a new file: the torn line, if any, stays in the old one
+	} else if w.sign != nil {
+		st, err := scanFile(w.path)
+		if err == nil {
+			err = w.restartFrom(st, w.path)
+		}
+		if err != nil {
+			f.Close()
+			return err
+		}
+		w.log.Warn("audit: the trail's path holds another file that is not empty; the chain goes on from its last checkpoint", "path", w.path)
+		w.torn = st.torn
 	} else {
 		prev, torn, err := tailOf(w.path, fi)
 		if err != nil {
@@ -277,18 +461,43 @@ func tailOf(path string, fi os.FileInfo) (prev string, torn bool, err error) {
 // one, in lead).
 func (w *Writer) relink(prev []byte) {
 	lines, pending, had := w.lines, w.pending, w.prev
+	for _, l := range lines {
+		if l.Checkpoint != nil { // signed: it keeps its link
+			return
+		}
+	}
+	count, unsealed, last := w.count, w.unsealed, w.lastTime
+	if w.sign != nil {
+		w.count -= uint64(len(lines))
+		w.unsealed -= len(lines)
+	}
 	w.lines, w.pending, w.prev = nil, nil, append([]byte(nil), prev...)
 	for _, l := range lines {
 		if err := w.queue(l, nil); err != nil {
 			w.lines, w.pending, w.prev = lines, pending, had
+			w.count, w.unsealed, w.lastTime = count, unsealed, last
 			return
 		}
 	}
 }
 
 // Close closes the file the Writer opened, if any. Lines written after it
-// fail.
+// fail. With a Signer it first stops the timer and writes the final
+// checkpoint (final: true), once.
 func (w *Writer) Close() error {
+	if w.sign != nil {
+		w.mu.Lock()
+		first := !w.closing
+		w.closing = true
+		w.mu.Unlock()
+		if first {
+			if w.stop != nil {
+				close(w.stop)
+				w.stopped.Wait()
+			}
+			w.checkpoint(true)
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.file == nil {
@@ -316,8 +525,15 @@ var errNoKey = errors.New("audit: no key of the ring seals now")
 // Digest). It returns the error of the destination, if any, after
 // logging it and telling OnError, whatever Options.Required says.
 func (w *Writer) Write(l *Line) error {
+	if isSealing(l.Event) || l.Checkpoint != nil || len(l.Certs) > 0 {
+		return errCheckpointLine
+	}
 	return w.write(l, nil)
 }
+
+// errCheckpointLine is Write's error for a checkpoint line: only the
+// Writer writes them.
+var errCheckpointLine = errors.New("audit: checkpoint lines are written by the Writer itself")
 
 // write encodes l, queues it and waits until it is written; hash, when
 // not nil, is the arguments hash to digest under the line's key.
@@ -368,12 +584,20 @@ func (w *Writer) write(l *Line, hash *reqstate.Hash) error {
 
 // queue encodes l onto the pending lines. Called with w.mu held.
 func (w *Writer) queue(l *Line, hash *reqstate.Hash) error {
+	if w.sign != nil && l.Time.Before(w.lastTime) {
+		// Lines queue in the order of the lock, not of their clocks:
+		// times never go back in a sealed trail (a verifier checks it).
+		l.Time = w.lastTime
+	}
 	m, err := w.macsAt(l.Time)
 	if err != nil {
 		return err
 	}
 	if hash != nil {
 		l.ArgsDigest = m.argsDigest(*hash)
+	}
+	if l.Checkpoint != nil && w.sign != nil {
+		w.fill(l)
 	}
 	b := w.pending
 	start := len(b)
@@ -389,6 +613,15 @@ func (w *Writer) queue(l *Line, hash *reqstate.Hash) error {
 	w.pending = b
 	w.lines = append(w.lines, l)
 	w.prev = appendLink(w.prev[:0], b[start:len(b)-1])
+	if w.sign != nil {
+		w.count++
+		w.lastTime = l.Time
+		if l.Checkpoint != nil {
+			w.unsealed = 0
+		} else {
+			w.unsealed++
+		}
+	}
 	return nil
 }
 
