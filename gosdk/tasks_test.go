@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/gosdk"
+	"github.com/mrtr-go/mrtr/internal/testing/adaptertest"
 	"github.com/mrtr-go/mrtr/internal/testing/testredis"
 	"github.com/mrtr-go/mrtr/replay/redisstore"
 	"github.com/mrtr-go/mrtr/reqstate"
@@ -34,7 +37,7 @@ func (s *countingStore) Get(ctx context.Context, k task.Key, now time.Time) (*ta
 }
 
 // taskNode is one replica: a go-sdk server with tasks over store, whose
-// principal is the X-User header (empty: anonymous).
+// principal is the subject the bearer token names (none: anonymous).
 type taskNode struct {
 	url       string
 	cancelled chan string // ids of tasks whose work saw its context end
@@ -56,7 +59,7 @@ func startTaskNode(t *testing.T, store task.Store, topts *task.Options) *taskNod
 	a := gosdk.Install(s, mrtr.New(reqstate.New(ring, nil), nil), &gosdk.Options{
 		Tasks: task.NewManager(store, &o),
 		Principal: func(_ context.Context, req mcp.Request) (reqstate.Principal, error) {
-			if u := req.GetExtra().Header.Get("X-User"); u != "" {
+			if u, ok := strings.CutPrefix(req.GetExtra().Header.Get("Authorization"), "Bearer "); ok && u != "" {
 				return reqstate.Principal{Issuer: "test", Subject: u}, nil
 			}
 			return reqstate.Principal{}, nil
@@ -94,47 +97,15 @@ func startTaskNode(t *testing.T, store task.Store, topts *task.Options) *taskNod
 	return n
 }
 
-// rpc is one 2026-07-28 request; it returns the result or the error
-// object, as JSON, and the HTTP status.
-func rpc(t *testing.T, url, user, method string, params map[string]any, declare bool) (result, rpcErr json.RawMessage, status int) {
-	t.Helper()
+// client returns a raw 2026-07-28 client of url for user (a bearer token
+// the node takes as the subject; empty: anonymous) that declares the
+// extension, or not.
+func client(url, user string, declare bool) *adaptertest.Client {
 	caps := map[string]any{"elicitation": map[string]any{}}
 	if declare {
 		caps["extensions"] = map[string]any{task.Extension: map[string]any{}}
 	}
-	params["_meta"] = map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "test", "version": "1"},
-		"io.modelcontextprotocol/clientCapabilities": caps,
-	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", method)
-	switch {
-	case method == "tools/call":
-		req.Header.Set("Mcp-Name", params["name"].(string))
-	case task.IsMethod(method):
-		req.Header.Set("Mcp-Name", params["taskId"].(string))
-	}
-	if user != "" {
-		req.Header.Set("X-User", user)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var msg struct {
-		Result json.RawMessage `json:"result"`
-		Error  json.RawMessage `json:"error"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {
-		t.Fatalf("%s: %v", method, err)
-	}
-	return msg.Result, msg.Error, resp.StatusCode
+	return &adaptertest.Client{URL: url, Token: user, Caps: caps}
 }
 
 type detailed struct {
@@ -147,13 +118,14 @@ type detailed struct {
 	Error         json.RawMessage            `json:"error"`
 }
 
-func mustResult(t *testing.T, res, rpcErr json.RawMessage) detailed {
+func mustResult(t *testing.T, r adaptertest.Response) detailed {
 	t.Helper()
-	if rpcErr != nil {
-		t.Fatalf("error %s", rpcErr)
+	if r.Error != nil {
+		t.Fatalf("error %v", r)
 	}
+	raw, _ := json.Marshal(r.Result)
 	var d detailed
-	if err := json.Unmarshal(res, &d); err != nil {
+	if err := json.Unmarshal(raw, &d); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -161,8 +133,7 @@ func mustResult(t *testing.T, res, rpcErr json.RawMessage) detailed {
 
 func create(t *testing.T, url, user, tool string) string {
 	t.Helper()
-	r, e, _ := rpc(t, url, user, "tools/call", map[string]any{"name": tool, "arguments": map[string]any{}}, true)
-	d := mustResult(t, r, e)
+	d := mustResult(t, client(url, user, true).Call(t, "tools/call", map[string]any{"name": tool, "arguments": map[string]any{}}))
 	if d.ResultType != "task" || len(d.TaskID) < 22 {
 		t.Fatalf("tools/call %s: %+v, want a CreateTaskResult", tool, d)
 	}
@@ -171,8 +142,13 @@ func create(t *testing.T, url, user, tool string) string {
 
 func get(t *testing.T, url, user, id string) detailed {
 	t.Helper()
-	r, e, _ := rpc(t, url, user, "tasks/get", map[string]any{"taskId": id}, true)
-	return mustResult(t, r, e)
+	return mustResult(t, client(url, user, true).Call(t, task.MethodGet, map[string]any{"taskId": id}))
+}
+
+// isAck reports whether r is the empty acknowledgement of tasks/update and
+// tasks/cancel.
+func isAck(r adaptertest.Response) bool {
+	return r.Error == nil && len(r.Result) == 1 && r.Result["resultType"] == "complete"
 }
 
 // waitStatus polls until the task has status st.
@@ -200,24 +176,19 @@ func TestTasksGateBeforeLookup(t *testing.T) {
 	id := create(t, n.url, "alice", "wait")
 	before := store.gets.Load()
 	for _, m := range []string{task.MethodGet, task.MethodUpdate, task.MethodCancel} {
-		_, e, _ := rpc(t, n.url, "alice", m, map[string]any{"taskId": id, "inputResponses": map[string]any{}}, false)
-		var we struct {
-			Code int             `json:"code"`
-			Data json.RawMessage `json:"data"`
-		}
-		if json.Unmarshal(e, &we) != nil || we.Code != -32021 || !bytes.Contains(we.Data, []byte(task.Extension)) {
-			t.Errorf("%s without the extension: %s, want -32021 naming it", m, e)
+		r := client(n.url, "alice", false).Call(t, m, map[string]any{"taskId": id, "inputResponses": map[string]any{}})
+		if r.Error == nil || r.Error.Code != -32021 || !bytes.Contains(r.Error.Data, []byte(task.Extension)) {
+			t.Errorf("%s without the extension: %v, want -32021 naming it", m, r)
 		}
 	}
 	if got := store.gets.Load() - before; got != 0 {
 		t.Errorf("%d lookups reached the store for undeclared requests", got)
 	}
 	// A tool that can only be a task is not run for such a caller.
-	_, e, _ := rpc(t, n.url, "alice", "tools/call", map[string]any{"name": "wait", "arguments": map[string]any{}}, false)
-	if !bytes.Contains(e, []byte("-32021")) {
-		t.Errorf("RunTask for an undeclared caller: %s, want -32021", e)
+	if r := client(n.url, "alice", false).Call(t, "tools/call", map[string]any{"name": "wait", "arguments": map[string]any{}}); r.Error == nil || r.Error.Code != -32021 {
+		t.Errorf("RunTask for an undeclared caller: %v, want -32021", r)
 	}
-	_, _, _ = rpc(t, n.url, "alice", task.MethodCancel, map[string]any{"taskId": id}, true)
+	client(n.url, "alice", true).Call(t, task.MethodCancel, map[string]any{"taskId": id})
 }
 
 // TestTasksOtherCallerIsUnknown: another principal (or the anonymous
@@ -227,16 +198,15 @@ func TestTasksOtherCallerIsUnknown(t *testing.T) {
 	n := startTaskNode(t, task.NewMemory(nil), nil)
 	id := create(t, n.url, "alice", "ask")
 	waitStatus(t, n.url, "alice", id, task.InputRequired)
-	_, unknown, _ := rpc(t, n.url, "alice", task.MethodGet, map[string]any{"taskId": "no-such-task"}, true)
-	if !bytes.Contains(unknown, []byte("-32602")) {
-		t.Fatalf("unknown id: %s", unknown)
+	unknown := client(n.url, "alice", true).Call(t, task.MethodGet, map[string]any{"taskId": "no-such-task"})
+	if unknown.Error == nil || unknown.Error.Code != -32602 {
+		t.Fatalf("unknown id: %v", unknown)
 	}
 	for _, user := range []string{"bob", ""} {
 		for _, m := range []string{task.MethodGet, task.MethodUpdate, task.MethodCancel} {
 			params := map[string]any{"taskId": id, "inputResponses": map[string]any{"a": map[string]any{"action": "accept", "content": map[string]any{"v": "bob"}}}}
-			_, e, _ := rpc(t, n.url, user, m, params, true)
-			if !bytes.Equal(e, unknown) {
-				t.Errorf("%s by %q: %s, want exactly %s", m, user, e, unknown)
+			if r := client(n.url, user, true).Call(t, m, params); !reflect.DeepEqual(r, unknown) {
+				t.Errorf("%s by %q: %v, want exactly %v", m, user, r, unknown)
 			}
 		}
 	}
@@ -244,7 +214,7 @@ func TestTasksOtherCallerIsUnknown(t *testing.T) {
 	if d.Status != task.InputRequired || len(d.InputRequests) != 2 {
 		t.Errorf("alice's task after the others: %s with %d requests", d.Status, len(d.InputRequests))
 	}
-	_, _, _ = rpc(t, n.url, "alice", task.MethodCancel, map[string]any{"taskId": id}, true)
+	client(n.url, "alice", true).Call(t, task.MethodCancel, map[string]any{"taskId": id})
 }
 
 // TestTasksAnswers: a partial answer keeps the task input_required with
@@ -260,9 +230,8 @@ func TestTasksAnswers(t *testing.T) {
 	}
 	update := func(responses map[string]any) {
 		t.Helper()
-		r, e, _ := rpc(t, n.url, "alice", task.MethodUpdate, map[string]any{"taskId": id, "inputResponses": responses}, true)
-		if e != nil || string(r) != `{"resultType":"complete"}` {
-			t.Fatalf("tasks/update: %s %s", r, e)
+		if r := client(n.url, "alice", true).Call(t, task.MethodUpdate, map[string]any{"taskId": id, "inputResponses": responses}); !isAck(r) {
+			t.Fatalf("tasks/update: %v", r)
 		}
 	}
 	update(map[string]any{
@@ -283,9 +252,8 @@ func TestTasksAnswers(t *testing.T) {
 		t.Errorf("result %q, want a=1 b=2", got)
 	}
 	// Malformed inputResponses is a protocol error.
-	_, e, _ := rpc(t, n.url, "alice", task.MethodUpdate, map[string]any{"taskId": id, "inputResponses": 7}, true)
-	if !bytes.Contains(e, []byte("-32602")) {
-		t.Errorf("inputResponses 7: %s", e)
+	if r := client(n.url, "alice", true).Call(t, task.MethodUpdate, map[string]any{"taskId": id, "inputResponses": 7}); r.Error == nil || r.Error.Code != -32602 {
+		t.Errorf("inputResponses 7: %v", r)
 	}
 }
 
@@ -341,15 +309,15 @@ func TestTasksAcrossReplicas(t *testing.T) {
 	if len(d.InputRequests) != 2 {
 		t.Fatalf("on the other replica: %v", d.InputRequests)
 	}
-	_, unknown, _ := rpc(t, b.url, "alice", task.MethodGet, map[string]any{"taskId": "no-such-task"}, true)
-	if _, e, _ := rpc(t, b.url, "bob", task.MethodGet, map[string]any{"taskId": id}, true); !bytes.Equal(e, unknown) {
-		t.Errorf("bob on the other replica: %s, want %s", e, unknown)
+	unknown := client(b.url, "alice", true).Call(t, task.MethodGet, map[string]any{"taskId": "no-such-task"})
+	if r := client(b.url, "bob", true).Call(t, task.MethodGet, map[string]any{"taskId": id}); !reflect.DeepEqual(r, unknown) {
+		t.Errorf("bob on the other replica: %v, want %v", r, unknown)
 	}
 	for _, k := range []string{"a", "b"} {
-		r, e, _ := rpc(t, b.url, "alice", task.MethodUpdate, map[string]any{"taskId": id,
-			"inputResponses": map[string]any{k: map[string]any{"action": "accept", "content": map[string]any{"v": k}}}}, true)
-		if e != nil || string(r) != `{"resultType":"complete"}` {
-			t.Fatalf("update on the other replica: %s %s", r, e)
+		r := client(b.url, "alice", true).Call(t, task.MethodUpdate, map[string]any{"taskId": id,
+			"inputResponses": map[string]any{k: map[string]any{"action": "accept", "content": map[string]any{"v": k}}}})
+		if !isAck(r) {
+			t.Fatalf("update on the other replica: %v", r)
 		}
 	}
 	d = waitStatus(t, b.url, "alice", id, task.Completed)
@@ -359,8 +327,8 @@ func TestTasksAcrossReplicas(t *testing.T) {
 
 	// Cancelled on b, the work running on a sees its context end.
 	id = create(t, a.url, "alice", "wait")
-	if r, e, _ := rpc(t, b.url, "alice", task.MethodCancel, map[string]any{"taskId": id}, true); e != nil || string(r) != `{"resultType":"complete"}` {
-		t.Fatalf("cancel: %s %s", r, e)
+	if r := client(b.url, "alice", true).Call(t, task.MethodCancel, map[string]any{"taskId": id}); !isAck(r) {
+		t.Fatalf("cancel: %v", r)
 	}
 	select {
 	case got := <-a.cancelled:
