@@ -91,6 +91,14 @@ func startTaskNode(t *testing.T, store task.Store, topts *task.Options) *taskNod
 				return nil, ctx.Err()
 			})
 		})
+	gosdk.AddTool(a, &mcp.Tool{Name: "sample", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ none, f *gosdk.ToolFlow[none]) (*mcp.CallToolResult, error) {
+			return f.RunTask(ctx, nil, func(ctx context.Context, tk *gosdk.Task) (*mcp.CallToolResult, error) {
+				_, err := tk.Ask(ctx, mcp.InputRequestMap{"s": &mcp.CreateMessageParams{MaxTokens: 10,
+					Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}}})
+				return nil, err
+			})
+		})
 	srv := httptest.NewServer(gosdk.NewHTTPHandler(s, &gosdk.HTTPOptions{JSONResponse: true}))
 	t.Cleanup(srv.Close)
 	n.url = srv.URL
@@ -254,6 +262,22 @@ func TestTasksAnswers(t *testing.T) {
 	// Malformed inputResponses is a protocol error.
 	if r := client(n.url, "alice", true).Call(t, task.MethodUpdate, map[string]any{"taskId": id, "inputResponses": 7}); r.Error == nil || r.Error.Code != -32602 {
 		t.Errorf("inputResponses 7: %v", r)
+	}
+}
+
+// TestTasksAskNeedsCapability: a task never asks what the client that
+// created it did not declare (here sampling): Ask fails with -32021, as a
+// paused call's does, and the task fails with that error.
+func TestTasksAskNeedsCapability(t *testing.T) {
+	n := startTaskNode(t, task.NewMemory(nil), nil)
+	id := create(t, n.url, "alice", "sample")
+	d := waitStatus(t, n.url, "alice", id, task.Failed)
+	var e struct {
+		Code int             `json:"code"`
+		Data json.RawMessage `json:"data"`
+	}
+	if json.Unmarshal(d.Error, &e) != nil || e.Code != -32021 || !bytes.Contains(e.Data, []byte("sampling")) {
+		t.Errorf("error %s, want -32021 naming sampling", d.Error)
 	}
 }
 
