@@ -361,7 +361,8 @@ func (r *Run) run(work Work, stop context.CancelFunc) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 10*time.Second)
 	defer cancel()
-	if _, err := m.store.Finish(ctx, r.key, r.owner, end); err != nil {
+	if _, err := m.store.Finish(ctx, r.key, r.owner, end); err != nil && !errors.Is(err, ErrNotFound) {
+		// ErrNotFound: the TTL passed and the store forgot the task.
 		m.o.Logger.Error("task: could not record the end of a task", "task", r.key.ID, "err", err)
 	}
 }
