@@ -205,6 +205,9 @@ func (f *ToolFlow[C]) RunTask(ctx context.Context, opts *TaskOptions, work TaskF
 	if slot == nil || slot.m == nil {
 		panic("gosdk: RunTask needs an adapter with Options.Tasks and the handler's own context")
 	}
+	if slot.created != nil {
+		panic("gosdk: RunTask called twice in one call")
+	}
 	if !f.TasksDeclared() {
 		return nil, MissingTasksError()
 	}
