@@ -354,6 +354,8 @@ func (r *Run) run(work Work, stop context.CancelFunc) {
 			end.Message = &msg
 		} else {
 			end.Error = internalError
+			msg := "the task failed: internal error"
+			end.Message = &msg
 			if r.ctx.Err() == nil {
 				m.o.Logger.Error("task: work failed", "task", r.key.ID, "err", err)
 			}

@@ -104,7 +104,8 @@ func (m *Memory) Get(_ context.Context, k Key, now time.Time) (*Record, error) {
 		return nil, ErrNotFound
 	}
 	if !t.r.Status.Terminal() && t.r.LeaseUntil.Before(now) {
-		t.end(End{Now: now, Status: Failed, Error: LapsedError})
+		msg := LapsedMessage
+		t.end(End{Now: now, Status: Failed, Error: LapsedError, Message: &msg})
 	}
 	r := t.r
 	r.Requests = maps.Clone(t.r.Requests)

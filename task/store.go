@@ -96,6 +96,9 @@ var (
 // lapsed (the node running it stopped): -32603.
 var LapsedError = json.RawMessage(`{"code":-32603,"message":"the server running the task stopped before it finished"}`)
 
+// LapsedMessage is the statusMessage of a task whose lease lapsed.
+const LapsedMessage = "the server running the task stopped before it finished"
+
 // Store keeps tasks, for one node (Memory) or many (package redistask).
 // Every method decides atomically, so any number of goroutines and
 // processes may share one store; the contract suite in package tasktest

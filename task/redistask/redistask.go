@@ -91,7 +91,7 @@ local st = redis.call('HGET', KEYS[1], 'st')
 if not st then return false end
 if not terminal(st) and tonumber(redis.call('HGET', KEYS[1], 'lease')) < tonumber(ARGV[1]) then
   endTask(KEYS[1], 'failed', ARGV[1])
-  redis.call('HSET', KEYS[1], 'err', ARGV[2])
+  redis.call('HSET', KEYS[1], 'err', ARGV[2], 'msg', ARGV[3])
 end
 return redis.call('HGETALL', KEYS[1])`)
 
@@ -207,7 +207,7 @@ func (s *Store) run(ctx context.Context, script *redis.Script, k task.Key, args 
 
 // Get implements task.Store.
 func (s *Store) Get(ctx context.Context, k task.Key, now time.Time) (*task.Record, error) {
-	v, err := s.run(ctx, getScript, k, ms(now), string(task.LapsedError))
+	v, err := s.run(ctx, getScript, k, ms(now), string(task.LapsedError), task.LapsedMessage)
 	if errors.Is(err, redis.Nil) {
 		return nil, task.ErrNotFound
 	}

@@ -165,7 +165,7 @@ func lapsedLease(t *testing.T, a, b task.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != task.Failed || !jsonEqual(got.Error, task.LapsedError) {
+	if got.Status != task.Failed || !jsonEqual(got.Error, task.LapsedError) || got.Message != task.LapsedMessage {
 		t.Fatalf("after the lease: status %s error %s, want failed with %s", got.Status, got.Error, task.LapsedError)
 	}
 	// The owner comes back too late: it cannot finish or renew.
