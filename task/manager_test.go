@@ -164,3 +164,19 @@ func TestManagerAskKeysOnce(t *testing.T) {
 		t.Errorf("result %s", d.Result)
 	}
 }
+
+func TestDeclared(t *testing.T) {
+	for caps, want := range map[string]bool{
+		`{"extensions":{"io.modelcontextprotocol/tasks":{}}}`:                    true,
+		`{"extensions":{"io.modelcontextprotocol/tasks":{"x":1}},"sampling":{}}`: true,
+		`{"extensions":{"io.modelcontextprotocol/tasks":true}}`:                  false,
+		`{"extensions":{"io.modelcontextprotocol/tasks":null}}`:                  false,
+		`{"extensions":{}}`: false,
+		`{"tasks":{}}`:      false,
+		`[]`:                false,
+	} {
+		if got := task.Declared(json.RawMessage(caps)); got != want {
+			t.Errorf("Declared(%s) = %v, want %v", caps, got, want)
+		}
+	}
+}
