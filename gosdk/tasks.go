@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/mrtr-go/mrtr/internal/adapt"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
+	"github.com/mrtr-go/mrtr/reqstate"
 	"github.com/mrtr-go/mrtr/task"
 )
 
@@ -33,8 +32,7 @@ import (
 // taskParams are the params of tasks/get, tasks/update and tasks/cancel.
 type taskParams struct {
 	mcp.ParamsBase
-	TaskID         string          `json:"taskId"`
-	InputResponses json.RawMessage `json:"inputResponses,omitempty"`
+	adapt.TaskParams
 }
 
 // rawResult is a result written as the JSON it holds.
@@ -44,8 +42,6 @@ type rawResult struct {
 }
 
 func (r *rawResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
-
-var ackResult = json.RawMessage(`{"resultType":"complete"}`)
 
 // createdResult is the CreateTaskResult a tools/call answers with once its
 // handler turned it into a task.
@@ -113,49 +109,20 @@ func declaresTasks(caps *mcp.ClientCapabilities) bool {
 // MissingTasksError returns the -32021 error of a tool that can only run
 // as a task, for a client that did not declare the extension:
 // data.requiredCapabilities.extensions names it.
-func MissingTasksError() error {
-	return &jsonrpc.Error{Code: int64(mcpwire.CodeMissingCapability), Message: mcpwire.MissingCapabilityMessage, Data: task.MissingExtensionData}
-}
-
-var errUnknownTask = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: task.UnknownMessage}
+func MissingTasksError() error { return wireError(adapt.MissingTasks) }
 
 func (a *Adapter) serveTask(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 	sr, ok := req.(*mcp.ServerRequest[*taskParams])
 	if !ok || sr.Params == nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params"}
+		return nil, wireError(adapt.InvalidTaskParams)
 	}
-	// The gate comes first: nothing is looked up for a caller that did not
-	// declare the extension on this request.
-	if !declaresTasks(sr.ClientCapabilities()) {
-		return nil, MissingTasksError()
-	}
-	p, err := a.principal(ctx, req)
+	raw, err := adapt.ServeTask(ctx, a.tasks, method, declaresTasks(sr.ClientCapabilities()), sr.Params.TaskParams,
+		func() (reqstate.Principal, error) { return a.principal(ctx, req) }, a.logger)
 	if errors.Is(err, ErrNoSubject) {
 		return nil, errNoSubjectWire
 	}
 	if err != nil {
-		return nil, err
-	}
-	id := sr.Params.TaskID
-	var raw json.RawMessage
-	switch method {
-	case task.MethodGet:
-		raw, err = a.tasks.Get(ctx, p, id)
-	case task.MethodUpdate:
-		var responses map[string]json.RawMessage
-		if json.Unmarshal(sr.Params.InputResponses, &responses) != nil || responses == nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: inputResponses must be an object"}
-		}
-		raw, err = ackResult, a.tasks.Update(ctx, p, id, responses)
-	case task.MethodCancel:
-		raw, err = ackResult, a.tasks.Cancel(ctx, p, id)
-	}
-	switch {
-	case errors.Is(err, task.ErrUnknown):
-		return nil, errUnknownTask
-	case err != nil:
-		a.logger.ErrorContext(ctx, "gosdk: a tasks request failed", "method", method, "err", err)
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: mcpwire.InternalMessage}
+		return nil, wireError(err)
 	}
 	return &rawResult{raw: raw}, nil
 }
@@ -321,47 +288,10 @@ func (a *TaskAnswers) Roots(key string) (*mcp.ListRootsResult, bool) {
 	return r, ok
 }
 
-// taskNameMismatch answers a 2026-07-28 tasks/get, tasks/update or
-// tasks/cancel whose Mcp-Name header is missing or is not its
-// params.taskId (surrounding whitespace aside) with HTTP 400 and the
-// JSON-RPC error -32020, as go-sdk does for the methods it knows, and
-// reports whether it did. The extension makes the header required on
-// these methods so that intermediaries can route by task.
+// taskNameMismatch answers a 2026-07-28 tasks/* request whose Mcp-Name
+// header is not its params.taskId with HTTP 400 and -32020, as go-sdk does
+// for the methods it knows (adapt.TaskNameMismatch), and reports whether it
+// did.
 func taskNameMismatch(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if !task.IsMethod(strings.TrimSpace(r.Header.Get("Mcp-Method"))) {
-		return false
-	}
-	var msg struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params struct {
-			TaskID json.RawMessage `json:"taskId"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &msg) != nil || !task.IsMethod(msg.Method) {
-		return false // go-sdk answers what is not one such request
-	}
-	var id string
-	if json.Unmarshal(msg.Params.TaskID, &id) != nil {
-		return false // no string taskId: the method's own -32602
-	}
-	name, ok := r.Header["Mcp-Name"]
-	var text string
-	switch {
-	case !ok || len(name) == 0:
-		text = fmt.Sprintf("missing required Mcp-Name header for method %q", msg.Method)
-	case len(name) > 1 || strings.TrimSpace(name[0]) != id:
-		text = "header mismatch: the Mcp-Name header does not match params.taskId"
-	default:
-		return false
-	}
-	if len(msg.ID) == 0 {
-		msg.ID = json.RawMessage("null")
-	}
-	out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID,
-		"error": map[string]any{"code": mcpwire.CodeHeaderMismatch, "message": text}})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	w.Write(out)
-	return true
+	return adapt.TaskNameMismatch(w, r, body)
 }
