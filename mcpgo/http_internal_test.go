@@ -59,7 +59,7 @@ func FuzzRewriteMessage(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"invalid requestState (reason: expired)"}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"x","error":{"code":-32603,"message":"other"}}`))
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		out, code, ok := rewriteMessage(msg, pending)
+		out, code, ok := (&rewrites{pending: pending}).message(msg)
 		if !ok {
 			return
 		}
