@@ -262,21 +262,22 @@ func outcome(res *mcp.CallToolResult, err error) (json.RawMessage, error) {
 	return json.Marshal(res)
 }
 
-// Task is a running task, as its TaskFunc sees it. It is safe for
+// Task is a running task, as its TaskFunc sees it: the work's view of a
+// task.Run, with the capabilities its creator declared. It is safe for
 // concurrent use.
 type Task struct {
+	caps mcpwire.Caps // what the creating request declared, for Ask's gate
 	run  *task.Run
-	caps mcpwire.Caps
 }
-
-// ID returns the task id.
-func (t *Task) ID() string { return t.run.ID() }
 
 // SetStatus sets the task's statusMessage, which tasks/get shows (the
 // extension has no progress notifications).
 func (t *Task) SetStatus(ctx context.Context, message string) error {
 	return t.run.SetMessage(ctx, message)
 }
+
+// ID returns the task id.
+func (t *Task) ID() string { return t.run.ID() }
 
 // Ask puts reqs in the task's inputRequests (status input_required) and
 // waits until the client answered every one through tasks/update, on any

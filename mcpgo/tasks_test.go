@@ -1,7 +1,6 @@
 package mcpgo_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -86,7 +85,9 @@ func startTaskNode(t *testing.T, m *task.Manager, extra []server.ServerOption) *
 	// maybe runs as a task when the caller declared the extension, on the
 	// call otherwise.
 	mcpgo.AddTool(a, mcp.NewTool("maybe"), func(ctx context.Context, _ mcp.CallToolRequest, _ none, f *mcpgo.ToolFlow[none]) (*mcp.CallToolResult, error) {
-		work := func(context.Context, *mcpgo.Task) (*mcp.CallToolResult, error) { return mcp.NewToolResultText("done"), nil }
+		work := func(context.Context, *mcpgo.Task) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("done"), nil
+		}
 		if f.TasksDeclared() {
 			return f.RunTask(ctx, nil, work)
 		}
@@ -158,14 +159,7 @@ func TestTaskCancel(t *testing.T) {
 			t.Fatalf("cancel: %v", r)
 		}
 	}
-	select {
-	case got := <-n.Cancelled:
-		if got != id {
-			t.Errorf("cancelled %s, want %s", got, id)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the cancellation did not reach the work")
-	}
+	n.WaitCancelled(t, id)
 	if d := adaptertest.GetTask(t, n.URL, "alice", id); d.Status != task.Cancelled {
 		t.Errorf("status %s after cancel", d.Status)
 	}
@@ -203,28 +197,12 @@ func TestTasksMcpMethodHeader(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":9,"method":"tasks/get","params":{"taskId":"abc","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
 		`"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`
 	for _, method := range []string{"", "tools/list"} {
-		req, _ := http.NewRequest(http.MethodPost, n.URL, bytes.NewBufferString(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Name", "abc")
+		h := http.Header{"Mcp-Name": {"abc"}}
 		if method != "" {
-			req.Header.Set("Mcp-Method", method)
+			h.Set("Mcp-Method", method)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var msg struct {
-			ID    int `json:"id"`
-			Error struct {
-				Code int `json:"code"`
-			} `json:"error"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&msg)
-		resp.Body.Close()
-		if resp.StatusCode != 400 || msg.Error.Code != -32020 || msg.ID != 9 {
-			t.Errorf("Mcp-Method %q: HTTP %d, %+v", method, resp.StatusCode, msg)
+		if r := adaptertest.PostRaw(t, n.URL, h, body); r.Status != 400 || r.Error == nil || r.Error.Code != -32020 {
+			t.Errorf("Mcp-Method %q: %v", method, r)
 		}
 	}
 	if got := store.Gets.Load(); got != 0 {

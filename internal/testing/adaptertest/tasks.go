@@ -268,30 +268,29 @@ func (s taskSuite) nameHeader(t *testing.T) {
 	n := s.node(t, task.NewMemory(nil), nil)
 	body := `{"jsonrpc":"2.0","id":9,"method":"tasks/get","params":{"taskId":"abc","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
 	for _, name := range []string{"", "abd"} {
-		req, _ := http.NewRequest(http.MethodPost, n.URL, bytes.NewBufferString(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", "tasks/get")
+		h := http.Header{"Mcp-Method": {"tasks/get"}}
 		if name != "" {
-			req.Header.Set("Mcp-Name", name)
+			h.Set("Mcp-Name", name)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var msg struct {
-			ID    int `json:"id"`
-			Error struct {
-				Code int `json:"code"`
-			} `json:"error"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&msg)
-		resp.Body.Close()
-		if resp.StatusCode != 400 || msg.Error.Code != -32020 || msg.ID != 9 {
-			t.Errorf("Mcp-Name %q: HTTP %d, %+v", name, resp.StatusCode, msg)
+		if r := PostRaw(t, n.URL, h, body); r.Status != 400 || r.Error == nil || r.Error.Code != -32020 {
+			t.Errorf("Mcp-Name %q: %v", name, r)
 		}
 	}
+}
+
+// PostRaw posts body, a 2026-07-28 JSON-RPC request with id 9, with the
+// headers h beside the transport's own (Content-Type, Accept,
+// MCP-Protocol-Version), and returns its response.
+func PostRaw(t testing.TB, url string, h http.Header, body string) Response {
+	t.Helper()
+	var msg map[string]any
+	if err := json.Unmarshal([]byte(body), &msg); err != nil {
+		t.Fatal(err)
+	}
+	h = h.Clone()
+	h.Set("MCP-Protocol-Version", "2026-07-28")
+	r, _ := (&Client{URL: url}).post(t, h, msg, 9)
+	return r
 }
 
 // redisNode starts a replica over the Redis at url.
@@ -338,16 +337,23 @@ func (s taskSuite) acrossReplicas(t *testing.T) {
 	if r := TaskClient(b.URL, "alice", true).Call(t, task.MethodCancel, map[string]any{"taskId": id}); !IsAck(r) {
 		t.Fatalf("cancel: %v", r)
 	}
+	a.WaitCancelled(t, id)
+	if d := GetTask(t, a.URL, "alice", id); d.Status != task.Cancelled {
+		t.Errorf("status %s after cancel", d.Status)
+	}
+}
+
+// WaitCancelled waits until the work of the "wait" task id saw its
+// context end on n.
+func (n *TaskNode) WaitCancelled(t testing.TB, id string) {
+	t.Helper()
 	select {
-	case got := <-a.Cancelled:
+	case got := <-n.Cancelled:
 		if got != id {
 			t.Errorf("cancelled %s, want %s", got, id)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("the cancellation did not reach the work on the other replica")
-	}
-	if d := GetTask(t, a.URL, "alice", id); d.Status != task.Cancelled {
-		t.Errorf("status %s after cancel", d.Status)
+		t.Fatalf("the cancellation of %s did not reach its work", id)
 	}
 }
 
