@@ -117,7 +117,13 @@ func (a *Adapter) readTask(w http.ResponseWriter, r *http.Request, x *exchange) 
 // made (where a principal may come from).
 func (a *Adapter) serveTask(ctx context.Context, _ any, _ any) error {
 	x := exchangeFrom(ctx)
-	if x == nil || x.tasks == nil || x.tasks.call == nil {
+	if x == nil {
+		return nil
+	}
+	x.mu.Lock()
+	t := x.tasks
+	x.mu.Unlock()
+	if t == nil || t.call == nil {
 		return nil
 	}
 	var p struct {
@@ -125,10 +131,10 @@ func (a *Adapter) serveTask(ctx context.Context, _ any, _ any) error {
 		Meta *mcp.Meta `json:"_meta"`
 	}
 	reply := &taskReply{}
-	if err := json.Unmarshal(x.tasks.call.params, &p); err != nil {
+	if err := json.Unmarshal(t.call.params, &p); err != nil {
 		reply.err = adapt.InvalidTaskParams
 	} else {
-		raw, err := adapt.ServeTask(ctx, a.tasks, x.tasks.call.method, declaresTasks(p.Meta), p.TaskParams,
+		raw, err := adapt.ServeTask(ctx, a.tasks, t.call.method, declaresTasks(p.Meta), p.TaskParams,
 			func() (reqstate.Principal, error) { return a.principal(ctx) }, a.logger)
 		reply.result = raw
 		if err != nil {
@@ -141,7 +147,7 @@ func (a *Adapter) serveTask(ctx context.Context, _ any, _ any) error {
 		}
 	}
 	x.mu.Lock()
-	x.tasks.reply, x.modern = reply, true
+	t.reply, x.modern = reply, true
 	x.mu.Unlock()
 	return errTaskAnswered
 }

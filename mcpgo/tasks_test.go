@@ -82,6 +82,15 @@ func startTaskNode(t *testing.T, m *task.Manager, extra []server.ServerOption) *
 			return mcp.NewToolResultError("no such file"), nil
 		})
 	})
+	// chatty sends a log notification (mcp-go answers on an event stream
+	// then) before it turns into a task.
+	mcpgo.AddTool(a, mcp.NewTool("chatty"), func(ctx context.Context, _ mcp.CallToolRequest, _ none, f *mcpgo.ToolFlow[none]) (*mcp.CallToolResult, error) {
+		_ = server.ServerFromContext(ctx).SendNotificationToClient(ctx, "notifications/message", map[string]any{"level": "info", "data": "starting"})
+		time.Sleep(20 * time.Millisecond) // the notification goes out first
+		return f.RunTask(ctx, nil, func(context.Context, *mcpgo.Task) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("chatted"), nil
+		})
+	})
 	// maybe runs as a task when the caller declared the extension, on the
 	// call otherwise.
 	mcpgo.AddTool(a, mcp.NewTool("maybe"), func(ctx context.Context, _ mcp.CallToolRequest, _ none, f *mcpgo.ToolFlow[none]) (*mcp.CallToolResult, error) {
@@ -236,5 +245,16 @@ func TestTasksNeedHandler(t *testing.T) {
 	}
 	if started || store.Gets.Load() != 0 {
 		t.Errorf("started %v, %d lookups", started, store.Gets.Load())
+	}
+}
+
+// TestTaskOnEventStream: a tools/call that mcp-go answers on an event
+// stream (its handler sent a notification first) still answers with the
+// CreateTaskResult.
+func TestTaskOnEventStream(t *testing.T) {
+	n := startTaskNode(t, quickManager(task.NewMemory(nil)), nil)
+	id := adaptertest.CreateTask(t, n.URL, "alice", "chatty")
+	if d := adaptertest.WaitTask(t, n.URL, "alice", id, task.Completed); d.Text() != "chatted" {
+		t.Errorf("chatty: %+v", d)
 	}
 }
