@@ -22,7 +22,7 @@ func NewHTTPHandler(a *Adapter, opts ...server.StreamableHTTPOption) http.Handle
 }
 
 // Handler wraps next, an HTTP transport of the adapter's server (mcp-go's
-// StreamableHTTPServer), to fill the two seams mcp-go lacks:
+// StreamableHTTPServer), to fill the seams mcp-go lacks:
 //
 //   - mcp-go sends every handler error as -32603 with the error's text: it
 //     has no way for a handler to answer a JSON-RPC error of its own code
@@ -34,12 +34,19 @@ func NewHTTPHandler(a *Adapter, opts ...server.StreamableHTTPOption) http.Handle
 //   - mcp-go's resource handlers return contents, not a result, so they
 //     cannot pause; the adapter carries the pause to its resource hook
 //     through the request's context, which Handler prepares.
+//   - mcp-go can neither serve a method of its own nor answer a tools/call
+//     with anything but its tool result. With Options.Tasks, Handler
+//     checks the Mcp-Method and Mcp-Name headers of a 2026-07-28
+//     tasks/get, tasks/update or tasks/cancel (HTTP 400, -32020), the
+//     adapter answers the request from an mcp-go hook, and Handler puts
+//     that answer on the wire, and a task's CreateTaskResult in place of
+//     the result of the tools/call that started it.
 //
 // It also reads whether params.inputResponses is null, which mcp-go
 // decodes as absent. Everything else passes through unchanged and
 // streamed. Without Handler tools and prompts still pause and resume
 // sealed, but a refused requestState reaches the client as -32603 with a
-// message naming the reason, and resources cannot pause.
+// message naming the reason, and resources and tasks do not work.
 func (a *Adapter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
