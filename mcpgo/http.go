@@ -46,7 +46,8 @@ func NewHTTPHandler(a *Adapter, opts ...server.StreamableHTTPOption) http.Handle
 // decodes as absent. Everything else passes through unchanged and
 // streamed. Without Handler tools and prompts still pause and resume
 // sealed, but a refused requestState reaches the client as -32603 with a
-// message naming the reason, and resources and tasks do not work.
+// message naming the reason, resources cannot pause and tools cannot run
+// as tasks.
 func (a *Adapter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
