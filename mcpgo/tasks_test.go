@@ -82,6 +82,19 @@ func startTaskNode(t *testing.T, m *task.Manager, extra []server.ServerOption) *
 			return mcp.NewToolResultError("no such file"), nil
 		})
 	})
+	// mixed asks an elicitation, a sampling request and the roots at once.
+	mcpgo.AddTool(a, mcp.NewTool("mixed"), func(ctx context.Context, _ mcp.CallToolRequest, _ none, f *mcpgo.ToolFlow[none]) (*mcp.CallToolResult, error) {
+		return f.RunTask(ctx, nil, func(ctx context.Context, tk *mcpgo.Task) (*mcp.CallToolResult, error) {
+			ans, err := tk.Ask(ctx, mcp.InputRequests{"e": elicit("e?"), "r": mcp.NewRootsInputRequest(),
+				"s": mcp.NewSamplingInputRequest(mcp.CreateMessageParams{MaxTokens: 10,
+					Messages: []mcp.SamplingMessage{{Role: mcp.RoleUser, Content: mcp.NewTextContent("hi")}}})})
+			if err != nil {
+				return nil, err
+			}
+			c, _ := ans["e"].Elicitation.Content.(map[string]any)
+			return mcp.NewToolResultText(fmt.Sprintf("e=%v s=%s r=%s", c["v"], ans["s"].Sampling.Model, ans["r"].Roots.Roots[0].URI)), nil
+		})
+	})
 	// chatty sends a log notification (mcp-go answers on an event stream
 	// then) before it turns into a task.
 	mcpgo.AddTool(a, mcp.NewTool("chatty"), func(ctx context.Context, _ mcp.CallToolRequest, _ none, f *mcpgo.ToolFlow[none]) (*mcp.CallToolResult, error) {
@@ -256,5 +269,30 @@ func TestTaskOnEventStream(t *testing.T) {
 	id := adaptertest.CreateTask(t, n.URL, "alice", "chatty")
 	if d := adaptertest.WaitTask(t, n.URL, "alice", id, task.Completed); d.Text() != "chatted" {
 		t.Errorf("chatty: %+v", d)
+	}
+}
+
+// TestTaskAsksEveryKind: one Ask of an elicitation, a sampling request and
+// the roots, answered in one tasks/update, hands the work each answer
+// decoded for its request.
+func TestTaskAsksEveryKind(t *testing.T) {
+	n := startTaskNode(t, quickManager(task.NewMemory(nil)), nil)
+	c := &adaptertest.Client{URL: n.URL, Token: "alice", Caps: map[string]any{"elicitation": map[string]any{}, "sampling": map[string]any{},
+		"roots": map[string]any{}, "extensions": map[string]any{task.Extension: map[string]any{}}}}
+	d := adaptertest.MustTask(t, c.Call(t, "tools/call", map[string]any{"name": "mixed", "arguments": map[string]any{}}))
+	d = adaptertest.WaitTask(t, n.URL, "alice", d.TaskID, task.InputRequired)
+	if len(d.InputRequests) != 3 {
+		t.Fatalf("inputRequests %v", d.InputRequests)
+	}
+	r := c.Call(t, task.MethodUpdate, map[string]any{"taskId": d.TaskID, "inputResponses": map[string]any{
+		"e": map[string]any{"action": "accept", "content": map[string]any{"v": "yes"}},
+		"s": map[string]any{"role": "assistant", "content": map[string]any{"type": "text", "text": "hello"}, "model": "m1"},
+		"r": map[string]any{"roots": []any{map[string]any{"uri": "file:///src"}}},
+	}})
+	if !adaptertest.IsAck(r) {
+		t.Fatalf("tasks/update: %v", r)
+	}
+	if d = adaptertest.WaitTask(t, n.URL, "alice", d.TaskID, task.Completed); d.Text() != "e=yes s=m1 r=file:///src" {
+		t.Errorf("result %q", d.Text())
 	}
 }
