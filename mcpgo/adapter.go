@@ -35,9 +35,12 @@ type Options struct {
 	// for 2026-07-28 clients: the adapter advertises it in server/discover,
 	// serves tasks/get, tasks/update and tasks/cancel from this manager, and
 	// tool handlers may run as tasks (ToolFlow.RunTask). Both need the
-	// server served through Handler. Its Options.Server should be the
-	// guard's ServerID. Nil means no tasks: mcp-go answers those methods as
-	// it does without the adapter.
+	// server served through Handler. The adapter answers tasks/* from an
+	// OnRequestInitialization hook it adds at Install: hooks the server
+	// has by then (server.WithHooks) run first and may refuse the request;
+	// add any that must see tasks/* requests before Install. Its
+	// Options.Server should be the guard's ServerID. Nil means no tasks:
+	// mcp-go answers those methods as it does without the adapter.
 	Tasks *task.Manager
 }
 
