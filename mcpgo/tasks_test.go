@@ -296,3 +296,28 @@ func TestTaskAsksEveryKind(t *testing.T) {
 		t.Errorf("result %q", d.Text())
 	}
 }
+
+// TestTasksAfterServerHooks: an OnRequestInitialization hook the server
+// had before Install runs before tasks/* requests are answered, and its
+// refusal stands (nothing is looked up).
+func TestTasksAfterServerHooks(t *testing.T) {
+	store := &adaptertest.CountingStore{Store: task.NewMemory(nil)}
+	hooks := &server.Hooks{}
+	hooks.AddOnRequestInitialization(func(ctx context.Context, _ any, _ any) error {
+		if mcpgo.PrincipalFrom(ctx).Subject == "mallory" {
+			return errors.New("mallory is banned")
+		}
+		return nil
+	})
+	n := startTaskNode(t, quickManager(store), []server.ServerOption{server.WithHooks(hooks)})
+	id := adaptertest.CreateTask(t, n.URL, "alice", "wait")
+	before := store.Gets.Load()
+	r := adaptertest.TaskClient(n.URL, "mallory", true).Call(t, task.MethodGet, map[string]any{"taskId": id})
+	if r.Error == nil || r.Error.Code != -32600 || r.Error.Message != "mallory is banned" {
+		t.Errorf("tasks/get by a refused caller: %v", r)
+	}
+	if got := store.Gets.Load() - before; got != 0 {
+		t.Errorf("%d lookups for a refused caller", got)
+	}
+	adaptertest.TaskClient(n.URL, "alice", true).Call(t, task.MethodCancel, map[string]any{"taskId": id})
+}
