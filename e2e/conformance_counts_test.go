@@ -53,7 +53,8 @@ func expectedChecks(mode string) map[string]int {
 	case "req-2026":
 		// The scored scenarios, and the pending header and JSON Schema ones
 		// (unscored, but passing). The unscored tasks-* extension
-		// scenarios are not served and not required.
+		// scenarios run here too; TestConformanceTasks holds each of
+		// them to every check.
 		want = map[string]int{
 			"caching":                              8,
 			"completion-complete":                  2,

@@ -13,6 +13,7 @@ import (
 	"github.com/mrtr-go/mrtr/internal/adapt"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
 	"github.com/mrtr-go/mrtr/reqstate"
+	"github.com/mrtr-go/mrtr/task"
 )
 
 // Options configures an Adapter. The zero value is ready to use.
@@ -31,6 +32,12 @@ type Options struct {
 	// requestState by hand, a failed legacy round). Nil means no logging;
 	// the guard has its own logger.
 	Logger *slog.Logger
+	// Tasks turns on the tasks extension (io.modelcontextprotocol/tasks):
+	// the adapter advertises it, serves tasks/get, tasks/update and
+	// tasks/cancel from this manager, and tool handlers may run as tasks
+	// (ToolFlow.RunTask). Its Options.Server should be the guard's
+	// ServerID. Nil means no tasks: the methods stay unknown (-32601).
+	Tasks *task.Manager
 }
 
 // Adapter connects a Guard to a go-sdk Server: its middleware watches the
@@ -42,6 +49,7 @@ type Adapter struct {
 	guard     *mrtr.Guard
 	principal func(context.Context, mcp.Request) (reqstate.Principal, error)
 	logger    *slog.Logger
+	tasks     *task.Manager
 }
 
 // Install adds mrtr's receiving middleware to s and returns the adapter
@@ -63,9 +71,13 @@ func Install(s *mcp.Server, g *mrtr.Guard, opts *Options) *Adapter {
 			a.principal = opts.Principal
 		}
 		a.logger = opts.Logger
+		a.tasks = opts.Tasks
 	}
 	if a.logger == nil {
 		a.logger = slog.New(slog.DiscardHandler)
+	}
+	if a.tasks != nil {
+		a.installTasks()
 	}
 	s.AddReceivingMiddleware(a.middleware)
 	return a
@@ -107,7 +119,15 @@ func recordFrom(ctx context.Context) *adapt.Record {
 func (a *Adapter) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if !mcpwire.Pausable(method) {
+			if a.tasks != nil {
+				return a.tasksMiddleware(ctx, method, req, next)
+			}
 			return next(ctx, method, req)
+		}
+		var slot *taskSlot
+		if a.tasks != nil && method == mcpwire.MethodCallTool {
+			slot = &taskSlot{m: a.tasks}
+			ctx = context.WithValue(ctx, taskSlotKey{}, slot)
 		}
 		rec := recordFrom(ctx)
 		if rec == nil {
@@ -117,6 +137,9 @@ func (a *Adapter) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		res, err := next(ctx, method, req)
 		if err != nil {
 			return res, err
+		}
+		if slot != nil && slot.created != nil {
+			return createdResult{&mcp.CallToolResult{}, slot.created}, nil
 		}
 		if _, st := pauseOf(res); rec.CheckState(st) != nil {
 			a.logger.ErrorContext(ctx, "gosdk: a handler set requestState by hand; register it with gosdk and pause through its Flow", "method", method)

@@ -47,6 +47,20 @@
 // answers every further one, with the same handler code and the same
 // sealed state. NewHTTPHandler serves both generations on one endpoint.
 //
+// # Tasks
+//
+// With Options.Tasks (a task.Manager over a memory or Redis store) the
+// adapter serves the io.modelcontextprotocol/tasks extension (SEP-2663): it
+// advertises it in server/discover, answers tasks/get, tasks/update and
+// tasks/cancel, and a tool handler turns its call into a task with
+// ToolFlow.RunTask, whose work reports its status (Task.SetStatus), asks
+// for input inside the task (Task.Ask) and ends with a result or a tool
+// error; tasks/cancel ends the work's context. A request that did not
+// declare the extension is refused with -32021 before any lookup, never
+// gets a task, and a task is found by (server, principal, id) only, so
+// another caller's requests get what an unknown id gets. Example_task
+// shows a task with an input round.
+//
 // # Mistakes it catches
 //
 // A handler (registered here or directly on the server) that sets a

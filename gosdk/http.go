@@ -111,7 +111,11 @@ func NewHTTPHandler(s *mcp.Server, opts *HTTPOptions) http.Handler {
 		}
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= adapt.ModernVersion {
 			if r.Method == http.MethodPost {
-				r = withBadState(r, o.MaxRequestBodyBytes)
+				var body []byte
+				r, body = readBadState(r, o.MaxRequestBodyBytes)
+				if body != nil && taskNameMismatch(w, r, body) {
+					return
+				}
 			}
 			modern.ServeHTTP(w, r)
 			return
@@ -127,6 +131,13 @@ func NewHTTPHandler(s *mcp.Server, opts *HTTPOptions) http.Handler {
 // refuse it as every invalid token is. The body is read up to go-sdk's
 // limit; a longer one goes on whole, for go-sdk to refuse (413).
 func withBadState(r *http.Request, limit int64) *http.Request {
+	r, _ = readBadState(r, limit)
+	return r
+}
+
+// readBadState is withBadState that also returns the body passed on, or
+// nil when it was not read whole.
+func readBadState(r *http.Request, limit int64) (*http.Request, []byte) {
 	if limit <= 0 {
 		limit = mcp.DefaultMaxRequestBodyBytes
 	}
@@ -137,7 +148,7 @@ func withBadState(r *http.Request, limit int64) *http.Request {
 			io.Reader
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-		return r
+		return r, nil
 	}
 	r.Body.Close()
 	out, bad := adapt.StripBadState(body)
@@ -148,7 +159,7 @@ func withBadState(r *http.Request, limit int64) *http.Request {
 	if bad {
 		r = r.WithContext(context.WithValue(r.Context(), badStateKey{}, true))
 	}
-	return r
+	return r, out
 }
 
 // readUpTo reads r to its end or to n bytes, whichever comes first, as

@@ -15,6 +15,7 @@ import (
 	"github.com/mrtr-go/mrtr/internal/adapt"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
 	"github.com/mrtr-go/mrtr/reqstate"
+	"github.com/mrtr-go/mrtr/task"
 )
 
 // Options configures an Adapter. The zero value is ready to use.
@@ -30,6 +31,17 @@ type Options struct {
 	// requestState by hand, a stale continuation, a failed legacy round).
 	// Nil means no logging; the guard has its own logger.
 	Logger *slog.Logger
+	// Tasks turns on the tasks extension (io.modelcontextprotocol/tasks)
+	// for 2026-07-28 clients: the adapter advertises it in server/discover,
+	// serves tasks/get, tasks/update and tasks/cancel from this manager, and
+	// tool handlers may run as tasks (ToolFlow.RunTask). Both need the
+	// server served through Handler. The adapter answers tasks/* from an
+	// OnRequestInitialization hook it adds at Install: hooks the server
+	// has by then (server.WithHooks) run first and may refuse the request;
+	// add any that must see tasks/* requests before Install. Its
+	// Options.Server should be the guard's ServerID. Nil means no tasks:
+	// mcp-go answers those methods as it does without the adapter.
+	Tasks *task.Manager
 }
 
 // Adapter connects a Guard to an mcp-go MCPServer: its tool and prompt
@@ -43,6 +55,7 @@ type Adapter struct {
 	guard     *mrtr.Guard
 	principal func(context.Context) (reqstate.Principal, error)
 	logger    *slog.Logger
+	tasks     *task.Manager
 	bodies    sync.Pool // of *bytes.Buffer, for Handler
 }
 
@@ -65,7 +78,7 @@ func Install(s *server.MCPServer, g *mrtr.Guard, opts *Options) *Adapter {
 	if opts != nil {
 		o = *opts
 	}
-	a := &Adapter{server: s, guard: g, principal: o.Principal, logger: adapt.Logger(o.Logger)}
+	a := &Adapter{server: s, guard: g, principal: o.Principal, logger: adapt.Logger(o.Logger), tasks: o.Tasks}
 	if a.principal == nil {
 		a.principal = contextPrincipal
 	}
@@ -81,6 +94,9 @@ func Install(s *server.MCPServer, g *mrtr.Guard, opts *Options) *Adapter {
 		server.WithHooks(hooks)(s)
 	}
 	hooks.AddAfterReadResource(a.afterReadResource)
+	if a.tasks != nil {
+		a.installTasks(hooks)
+	}
 	return a
 }
 
@@ -128,6 +144,7 @@ type exchange struct {
 	pending map[string]*adapt.WireError // by the message mcp-go sends
 	pause   *mcp.ReadResourceResult     // a resource's pause, for the hook
 	rec     adapt.Record                // the states sealed during the call
+	tasks   *taskExchange               // nil until a request or a call needs it
 }
 
 // nullResponses reports whether the body's params.inputResponses is null

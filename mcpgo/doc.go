@@ -47,6 +47,35 @@
 // read's result into the input_required result. mcp-go also decodes
 // "inputResponses": null as absent; Handler reads it from the body.
 //
+// # Tasks
+//
+// With Options.Tasks (a task.Manager over a memory or Redis store) the
+// adapter serves the io.modelcontextprotocol/tasks extension (SEP-2663) to
+// 2026-07-28 clients: it advertises it in server/discover, answers
+// tasks/get, tasks/update and tasks/cancel, and a tool handler turns its
+// call into a task with ToolFlow.RunTask (TTL, poll interval, first
+// status), whose work reports its status (Task.SetStatus), asks for input
+// inside the task (Task.Ask: elicitation, sampling, roots, several keys at
+// once, answered through tasks/update on any replica) and ends with a
+// result, a tool error (an isError result) or an error (a failed task);
+// tasks/cancel ends the work's context. A request that did not declare the
+// extension is refused with -32021 before any lookup and never gets a task
+// (ToolFlow.TasksDeclared tells a tool that can run either way); a task is
+// found by (server, principal, id) only, so another caller's requests get
+// exactly what an unknown id gets. The principal is Options.Principal's,
+// read in the context mcp-go's HTTP context functions made, as for a
+// paused call.
+//
+// mcp-go has no seam for a method of its own, so tasks need Handler:
+// Handler checks a tasks/* request's Mcp-Method and Mcp-Name headers (HTTP
+// 400, -32020), the adapter answers it from an OnRequestInitialization
+// hook once mcp-go validated it, and Handler puts the answer (and a task's
+// CreateTaskResult in place of its tool's placeholder result) on the wire.
+// Without Handler, RunTask fails and mcp-go answers tasks/* as it does
+// without the adapter. Clients older than 2026-07-28, mcp-go's own
+// 2025-11-25 tasks included, are left to mcp-go. Example_task shows a task
+// with an input round.
+//
 // # Older clients
 //
 // Clients on 2025-11-25 and before go through mcp-go's own legacy bridge:

@@ -112,7 +112,10 @@ func needOf(r mcp.InputRequest) mcpwire.Need {
 func needsOf(reqs mcp.InputRequests) adapt.Needs { return adapt.NeedsOf(reqs, needOf) }
 
 // ToolFlow is the Flow of a tool call.
-type ToolFlow[C any] struct{ Flow[C] }
+type ToolFlow[C any] struct {
+	Flow[C]
+	tt toolTask // what RunTask needs
+}
 
 // Ask pauses the tool: it seals state as the continuation of the next
 // round and returns the input_required result carrying reqs, ready to

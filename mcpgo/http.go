@@ -22,7 +22,7 @@ func NewHTTPHandler(a *Adapter, opts ...server.StreamableHTTPOption) http.Handle
 }
 
 // Handler wraps next, an HTTP transport of the adapter's server (mcp-go's
-// StreamableHTTPServer), to fill the two seams mcp-go lacks:
+// StreamableHTTPServer), to fill the seams mcp-go lacks:
 //
 //   - mcp-go sends every handler error as -32603 with the error's text: it
 //     has no way for a handler to answer a JSON-RPC error of its own code
@@ -34,12 +34,20 @@ func NewHTTPHandler(a *Adapter, opts ...server.StreamableHTTPOption) http.Handle
 //   - mcp-go's resource handlers return contents, not a result, so they
 //     cannot pause; the adapter carries the pause to its resource hook
 //     through the request's context, which Handler prepares.
+//   - mcp-go can neither serve a method of its own nor answer a tools/call
+//     with anything but its tool result. With Options.Tasks, Handler
+//     checks the Mcp-Method and Mcp-Name headers of a 2026-07-28
+//     tasks/get, tasks/update or tasks/cancel (HTTP 400, -32020), the
+//     adapter answers the request from an mcp-go hook, and Handler puts
+//     that answer on the wire, and a task's CreateTaskResult in place of
+//     the result of the tools/call that started it.
 //
 // It also reads whether params.inputResponses is null, which mcp-go
 // decodes as absent. Everything else passes through unchanged and
 // streamed. Without Handler tools and prompts still pause and resume
 // sealed, but a refused requestState reaches the client as -32603 with a
-// message naming the reason, and resources cannot pause.
+// message naming the reason, resources cannot pause and tools cannot run
+// as tasks.
 func (a *Adapter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -74,8 +82,10 @@ func (a *Adapter) Handler(next http.Handler) http.Handler {
 			xw.body.Reset(x.body)
 			r.Body = &xw.body
 		}
-		next.ServeHTTP(rw, r.WithContext(&xw.ctx))
-		rw.finish()
+		if !a.readTask(w, r, x) {
+			next.ServeHTTP(rw, r.WithContext(&xw.ctx))
+			rw.finish()
+		}
 		if buf != nil {
 			x.nullOnce.Do(func() {}) // the call is over: nobody asks any more
 			x.body = nil
@@ -196,18 +206,23 @@ func (rw *rewriter) finish() {
 	}
 }
 
-// rewrite replaces a recorded contract error in p: a JSON response body,
-// or the data of an event of a stream.
+// rewrite replaces in p, a JSON response body or the data of an event of
+// a stream, what the exchange recorded: a contract error, the answer to a
+// tasks/* request, or the CreateTaskResult of a call that became a task.
 func (rw *rewriter) rewrite(p []byte) []byte {
 	if !rw.typed {
 		rw.typed = true
 		rw.sse = mcpwire.IsEventStream(rw.w.Header().Get("Content-Type"))
 	}
 	rw.x.mu.Lock()
-	pending, modern := rw.x.pending, rw.x.modern
+	rs := rewrites{pending: rw.x.pending}
+	if t := rw.x.tasks; t != nil {
+		rs.reply, rs.created = t.reply, t.created
+	}
+	modern := rw.x.modern
 	rw.x.mu.Unlock()
 	if rw.sse {
-		if (rw.split == nil || rw.split.Idle()) && bytes.HasSuffix(p, []byte("\n\n")) && (len(pending) == 0 || !bytes.Contains(p, []byte(`"error"`))) {
+		if (rw.split == nil || rw.split.Idle()) && bytes.HasSuffix(p, []byte("\n\n")) && !rs.touches(p) {
 			return p // whole events, none to rewrite: as written
 		}
 		if rw.split == nil {
@@ -215,8 +230,8 @@ func (rw *rewriter) rewrite(p []byte) []byte {
 		}
 		var out []byte
 		rw.split.Split(p, func(ev *mcpwire.Event) {
-			if len(pending) > 0 && bytes.Contains(ev.Data, []byte(`"error"`)) {
-				if m, _, ok := rewriteMessage(ev.Data, pending); ok {
+			if rs.touches(ev.Data) {
+				if m, _, ok := rs.message(ev.Data); ok {
 					out = mcpwire.AppendEvent(out, ev.Other, m)
 					return
 				}
@@ -225,49 +240,91 @@ func (rw *rewriter) rewrite(p []byte) []byte {
 		})
 		return out
 	}
-	if len(pending) == 0 || !bytes.Contains(p, []byte(`"error"`)) {
+	if !rs.touches(p) {
 		return p
 	}
-	out, code, ok := rewriteMessage(bytes.TrimSpace(p), pending)
+	out, code, ok := rs.message(bytes.TrimSpace(p))
 	if !ok {
 		return p
 	}
-	if modern && !rw.sent && rw.status == http.StatusOK && (code == mrtr.CodeInvalidParams || code == mcpwire.CodeMissingCapability) {
-		rw.status = http.StatusBadRequest // as mcp-go answers these codes on the 2026-07-28 wire
+	if modern && !rw.sent {
+		rw.status = httpStatus(code) // as mcp-go answers the code on the 2026-07-28 wire
 	}
 	return append(out, '\n')
 }
 
-// rewriteMessage rewrites one JSON-RPC error response whose -32603 message
-// is a recorded contract error.
-func rewriteMessage(msg []byte, pending map[string]*adapt.WireError) ([]byte, int, bool) {
+// httpStatus is the HTTP status mcp-go gives a response with the JSON-RPC
+// error code on the 2026-07-28 wire (0: a result).
+func httpStatus(code int) int {
+	switch code {
+	case mrtr.CodeInvalidParams, mcpwire.CodeMissingCapability, mcpwire.CodeHeaderMismatch, mcpwire.CodeInvalidRequest:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// rewrites is what the rewriter may replace in a response.
+type rewrites struct {
+	pending map[string]*adapt.WireError // contract errors, by the -32603 message mcp-go sends
+	reply   *taskReply                  // the answer to a tasks/* request, for the marker error
+	created json.RawMessage             // the CreateTaskResult of a tools/call, for its result
+}
+
+// touches reports whether p may hold a message to rewrite.
+func (rs *rewrites) touches(p []byte) bool {
+	return rs.created != nil && bytes.Contains(p, []byte(`"result"`)) ||
+		(len(rs.pending) > 0 || rs.reply != nil) && bytes.Contains(p, []byte(`"error"`))
+}
+
+// message rewrites one JSON-RPC response, and returns its error code (0
+// for a result).
+func (rs *rewrites) message(msg []byte) ([]byte, int, bool) {
 	var m struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Result  json.RawMessage `json:"result"`
 		Error   *struct {
 			Code    int    `json:"code"`
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(msg, &m) != nil || m.Error == nil || m.Error.Code != mrtr.CodeInternalError {
+	if json.Unmarshal(msg, &m) != nil || m.Method != "" {
 		return nil, 0, false
 	}
-	w, ok := pending[m.Error.Message]
-	if !ok {
-		return nil, 0, false
+	var out []byte
+	code := 0
+	switch {
+	case m.Error == nil:
+		if rs.created == nil || len(m.Result) == 0 {
+			return nil, 0, false
+		}
+		out = resultResponse(m.JSONRPC, m.ID, rs.created)
+	case rs.reply != nil && m.Error.Code == mcpwire.CodeInvalidRequest && m.Error.Message == taskAnswered:
+		if w := rs.reply.err; w != nil {
+			out, code = adapt.ErrorResponse(m.JSONRPC, m.ID, w), w.Code
+		} else {
+			out = resultResponse(m.JSONRPC, m.ID, rs.reply.result)
+		}
+	case m.Error.Code == mrtr.CodeInternalError:
+		w, ok := rs.pending[m.Error.Message]
+		if !ok {
+			return nil, 0, false
+		}
+		out, code = adapt.ErrorResponse(m.JSONRPC, m.ID, w), w.Code
 	}
-	type errObj struct {
-		Code    int             `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data,omitempty"`
-	}
+	return out, code, out != nil
+}
+
+// resultResponse returns the JSON-RPC response carrying result.
+func resultResponse(jsonrpc string, id, result json.RawMessage) []byte {
 	out, err := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
-		Error   errObj          `json:"error"`
-	}{m.JSONRPC, m.ID, errObj{w.Code, w.Message, w.Data}})
+		Result  json.RawMessage `json:"result"`
+	}{jsonrpc, id, result})
 	if err != nil {
-		return nil, 0, false
+		return nil
 	}
-	return out, w.Code, true
+	return out
 }

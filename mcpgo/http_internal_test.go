@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
@@ -59,7 +60,7 @@ func FuzzRewriteMessage(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"invalid requestState (reason: expired)"}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"x","error":{"code":-32603,"message":"other"}}`))
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		out, code, ok := rewriteMessage(msg, pending)
+		out, code, ok := (&rewrites{pending: pending}).message(msg)
 		if !ok {
 			return
 		}
@@ -72,6 +73,37 @@ func FuzzRewriteMessage(f *testing.F) {
 		}
 		if err := json.Unmarshal(out, &m); err != nil || code != -32602 || m.Error.Code != -32602 || !bytes.Equal(m.Error.Data, pending["invalid requestState (reason: expired)"].Data) {
 			t.Fatalf("rewrite %s -> %s (%d): %v", msg, out, code, err)
+		}
+	})
+}
+
+// FuzzRewriteTasks: with a tasks answer and a CreateTaskResult recorded,
+// any response message either passes or is rewritten into the recorded
+// answer, error or result under the message's own id.
+func FuzzRewriteTasks(f *testing.F) {
+	created := json.RawMessage(`{"resultType":"task","taskId":"t1","status":"working"}`)
+	rs := &rewrites{reply: &taskReply{err: adapt.UnknownTask}, created: created}
+	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"` + taskAnswered + `"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"x","result":{"content":[]}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"result":1}}`))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		out, code, ok := rs.message(msg)
+		if !ok {
+			return
+		}
+		var in, m struct {
+			ID     any
+			Result json.RawMessage
+			Error  *struct{ Code int }
+		}
+		if json.Unmarshal(msg, &in) != nil || json.Unmarshal(out, &m) != nil || !reflect.DeepEqual(in.ID, m.ID) {
+			t.Fatalf("rewrite %s -> %s", msg, out)
+		}
+		switch {
+		case m.Error != nil && (code != -32602 || m.Error.Code != -32602):
+			t.Fatalf("rewrite %s -> %s (%d)", msg, out, code)
+		case m.Error == nil && (code != 0 || !bytes.Equal(m.Result, created)):
+			t.Fatalf("rewrite %s -> %s (%d)", msg, out, code)
 		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/gosdk"
+	"github.com/mrtr-go/mrtr/task"
 )
 
 // Defaults of Options.
@@ -30,6 +31,10 @@ type Options struct {
 	// Rand is the source of guess_number's secrets. Nil means
 	// crypto/rand.Reader; tests may pin it.
 	Rand io.Reader
+	// Tasks serves the tasks extension and runs the task fixtures. Nil
+	// means a manager over a bounded memory store, under the guard's
+	// server id.
+	Tasks *task.Manager
 }
 
 // NewServer returns a go-sdk server with every fixture of the official
@@ -68,7 +73,10 @@ func NewServer(guard *mrtr.Guard, opts *Options) *mcp.Server {
 		SubscribeHandler:   subscribe,
 		UnsubscribeHandler: unsubscribe,
 	})
-	a := gosdk.Install(s, guard, &gosdk.Options{Logger: o.Logger})
+	if o.Tasks == nil {
+		o.Tasks = task.NewManager(task.NewMemory(nil), &task.Options{Server: guard.Policy().ServerID, Logger: o.Logger})
+	}
+	a := gosdk.Install(s, guard, &gosdk.Options{Logger: o.Logger, Tasks: o.Tasks})
 
 	addContentFixtures(s)
 	addSessionFixtures(a)
@@ -77,6 +85,7 @@ func NewServer(guard *mrtr.Guard, opts *Options) *mcp.Server {
 	addResourceFixtures(s)
 	addPromptFixtures(s)
 	addDemoTools(a, o.Rand)
+	addTaskFixtures(a)
 	return s
 }
 

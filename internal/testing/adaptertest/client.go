@@ -73,9 +73,10 @@ func (r Response) String() string {
 	return fmt.Sprintf("HTTP %d result %s", r.Status, b)
 }
 
-// nameOf is what the Mcp-Name header carries for a request.
+// nameOf is what the Mcp-Name header carries for a request: the tool or
+// prompt name, the resource URI, or the task id of a tasks/* request.
 func nameOf(method string, params map[string]any) string {
-	for _, k := range []string{"name", "uri"} {
+	for _, k := range []string{"name", "uri", "taskId"} {
 		if s, ok := params[k].(string); ok {
 			return s
 		}
