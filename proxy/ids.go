@@ -70,6 +70,7 @@ type exchange struct {
 	caller json.RawMessage // the caller's id, as it wrote it
 	sent   json.RawMessage // the proxy's, a JSON string with no escapes
 	listen bool            // a subscriptions/listen stream
+	task   *taskSwap       // a tasks/* request: its task id, the caller's and the upstream's
 
 	mu   sync.Mutex
 	conn net.Conn // the connection of the latest attempt (httptrace GotConn)
@@ -214,6 +215,11 @@ func (x *exchange) restoreIDs(data []byte, msg object, v verdict) (_ []byte, ok 
 				return nil, false
 			}
 			out = b
+		}
+		if x.task != nil {
+			if out, ok = x.task.restore(out); !ok {
+				return nil, false
+			}
 		}
 	}
 	if x.listen && bytes.Contains(out, x.sent[1:len(x.sent)-1]) {
