@@ -33,7 +33,24 @@ func tasksScenarioChecks() map[string]int {
 func TestConformanceTasks(t *testing.T) {
 	needHarness(t)
 	t.Parallel()
-	url := startServe(t)
+	runTasksScenarios(t, startServe(t))
+}
+
+// TestProxyConformanceTasks runs the same ten scenarios through `mrtr
+// proxy --upstream` in front of mrtr serve, with the same bar: the proxy
+// seals every task id to its caller (the harness sees only sealed ids,
+// polls, answers and cancels with them) and the scenarios pass as they
+// do against serve.
+func TestProxyConformanceTasks(t *testing.T) {
+	needHarness(t)
+	t.Parallel()
+	runTasksScenarios(t, startProxied(t, startServe(t)))
+}
+
+// runTasksScenarios runs every tasks-* scenario against url and requires
+// every check to pass: no FAILURE, no WARNING, nothing skipped but the
+// one the harness skips itself.
+func runTasksScenarios(t *testing.T, url string) {
 	want := tasksScenarioChecks()
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		t.Run(name, func(t *testing.T) {

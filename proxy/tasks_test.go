@@ -1,0 +1,424 @@
+package proxy_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mrtr-go/mrtr"
+	"github.com/mrtr-go/mrtr/proxy"
+	"github.com/mrtr-go/mrtr/reqstate"
+	"github.com/mrtr-go/mrtr/task"
+)
+
+// taskUpstream is an upstream that implements the tasks extension in the
+// simplest way (every task id a bearer capability, as behind the proxy
+// every caller looks alike) and records every request it is sent.
+type taskUpstream struct {
+	sse bool // answer tools/call with an event stream
+
+	mu    sync.Mutex
+	tasks map[string]bool
+	seen  []seenTask
+}
+
+// seenTask is one request the upstream received.
+type seenTask struct {
+	method, taskID, mcpName string
+	responses               json.RawMessage
+}
+
+func (u *taskUpstream) count() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.seen)
+}
+
+// only returns the one task id the upstream made.
+func (u *taskUpstream) only(t *testing.T) string {
+	t.Helper()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.tasks) != 1 {
+		t.Fatalf("the upstream has %d tasks, want 1", len(u.tasks))
+	}
+	for k := range u.tasks {
+		return k
+	}
+	return ""
+}
+
+func (u *taskUpstream) last() seenTask {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.seen[len(u.seen)-1]
+}
+
+func (u *taskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			TaskID         string          `json:"taskId"`
+			InputResponses json.RawMessage `json:"inputResponses"`
+		} `json:"params"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
+		http.Error(w, "bad json", http.StatusBadRequest)
+		return
+	}
+	u.mu.Lock()
+	if u.tasks == nil {
+		u.tasks = map[string]bool{}
+	}
+	u.seen = append(u.seen, seenTask{m.Method, m.Params.TaskID, r.Header.Get("Mcp-Name"), m.Params.InputResponses})
+	u.mu.Unlock()
+	reply := func(status int, body string) {
+		out := `{"jsonrpc":"2.0","id":` + string(m.ID) + `,` + body + `}`
+		if u.sse && m.Method == "tools/call" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(status)
+			fmt.Fprintf(w, "event: message\ndata: %s\n\n", out)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		io.WriteString(w, out)
+	}
+	unknown := `"error":{"code":-32602,"message":"` + task.UnknownMessage + `"}`
+	switch m.Method {
+	case "tools/call":
+		var b [24]byte
+		rand.Read(b[:])
+		id := base64.RawURLEncoding.EncodeToString(b[:])
+		u.mu.Lock()
+		u.tasks[id] = true
+		u.mu.Unlock()
+		reply(200, `"result":{"resultType":"task","taskId":"`+id+`","status":"working","createdAt":"2026-12-01T00:00:00Z","lastUpdatedAt":"2026-12-01T00:00:00Z","ttlMs":60000,"pollIntervalMs":100}`)
+	case task.MethodGet, task.MethodUpdate, task.MethodCancel:
+		u.mu.Lock()
+		known := u.tasks[m.Params.TaskID]
+		u.mu.Unlock()
+		switch {
+		case r.Header.Get("Mcp-Name") != m.Params.TaskID:
+			reply(400, `"error":{"code":-32020,"message":"header mismatch"}`)
+		case !known:
+			reply(400, unknown)
+		case m.Method == task.MethodGet:
+			reply(200, `"result":{"resultType":"complete","taskId":"`+m.Params.TaskID+`","status":"working","createdAt":"2026-12-01T00:00:00Z","lastUpdatedAt":"2026-12-01T00:00:00Z","ttlMs":60000,"pollIntervalMs":100}`)
+		default:
+			reply(200, `"result":{"resultType":"complete"}`)
+		}
+	default:
+		reply(200, `"result":{}`)
+	}
+}
+
+// whoHeader names the caller in the tests' Principal function; none is
+// the anonymous caller.
+const whoHeader = "X-Test-Who"
+
+func byHeader(r *http.Request) (reqstate.Principal, error) {
+	if w := r.Header.Get(whoHeader); w != "" {
+		return reqstate.Principal{Issuer: "https://issuer.test", Subject: w}, nil
+	}
+	return reqstate.Principal{}, nil
+}
+
+// taskProxy is a proxy to up over ring (nil: a fresh one) with the
+// principal taken from whoHeader.
+func taskProxy(t *testing.T, up string, ring *reqstate.KeyRing, gopts *mrtr.Options) *httptest.Server {
+	t.Helper()
+	return startProxy(t, up, ring, gopts, &proxy.Options{Principal: byHeader})
+}
+
+func tasksMeta(declared bool) map[string]any {
+	caps := map[string]any{"elicitation": map[string]any{}}
+	if declared {
+		caps["extensions"] = map[string]any{task.Extension: map[string]any{}}
+	}
+	return map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": caps}
+}
+
+// rpc posts one request of method with params as who ("" anonymous) and
+// decodes its final message.
+func rpc(t *testing.T, url, who, method string, params map[string]any, header http.Header) reply {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": method, "params": params})
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	if who != "" {
+		req.Header.Set(whoHeader, who)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := reply{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type"), raw: raw}
+	msg := raw
+	if strings.HasPrefix(r.ctype, "text/event-stream") {
+		for _, ev := range events(raw) {
+			msg = ev
+		}
+	}
+	decode(t, msg, &r)
+	return r
+}
+
+// create starts a task as who and returns the task id the proxy gave.
+func create(t *testing.T, url, who string) string {
+	t.Helper()
+	r := rpc(t, url, who, "tools/call", map[string]any{"name": "job", "arguments": map[string]any{}, "_meta": tasksMeta(true)}, http.Header{"Mcp-Name": {"job"}})
+	var id string
+	if r.err != nil || r.resultType() != "task" || json.Unmarshal(r.result["taskId"], &id) != nil || id == "" {
+		t.Fatalf("tools/call: want a CreateTaskResult, got %d %s", r.status, r.raw)
+	}
+	return id
+}
+
+// taskCall sends method naming id as who, with Mcp-Name set as a client
+// must set it.
+func taskCall(t *testing.T, url, who, method, id string, declared bool) reply {
+	t.Helper()
+	p := map[string]any{"taskId": id, "_meta": tasksMeta(declared)}
+	if method == task.MethodUpdate {
+		p["inputResponses"] = map[string]any{"confirm": map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}
+	}
+	name := id
+	if strings.ContainsAny(id, "\r\n") {
+		name = "=?base64?" + base64.StdEncoding.EncodeToString([]byte(id)) + "?="
+	}
+	return rpc(t, url, who, method, p, http.Header{"Mcp-Name": {name}})
+}
+
+func wantUnknownTask(t *testing.T, r reply) {
+	t.Helper()
+	if r.err == nil || r.err.Code != -32602 || r.err.Message != task.UnknownMessage || r.err.Data != nil || r.status != http.StatusBadRequest || string(r.id) != "9" {
+		t.Fatalf("want HTTP 400 and -32602 %q, as the upstream answers an unknown task; got %d %s", task.UnknownMessage, r.status, r.raw)
+	}
+}
+
+// TestTaskIDSealed: the caller sees a sealed id, never the upstream's,
+// and the same string in the CreateTaskResult and every tasks/get; the
+// upstream gets its own id in params.taskId and Mcp-Name, and answers
+// unchanged.
+func TestTaskIDSealed(t *testing.T) {
+	for _, sse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sse=%v", sse), func(t *testing.T) {
+			up := &taskUpstream{sse: sse}
+			us := httptest.NewServer(up)
+			defer us.Close()
+			px := taskProxy(t, us.URL, nil, nil)
+			id := create(t, px.URL, "alice")
+			upstreamID := up.only(t)
+			if !strings.HasPrefix(id, "t1.k1.") || strings.Contains(id, upstreamID) || len(id) > proxy.MaxTaskIDLen {
+				t.Fatalf("task id %q: want a sealed t1.k1. id that does not show the upstream's %q", id, upstreamID)
+			}
+			for i := range 3 {
+				r := taskCall(t, px.URL, "alice", task.MethodGet, id, true)
+				var got string
+				if r.err != nil || json.Unmarshal(r.result["taskId"], &got) != nil || got != id {
+					t.Fatalf("tasks/get %d: want taskId %q, got %s", i, id, r.raw)
+				}
+				if s := up.last(); s.taskID != upstreamID || s.mcpName != upstreamID {
+					t.Fatalf("the upstream got taskId %q, Mcp-Name %q; want its own id %q in both", s.taskID, s.mcpName, upstreamID)
+				}
+			}
+			r := taskCall(t, px.URL, "alice", task.MethodUpdate, id, true)
+			if r.err != nil || r.resultType() != "complete" {
+				t.Fatalf("tasks/update: %s", r.raw)
+			}
+			if s := up.last(); string(s.responses) != `{"confirm":{"action":"accept","content":{"ok":true}}}` {
+				t.Fatalf("the upstream got inputResponses %s, want the client's unchanged", s.responses)
+			}
+			if r := taskCall(t, px.URL, "alice", task.MethodCancel, id, true); r.err != nil {
+				t.Fatalf("tasks/cancel: %s", r.raw)
+			}
+		})
+	}
+}
+
+// TestTaskOtherCallerRefused: another caller's tasks/get, tasks/update and
+// tasks/cancel get exactly the unknown-task answer, and none of them
+// reaches the upstream.
+func TestTaskOtherCallerRefused(t *testing.T) {
+	up := &taskUpstream{}
+	us := httptest.NewServer(up)
+	defer us.Close()
+	px := taskProxy(t, us.URL, nil, nil)
+	for _, tc := range []struct{ owner, other string }{{"alice", "bob"}, {"alice", ""}, {"", "bob"}} {
+		id := create(t, px.URL, tc.owner)
+		n := up.count()
+		for _, m := range []string{task.MethodGet, task.MethodUpdate, task.MethodCancel} {
+			wantUnknownTask(t, taskCall(t, px.URL, tc.other, m, id, true))
+		}
+		if got := up.count(); got != n {
+			t.Fatalf("%q's requests for %q's task reached the upstream (%d requests)", tc.other, tc.owner, got-n)
+		}
+		if r := taskCall(t, px.URL, tc.owner, task.MethodGet, id, true); r.err != nil {
+			t.Fatalf("the owner's own tasks/get: %s", r.raw)
+		}
+	}
+}
+
+// TestTaskBadIDsRefused: forged, truncated, altered, over-long, raw
+// upstream and moved ids (sealed in front of another upstream, or under
+// another server id, with the same ring) all get the unknown-task answer
+// (-32021 first when the request does not declare the extension, as the
+// upstream's gate comes first), and never reach the upstream.
+func TestTaskBadIDsRefused(t *testing.T) {
+	ring := testRing(t)
+	up := &taskUpstream{}
+	us := httptest.NewServer(up)
+	defer us.Close()
+	us2 := httptest.NewServer(up) // the same tasks, under another URL
+	defer us2.Close()
+	px := taskProxy(t, us.URL, ring, nil)
+	other := taskProxy(t, us2.URL, ring, nil)
+	otherServer := taskProxy(t, us.URL, ring, &mrtr.Options{ServerID: "another"})
+	id := create(t, px.URL, "alice")
+	raw := up.only(t)
+	flip := []byte(id)
+	flip[len(flip)-5] ^= 1
+	bad := map[string]string{
+		"forged":             "t1.k1." + base64.RawURLEncoding.EncodeToString(make([]byte, 60)),
+		"truncated":          id[:len(id)-1],
+		"altered":            string(flip),
+		"over-long":          id + strings.Repeat("A", proxy.MaxTaskIDLen),
+		"just over the cap":  "t1.k1." + strings.Repeat("A", proxy.MaxTaskIDLen-len("t1.k1.")+1),
+		"the upstream's own": raw,
+		"unknown key":        strings.Replace(id, "t1.k1.", "t1.k2.", 1),
+		"empty":              "",
+		"moved upstream":     create(t, other.URL, "alice"),
+		"moved server":       create(t, otherServer.URL, "alice"),
+		"with a newline":     id[:20] + "\n" + id[20:],
+	}
+	n := up.count()
+	for name, bid := range bad {
+		t.Run(name, func(t *testing.T) {
+			for _, m := range []string{task.MethodGet, task.MethodUpdate, task.MethodCancel} {
+				wantUnknownTask(t, taskCall(t, px.URL, "alice", m, bid, true))
+				r := taskCall(t, px.URL, "alice", m, bid, false)
+				if r.err == nil || r.err.Code != -32021 || r.status != http.StatusBadRequest || !bytes.Contains(r.err.Data, []byte(task.Extension)) {
+					t.Fatalf("%s without the extension declared: want 400 and -32021 naming it, got %d %s", m, r.status, r.raw)
+				}
+			}
+		})
+	}
+	// A taskId that is no string, and a member differing from taskId only
+	// in case (encoding/json would read it as taskId), never pass either.
+	r := rpc(t, px.URL, "alice", task.MethodGet, map[string]any{"taskId": 7, "_meta": tasksMeta(true)}, nil)
+	wantUnknownTask(t, r)
+	r = rpc(t, px.URL, "alice", task.MethodGet, map[string]any{"TaskId": raw, "_meta": tasksMeta(true)}, nil)
+	if r.err == nil || r.err.Code != -32600 {
+		t.Fatalf("a TaskId member: want -32600, got %s", r.raw)
+	}
+	if got := up.count(); got != n {
+		t.Fatalf("%d requests naming no task of the caller's reached the upstream", got-n)
+	}
+}
+
+// TestTaskIDKeyRotation: a task id keeps opening, and is the same string,
+// after the ring's primary changes, while its key is in the ring (its
+// window closed too); new ids are sealed with the new primary; once the
+// key leaves the ring, the id is an unknown task.
+func TestTaskIDKeyRotation(t *testing.T) {
+	up := &taskUpstream{}
+	us := httptest.NewServer(up)
+	defer us.Close()
+	k1 := testRing(t).Keys()[0]
+	ring1, _ := reqstate.NewKeyRing(k1)
+	codec := reqstate.New(ring1, nil)
+	h, err := proxy.New(proxy.Options{Upstream: us.URL, Guard: mrtr.New(codec, nil), Principal: byHeader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := httptest.NewServer(h)
+	defer px.Close()
+	id := create(t, px.URL, "alice")
+
+	k2, _ := reqstate.GenerateKey("k2", nil)
+	retired := k1
+	retired.NotAfter = retired.NotBefore.Add(1) // its window long closed
+	ring2, err := reqstate.NewKeyRing(k2, retired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := codec.SetKeyRing(ring2); err != nil {
+		t.Fatal(err)
+	}
+	r := taskCall(t, px.URL, "alice", task.MethodGet, id, true)
+	var got string
+	if r.err != nil || json.Unmarshal(r.result["taskId"], &got) != nil || got != id {
+		t.Fatalf("after rotation: want %q, got %s", id, r.raw)
+	}
+	if id2 := create(t, px.URL, "alice"); !strings.HasPrefix(id2, "t1.k2.") {
+		t.Fatalf("a new task id after rotation: %q, want one sealed with k2", id2)
+	}
+	ring3, _ := reqstate.NewKeyRing(k2)
+	if err := codec.SetKeyRing(ring3); err != nil {
+		t.Fatal(err)
+	}
+	wantUnknownTask(t, taskCall(t, px.URL, "alice", task.MethodGet, id, true))
+}
+
+// TestTaskIDAcrossReplicas: two proxies sharing a ring (and nothing else)
+// in front of one upstream serve each other's tasks: nothing of a task is
+// kept on the replica that created it, and both give the caller the same
+// string.
+func TestTaskIDAcrossReplicas(t *testing.T) {
+	up := &taskUpstream{}
+	us := httptest.NewServer(up)
+	defer us.Close()
+	ring := testRing(t)
+	a := taskProxy(t, us.URL, ring, nil)
+	b := taskProxy(t, us.URL, ring, nil)
+	id := create(t, a.URL, "alice")
+	for _, px := range []string{b.URL, a.URL, b.URL} {
+		r := taskCall(t, px, "alice", task.MethodGet, id, true)
+		var got string
+		if r.err != nil || json.Unmarshal(r.result["taskId"], &got) != nil || got != id {
+			t.Fatalf("tasks/get on a replica: want %q, got %s", id, r.raw)
+		}
+	}
+	if r := taskCall(t, b.URL, "alice", task.MethodCancel, id, true); r.err != nil {
+		t.Fatalf("tasks/cancel on the other replica: %s", r.raw)
+	}
+	wantUnknownTask(t, taskCall(t, b.URL, "bob", task.MethodGet, id, true))
+}
+
+// TestTaskRequestWithoutID: a tasks/* notification (no id) is refused and
+// never reaches the upstream.
+func TestTaskRequestWithoutID(t *testing.T) {
+	up := &taskUpstream{}
+	us := httptest.NewServer(up)
+	defer us.Close()
+	px := taskProxy(t, us.URL, nil, nil)
+	id := create(t, px.URL, "alice")
+	n := up.count()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": task.MethodCancel, "params": map[string]any{"taskId": id}})
+	resp, err := http.Post(px.URL, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || up.count() != n {
+		t.Fatalf("a tasks/cancel notification: status %d, %d upstream requests; want 400 and none", resp.StatusCode, up.count()-n)
+	}
+}
