@@ -71,6 +71,9 @@ type exchange struct {
 	sent   json.RawMessage // the proxy's, a JSON string with no escapes
 	listen bool            // a subscriptions/listen stream
 	task   *taskSwap       // a tasks/* request: its task id, the caller's and the upstream's
+	// tasks maps the upstream's ids of the tasks a listen request named
+	// to the caller's (tasks.go).
+	tasks map[string]json.RawMessage
 
 	mu   sync.Mutex
 	conn net.Conn // the connection of the latest attempt (httptrace GotConn)
@@ -500,6 +503,21 @@ func (s *idStream) event(ev *mcpwire.Event) []byte {
 	}
 	if v != notResponse && s.final {
 		v = foreign // a second response
+	}
+	if v == notResponse && namesTasks(d) {
+		// A task's notification names it as the caller does, or not at
+		// all (tasks.go).
+		out, keep := s.x.taskNotice(d, msg)
+		if !keep {
+			return nil
+		}
+		if len(out) != len(d) || &out[0] != &d[0] {
+			d = out
+			if msg, _ = mcpwire.ParseObject(d); msg == nil {
+				return nil
+			}
+			raw = mcpwire.AppendEvent(nil, ev.Other, d)
+		}
 	}
 	switch v {
 	case notResponse:

@@ -49,6 +49,10 @@ var (
 	paramNames    = []string{"name", "uri", "arguments", "_meta", "requestState", "inputResponses"}
 	// taskParamNames: the params of tasks/get, tasks/update, tasks/cancel.
 	taskParamNames = []string{"taskId", "_meta", "inputResponses"}
+	// listenParamNames and listenNotifNames: the members of a
+	// subscriptions/listen request that lead to the task ids it names.
+	listenParamNames = []string{listenNotifsMember, "_meta"}
+	listenNotifNames = []string{listenTaskIDs}
 )
 
 // foldedName reports whether o has a member whose name is not one of names
@@ -104,6 +108,26 @@ func parseRequest(body []byte) (*rpcRequest, error) {
 		}
 		if foldedName(r.params, names) {
 			return nil, &foldedNameError{id: r.id}
+		}
+	}
+	if r.method == methodListen && r.id != nil && msg.Has("params") {
+		// The task ids it names are opened and rewritten (tasks.go): their
+		// members must read alike to the proxy and to the upstream.
+		p, ok := msg.UniqueObject("params")
+		if !ok {
+			return nil, errBadRequest
+		}
+		if foldedName(p, listenParamNames) {
+			return nil, &foldedNameError{id: r.id}
+		}
+		if p.Has(listenNotifsMember) {
+			n, ok := p.UniqueObject(listenNotifsMember)
+			if !ok {
+				return nil, errBadRequest
+			}
+			if foldedName(n, listenNotifNames) {
+				return nil, &foldedNameError{id: r.id}
+			}
 		}
 	}
 	return r, nil

@@ -113,8 +113,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+		var names map[string]json.RawMessage
+		if req.method == methodListen {
+			// The tasks it asks to hear of, by the upstream's ids.
+			var ok bool
+			if req.body, names, ok = h.listenTasks(req, principal); !ok {
+				writeError(w, http.StatusBadRequest, req.id, mcpwire.CodeInvalidRequest, "invalid request", nil)
+				return
+			}
+		}
 		x := h.newExchange(req.id, req.method)
-		x.task = swap
+		x.task, x.tasks = swap, names
 		if out, err = requestWithID(req, x.sent); err != nil {
 			writeError(w, http.StatusBadRequest, req.id, mcpwire.CodeInvalidRequest, "invalid request", nil)
 			return

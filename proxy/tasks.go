@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -140,4 +141,146 @@ func headerSafe(v string) string {
 func isTaskResult(result object) bool {
 	t, _ := result.String("resultType")
 	return t == "task"
+}
+
+// Task status notifications (notifications/tasks) and the
+// subscriptions/listen requests that ask for them name tasks too: a
+// caller lists its task ids in params.notifications.taskIds, the
+// upstream acknowledges the ids it will report on
+// (notifications/subscriptions/acknowledged) and then sends
+// notifications/tasks naming each.
+
+// Methods of the listen stream that name tasks.
+const (
+	methodTaskStatus   = "notifications/tasks"
+	methodListenAcked  = "notifications/subscriptions/acknowledged"
+	listenNotifsMember = "notifications"
+	listenTaskIDs      = "taskIds"
+)
+
+// listenTasks rewrites the taskIds of a subscriptions/listen request for
+// the upstream: each id that opens under the caller's binding becomes the
+// upstream's id, and every other entry (another caller's id, a forged
+// one, anything that is not a string) becomes "", which names no task but
+// keeps the request one that asks for task notifications, so that the
+// upstream's -32021 gate still applies. It returns the body to send and
+// the caller's form of each upstream id (nil when the request names no
+// task); ok is false when the body cannot be rewritten.
+func (h *Handler) listenTasks(req *rpcRequest, who reqstate.Principal) (body []byte, names map[string]json.RawMessage, ok bool) {
+	notifs, _ := mcpwire.Member(req.msg["params"], listenNotifsMember)
+	raw, has := mcpwire.Member(notifs, listenTaskIDs)
+	if !has {
+		return req.body, nil, true
+	}
+	var ids []json.RawMessage
+	if json.Unmarshal(raw, &ids) != nil {
+		return req.body, nil, true // not an array: no task is named, the upstream judges it
+	}
+	names = make(map[string]json.RawMessage, len(ids))
+	arr := append(make([]byte, 0, len(raw)), '[')
+	for i, v := range ids {
+		if i > 0 {
+			arr = append(arr, ',')
+		}
+		up := ""
+		if tid, isStr := mcpwire.StringValue(v); isStr {
+			if id, err := h.tasks.open(who, tid); err == nil {
+				up = id
+				names[id] = v
+			}
+		}
+		arr = mcpwire.AppendString(arr, up)
+	}
+	arr = append(arr, ']')
+	if body, ok = replaceAt(req.body, arr, nil, "params", listenNotifsMember, listenTaskIDs); !ok {
+		return nil, nil, false
+	}
+	msg, err := mcpwire.ParseObject(body)
+	if err != nil {
+		return nil, nil, false
+	}
+	req.msg = msg
+	return body, names, true
+}
+
+// taskName returns the caller's form of the upstream's task id up on the
+// exchange x: the id the caller named in its tasks/* request or listed in
+// its listen request. ok is false for any other task.
+func (x *exchange) taskName(up string) (json.RawMessage, bool) {
+	if x.task != nil && x.task.upstream == up {
+		return x.task.caller, true
+	}
+	n, ok := x.tasks[up]
+	return n, ok
+}
+
+// namesTasks reports whether d, one message of an upstream's stream, may
+// be a notification that names tasks (cheaply, before it is parsed).
+func namesTasks(d []byte) bool {
+	return bytes.Contains(d, []byte(`"`+methodTaskStatus+`"`)) || bytes.Contains(d, []byte(`"`+methodListenAcked+`"`))
+}
+
+// taskNotice returns d, a notification of the upstream's on the stream of
+// exchange x (msg parsed), with the task ids it names in the caller's
+// form. A notifications/tasks naming a task the caller did not name on
+// this exchange is dropped (keep false): the proxy cannot tell whose it
+// is. An acknowledgement keeps only the ids the caller named. Any other
+// message comes back as it is.
+func (x *exchange) taskNotice(d []byte, msg object) (out []byte, keep bool) {
+	m, _ := msg.String("method")
+	switch m {
+	case methodTaskStatus:
+		up, _ := mcpwire.StringValue(mustMember(msg["params"], "taskId"))
+		name, ok := x.taskName(up)
+		if !ok {
+			return nil, false
+		}
+		return replaceAt(d, name, nil, "params", "taskId")
+	case methodListenAcked:
+		notifs, _ := mcpwire.Member(msg["params"], listenNotifsMember)
+		raw, has := mcpwire.Member(notifs, listenTaskIDs)
+		var ids []json.RawMessage
+		if !has {
+			return d, true
+		}
+		if json.Unmarshal(raw, &ids) != nil {
+			ids = nil // not an array: it names no task of the caller's
+		}
+		arr := []byte{'['}
+		for _, v := range ids {
+			up, isStr := mcpwire.StringValue(v)
+			if name, ok := x.taskName(up); isStr && ok {
+				if len(arr) > 1 {
+					arr = append(arr, ',')
+				}
+				arr = append(arr, name...)
+			}
+		}
+		arr = append(arr, ']')
+		return replaceAt(d, arr, nil, "params", listenNotifsMember, listenTaskIDs)
+	}
+	return d, true
+}
+
+// sealNotice returns d, a notifications/tasks in the event stream of a
+// pausable call of who's (msg parsed), with its taskId sealed to who: the
+// task is the one the call is creating, and the sealed id is the same
+// string its CreateTaskResult will carry. Anything else comes back as it
+// is; keep is false when its taskId cannot be sealed.
+func (h *Handler) sealNotice(d []byte, msg object, who reqstate.Principal) (out []byte, keep bool) {
+	if m, _ := msg.String("method"); m != methodTaskStatus {
+		return d, true
+	}
+	up, _ := mcpwire.StringValue(mustMember(msg["params"], "taskId"))
+	tid, err := h.tasks.seal(who, up)
+	if err != nil {
+		return nil, false
+	}
+	return replaceAt(d, mcpwire.AppendString(nil, tid), nil, "params", "taskId")
+}
+
+// mustMember is mcpwire.Member without its ok.
+func mustMember(obj json.RawMessage, key string) json.RawMessage {
+	v, _ := mcpwire.Member(obj, key)
+	return v
 }

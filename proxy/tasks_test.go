@@ -34,6 +34,7 @@ type taskUpstream struct {
 type seenTask struct {
 	method, taskID, mcpName string
 	responses               json.RawMessage
+	listened                []string // a listen request's taskIds
 }
 
 func (u *taskUpstream) count() int {
@@ -69,6 +70,9 @@ func (u *taskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Params struct {
 			TaskID         string          `json:"taskId"`
 			InputResponses json.RawMessage `json:"inputResponses"`
+			Notifications  struct {
+				TaskIDs []string `json:"taskIds"`
+			} `json:"notifications"`
 		} `json:"params"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
@@ -79,13 +83,16 @@ func (u *taskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if u.tasks == nil {
 		u.tasks = map[string]bool{}
 	}
-	u.seen = append(u.seen, seenTask{m.Method, m.Params.TaskID, r.Header.Get("Mcp-Name"), m.Params.InputResponses})
+	u.seen = append(u.seen, seenTask{m.Method, m.Params.TaskID, r.Header.Get("Mcp-Name"), m.Params.InputResponses, m.Params.Notifications.TaskIDs})
 	u.mu.Unlock()
+	started := false // an event went out already
 	reply := func(status int, body string) {
 		out := `{"jsonrpc":"2.0","id":` + string(m.ID) + `,` + body + `}`
 		if u.sse && m.Method == "tools/call" {
 			w.Header().Set("Content-Type", "text/event-stream")
-			w.WriteHeader(status)
+			if !started {
+				w.WriteHeader(status)
+			}
 			fmt.Fprintf(w, "event: message\ndata: %s\n\n", out)
 			return
 		}
@@ -102,6 +109,13 @@ func (u *taskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		u.tasks[id] = true
 		u.mu.Unlock()
+		if u.sse {
+			// A status notification ahead of the CreateTaskResult, in the
+			// call's own stream.
+			w.Header().Set("Content-Type", "text/event-stream")
+			started = true
+			fmt.Fprintf(w, "event: message\ndata: %s\n\n", `{"jsonrpc":"2.0","method":"notifications/tasks","params":{"taskId":"`+id+`","status":"working","createdAt":"2026-12-01T00:00:00Z","lastUpdatedAt":"2026-12-01T00:00:00Z","ttlMs":60000}}`)
+		}
 		reply(200, `"result":{"resultType":"task","taskId":"`+id+`","status":"working","createdAt":"2026-12-01T00:00:00Z","lastUpdatedAt":"2026-12-01T00:00:00Z","ttlMs":60000,"pollIntervalMs":100}`)
 	case task.MethodGet, task.MethodUpdate, task.MethodCancel:
 		u.mu.Lock()
@@ -117,6 +131,29 @@ func (u *taskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			reply(200, `"result":{"resultType":"complete"}`)
 		}
+	case "subscriptions/listen":
+		// Acknowledges every id it knows of those listed, then reports on
+		// every task it has, listed or not (as a careless upstream
+		// might), then ends the stream.
+		w.Header().Set("Content-Type", "text/event-stream")
+		u.mu.Lock()
+		var acked []string
+		for _, id := range m.Params.Notifications.TaskIDs {
+			if u.tasks[id] {
+				acked = append(acked, id)
+			}
+		}
+		all := make([]string, 0, len(u.tasks))
+		for id := range u.tasks {
+			all = append(all, id)
+		}
+		u.mu.Unlock()
+		ack, _ := json.Marshal(acked)
+		fmt.Fprintf(w, "event: message\ndata: %s\n\n", `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"taskIds":`+string(ack)+`}}}`)
+		for _, id := range all {
+			fmt.Fprintf(w, "event: message\ndata: %s\n\n", `{"jsonrpc":"2.0","method":"notifications/tasks","params":{"taskId":"`+id+`","status":"working","createdAt":"2026-12-01T00:00:00Z","lastUpdatedAt":"2026-12-01T00:00:00Z","ttlMs":60000}}`)
+		}
+		fmt.Fprintf(w, "event: message\ndata: %s\n\n", `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{}}`)
 	default:
 		reply(200, `"result":{}`)
 	}
@@ -420,5 +457,73 @@ func TestTaskRequestWithoutID(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || up.count() != n {
 		t.Fatalf("a tasks/cancel notification: status %d, %d upstream requests; want 400 and none", resp.StatusCode, up.count()-n)
+	}
+}
+
+// TestTaskIDInStreams: a status notification in a tools/call's own stream
+// carries the same sealed id as its CreateTaskResult; a listen request
+// reaches the upstream naming only the caller's own tasks, by the
+// upstream's ids (another caller's and forged ids become "", which names
+// no task), and its stream names tasks only as the caller does: the
+// acknowledgement lists the caller's ids, and a notification of a task the
+// caller did not name never reaches it, nor does any upstream id.
+func TestTaskIDInStreams(t *testing.T) {
+	up := &taskUpstream{sse: true}
+	us := httptest.NewServer(up)
+	defer us.Close()
+	px := taskProxy(t, us.URL, nil, nil)
+
+	r := rpc(t, px.URL, "alice", "tools/call", map[string]any{"name": "job", "arguments": map[string]any{}, "_meta": tasksMeta(true)}, http.Header{"Mcp-Name": {"job"}})
+	var a1 string
+	json.Unmarshal(r.result["taskId"], &a1)
+	up1 := up.only(t)
+	evs := events(r.raw)
+	if len(evs) != 2 || !bytes.Contains(evs[0], []byte(`"taskId":"`+a1+`"`)) || bytes.Contains(r.raw, []byte(up1)) {
+		t.Fatalf("tools/call stream: want a notification naming %q, then the CreateTaskResult, and no upstream id; got %s", a1, r.raw)
+	}
+	a2 := create(t, px.URL, "alice")
+	b1 := create(t, px.URL, "bob")
+
+	n := up.count()
+	r = rpc(t, px.URL, "alice", "subscriptions/listen", map[string]any{"_meta": tasksMeta(true),
+		"notifications": map[string]any{"taskIds": []any{a1, b1, "forged", 7, a2}}}, nil)
+	if up.count() != n+1 {
+		t.Fatalf("the listen request did not reach the upstream once")
+	}
+	got := up.last().listened
+	if len(got) != 5 || got[0] != up1 || got[1] != "" || got[2] != "" || got[3] != "" || got[4] == "" || got[4] == a2 {
+		t.Fatalf("the upstream was asked about %q; want alice's two tasks by its own ids and \"\" for the rest", got)
+	}
+	var acked []string
+	var reported []string
+	for _, ev := range events(r.raw) {
+		var m struct {
+			Method string
+			Params struct {
+				TaskID        string
+				Notifications struct{ TaskIDs []string }
+			}
+		}
+		json.Unmarshal(ev, &m)
+		switch m.Method {
+		case "notifications/subscriptions/acknowledged":
+			acked = m.Params.Notifications.TaskIDs
+		case "notifications/tasks":
+			reported = append(reported, m.Params.TaskID)
+		}
+	}
+	if len(acked) != 2 || acked[0] != a1 || acked[1] != a2 {
+		t.Fatalf("acknowledged %q, want alice's ids %q, %q", acked, a1, a2)
+	}
+	if len(reported) != 2 || !(reported[0] == a1 && reported[1] == a2 || reported[0] == a2 && reported[1] == a1) {
+		t.Fatalf("notifications named %q, want alice's two tasks only", reported)
+	}
+	for _, id := range got {
+		if id != "" && bytes.Contains(r.raw, []byte(id)) {
+			t.Fatalf("an upstream task id reached the caller: %s", r.raw)
+		}
+	}
+	if bytes.Contains(r.raw, []byte(b1)) {
+		t.Fatalf("bob's task reached alice's stream: %s", r.raw)
 	}
 }
