@@ -92,8 +92,11 @@ const (
 	// MaxTaskIDLen is the longest sealed task id; a longer one is refused
 	// before any decoding or cryptography. It is the sealed length of an
 	// upstream id of MaxUpstreamTaskID bytes under the longest key id.
-	MaxTaskIDLen = len(taskIDPrefix) + reqstate.MaxKeyIDLen + 1 + (sivSize+MaxUpstreamTaskID+tagSize+2)/3*4
+	MaxTaskIDLen = len(taskIDPrefix) + reqstate.MaxKeyIDLen + 1 + maxTaskBody
 )
+
+// maxTaskBody is the unpadded base64 length of the longest body.
+const maxTaskBody = ((sivSize+MaxUpstreamTaskID+tagSize)*4 + 2) / 3
 
 const (
 	taskIDPrefix = "t1."
@@ -257,7 +260,7 @@ func (s *taskSealer) seal(who reqstate.Principal, id string) (string, error) {
 	sb.WriteString(taskIDPrefix)
 	sb.WriteString(kid)
 	sb.WriteByte('.')
-	var enc [(sivSize + MaxUpstreamTaskID + tagSize + 2) / 3 * 4]byte
+	var enc [maxTaskBody]byte
 	base64.RawURLEncoding.Encode(enc[:], raw)
 	sb.Write(enc[:base64.RawURLEncoding.EncodedLen(len(raw))])
 	return sb.String(), nil
