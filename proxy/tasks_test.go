@@ -21,26 +21,43 @@ import (
 
 // taskUpstream is an upstream that implements the tasks extension in the
 // simplest way (every task id a bearer capability, as behind the proxy
-// every caller looks alike) and records every request it is sent.
+// every caller looks alike), over a scripted upstream that records every
+// request it is sent.
 type taskUpstream struct {
+	*scripted
 	sse bool // answer tools/call with an event stream
 
 	mu    sync.Mutex
 	tasks map[string]bool
-	seen  []seenTask
 }
 
-// seenTask is one request the upstream received.
+func newTaskUpstream(t *testing.T, sse bool) *taskUpstream {
+	t.Helper()
+	u := &taskUpstream{sse: sse, tasks: map[string]bool{}}
+	u.scripted = newScripted(t, u.answer)
+	return u
+}
+
+// seenTask is what the upstream received of one request.
 type seenTask struct {
-	method, taskID, mcpName string
-	responses               json.RawMessage
-	listened                []string // a listen request's taskIds
+	taskID, mcpName string
+	responses       json.RawMessage
+	listened        []string // a listen request's taskIds
 }
 
-func (u *taskUpstream) count() int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return len(u.seen)
+func (u *taskUpstream) count() int { return len(u.received()) }
+
+func (u *taskUpstream) last() seenTask {
+	all := u.received()
+	m := all[len(all)-1]
+	var s seenTask
+	s.taskID, _ = m.str("taskId")
+	s.mcpName = m.header.Get("Mcp-Name")
+	s.responses = m.Params["inputResponses"]
+	var n struct{ TaskIDs []string }
+	json.Unmarshal(m.Params["notifications"], &n)
+	s.listened = n.TaskIDs
+	return s
 }
 
 // only returns the one task id the upstream made.
@@ -57,77 +74,52 @@ func (u *taskUpstream) only(t *testing.T) string {
 	return ""
 }
 
-func (u *taskUpstream) last() seenTask {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.seen[len(u.seen)-1]
+// taskEvent writes one event of a stream.
+func taskEvent(w io.Writer, msg string) { fmt.Fprintf(w, "event: message\ndata: %s\n\n", msg) }
+
+// taskStatus is a notifications/tasks naming id.
+func taskStatus(id string) string {
+	return `{"jsonrpc":"2.0","method":"notifications/tasks","params":{"taskId":"` + id + `","status":"working","createdAt":"2026-12-01T00:00:00Z","lastUpdatedAt":"2026-12-01T00:00:00Z","ttlMs":60000}}`
 }
 
-func (u *taskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params struct {
-			TaskID         string          `json:"taskId"`
-			InputResponses json.RawMessage `json:"inputResponses"`
-			Notifications  struct {
-				TaskIDs []string `json:"taskIds"`
-			} `json:"notifications"`
-		} `json:"params"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
-		http.Error(w, "bad json", http.StatusBadRequest)
-		return
-	}
-	u.mu.Lock()
-	if u.tasks == nil {
-		u.tasks = map[string]bool{}
-	}
-	u.seen = append(u.seen, seenTask{m.Method, m.Params.TaskID, r.Header.Get("Mcp-Name"), m.Params.InputResponses, m.Params.Notifications.TaskIDs})
-	u.mu.Unlock()
-	started := false // an event went out already
+func (u *taskUpstream) answer(w http.ResponseWriter, m rpcMsg) {
+	tid, _ := m.str("taskId")
 	reply := func(status int, body string) {
 		out := `{"jsonrpc":"2.0","id":` + string(m.ID) + `,` + body + `}`
 		if u.sse && m.Method == "tools/call" {
-			w.Header().Set("Content-Type", "text/event-stream")
-			if !started {
-				w.WriteHeader(status)
-			}
-			fmt.Fprintf(w, "event: message\ndata: %s\n\n", out)
+			taskEvent(w, out)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		io.WriteString(w, out)
 	}
-	unknown := `"error":{"code":-32602,"message":"` + task.UnknownMessage + `"}`
+	task1 := func(resultType, id string) string {
+		return `"result":{"resultType":"` + resultType + `","taskId":"` + id + `","status":"working","createdAt":"2026-12-01T00:00:00Z","lastUpdatedAt":"2026-12-01T00:00:00Z","ttlMs":60000,"pollIntervalMs":100}`
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	switch m.Method {
 	case "tools/call":
 		var b [24]byte
 		rand.Read(b[:])
 		id := base64.RawURLEncoding.EncodeToString(b[:])
-		u.mu.Lock()
 		u.tasks[id] = true
-		u.mu.Unlock()
 		if u.sse {
 			// A status notification ahead of the CreateTaskResult, in the
 			// call's own stream.
 			w.Header().Set("Content-Type", "text/event-stream")
-			started = true
-			fmt.Fprintf(w, "event: message\ndata: %s\n\n", `{"jsonrpc":"2.0","method":"notifications/tasks","params":{"taskId":"`+id+`","status":"working","createdAt":"2026-12-01T00:00:00Z","lastUpdatedAt":"2026-12-01T00:00:00Z","ttlMs":60000}}`)
+			taskEvent(w, taskStatus(id))
 		}
-		reply(200, `"result":{"resultType":"task","taskId":"`+id+`","status":"working","createdAt":"2026-12-01T00:00:00Z","lastUpdatedAt":"2026-12-01T00:00:00Z","ttlMs":60000,"pollIntervalMs":100}`)
+		reply(200, task1("task", id))
 	case task.MethodGet, task.MethodUpdate, task.MethodCancel:
-		u.mu.Lock()
-		known := u.tasks[m.Params.TaskID]
-		u.mu.Unlock()
 		switch {
-		case r.Header.Get("Mcp-Name") != m.Params.TaskID:
+		case m.header.Get("Mcp-Name") != tid:
 			reply(400, `"error":{"code":-32020,"message":"header mismatch"}`)
-		case !known:
-			reply(400, unknown)
+		case !u.tasks[tid]:
+			reply(400, `"error":{"code":-32602,"message":"`+task.UnknownMessage+`"}`)
 		case m.Method == task.MethodGet:
-			reply(200, `"result":{"resultType":"complete","taskId":"`+m.Params.TaskID+`","status":"working","createdAt":"2026-12-01T00:00:00Z","lastUpdatedAt":"2026-12-01T00:00:00Z","ttlMs":60000,"pollIntervalMs":100}`)
+			reply(200, task1("complete", tid))
 		default:
 			reply(200, `"result":{"resultType":"complete"}`)
 		}
@@ -135,25 +127,21 @@ func (u *taskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Acknowledges every id it knows of those listed, then reports on
 		// every task it has, listed or not (as a careless upstream
 		// might), then ends the stream.
-		w.Header().Set("Content-Type", "text/event-stream")
-		u.mu.Lock()
-		var acked []string
-		for _, id := range m.Params.Notifications.TaskIDs {
+		var n struct{ TaskIDs []string }
+		json.Unmarshal(m.Params["notifications"], &n)
+		acked := []string{}
+		for _, id := range n.TaskIDs {
 			if u.tasks[id] {
 				acked = append(acked, id)
 			}
 		}
-		all := make([]string, 0, len(u.tasks))
-		for id := range u.tasks {
-			all = append(all, id)
-		}
-		u.mu.Unlock()
 		ack, _ := json.Marshal(acked)
-		fmt.Fprintf(w, "event: message\ndata: %s\n\n", `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"taskIds":`+string(ack)+`}}}`)
-		for _, id := range all {
-			fmt.Fprintf(w, "event: message\ndata: %s\n\n", `{"jsonrpc":"2.0","method":"notifications/tasks","params":{"taskId":"`+id+`","status":"working","createdAt":"2026-12-01T00:00:00Z","lastUpdatedAt":"2026-12-01T00:00:00Z","ttlMs":60000}}`)
+		w.Header().Set("Content-Type", "text/event-stream")
+		taskEvent(w, `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"taskIds":`+string(ack)+`}}}`)
+		for id := range u.tasks {
+			taskEvent(w, taskStatus(id))
 		}
-		fmt.Fprintf(w, "event: message\ndata: %s\n\n", `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{}}`)
+		taskEvent(w, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{}}`)
 	default:
 		reply(200, `"result":{}`)
 	}
@@ -186,36 +174,18 @@ func tasksMeta(declared bool) map[string]any {
 }
 
 // rpc posts one request of method with params as who ("" anonymous) and
-// decodes its final message.
+// decodes its final message (send).
 func rpc(t *testing.T, url, who, method string, params map[string]any, header http.Header) reply {
 	t.Helper()
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": method, "params": params})
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", method)
+	hd := http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {method}}
 	if who != "" {
-		req.Header.Set(whoHeader, who)
+		hd.Set(whoHeader, who)
 	}
 	for k, vs := range header {
-		req.Header[k] = vs
+		hd[k] = vs
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	r := reply{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type"), raw: raw}
-	msg := raw
-	if strings.HasPrefix(r.ctype, "text/event-stream") {
-		for _, ev := range events(raw) {
-			msg = ev
-		}
-	}
-	decode(t, msg, &r)
-	return r
+	return send(t, url, string(b), hd)
 }
 
 // create starts a task as who and returns the task id the proxy gave.
@@ -258,10 +228,8 @@ func wantUnknownTask(t *testing.T, r reply) {
 func TestTaskIDSealed(t *testing.T) {
 	for _, sse := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sse=%v", sse), func(t *testing.T) {
-			up := &taskUpstream{sse: sse}
-			us := httptest.NewServer(up)
-			defer us.Close()
-			px := taskProxy(t, us.URL, nil, nil)
+			up := newTaskUpstream(t, sse)
+			px := taskProxy(t, up.url(), nil, nil)
 			id := create(t, px.URL, "alice")
 			upstreamID := up.only(t)
 			if !strings.HasPrefix(id, "t1.k1.") || strings.Contains(id, upstreamID) || len(id) > proxy.MaxTaskIDLen {
@@ -295,10 +263,8 @@ func TestTaskIDSealed(t *testing.T) {
 // tasks/cancel get exactly the unknown-task answer, and none of them
 // reaches the upstream.
 func TestTaskOtherCallerRefused(t *testing.T) {
-	up := &taskUpstream{}
-	us := httptest.NewServer(up)
-	defer us.Close()
-	px := taskProxy(t, us.URL, nil, nil)
+	up := newTaskUpstream(t, false)
+	px := taskProxy(t, up.url(), nil, nil)
 	for _, tc := range []struct{ owner, other string }{{"alice", "bob"}, {"alice", ""}, {"", "bob"}} {
 		id := create(t, px.URL, tc.owner)
 		n := up.count()
@@ -321,14 +287,10 @@ func TestTaskOtherCallerRefused(t *testing.T) {
 // upstream's gate comes first), and never reach the upstream.
 func TestTaskBadIDsRefused(t *testing.T) {
 	ring := testRing(t)
-	up := &taskUpstream{}
-	us := httptest.NewServer(up)
-	defer us.Close()
-	us2 := httptest.NewServer(up) // the same tasks, under another URL
-	defer us2.Close()
-	px := taskProxy(t, us.URL, ring, nil)
-	other := taskProxy(t, us2.URL, ring, nil)
-	otherServer := taskProxy(t, us.URL, ring, &mrtr.Options{ServerID: "another"})
+	up := newTaskUpstream(t, false)
+	px := taskProxy(t, up.url(), ring, nil)
+	other := taskProxy(t, up.srv.URL+"/other", ring, nil) // the same tasks, under another URL
+	otherServer := taskProxy(t, up.url(), ring, &mrtr.Options{ServerID: "another"})
 	id := create(t, px.URL, "alice")
 	raw := up.only(t)
 	flip := []byte(id)
@@ -376,13 +338,11 @@ func TestTaskBadIDsRefused(t *testing.T) {
 // window closed too); new ids are sealed with the new primary; once the
 // key leaves the ring, the id is an unknown task.
 func TestTaskIDKeyRotation(t *testing.T) {
-	up := &taskUpstream{}
-	us := httptest.NewServer(up)
-	defer us.Close()
+	up := newTaskUpstream(t, false)
 	k1 := testRing(t).Keys()[0]
 	ring1, _ := reqstate.NewKeyRing(k1)
 	codec := reqstate.New(ring1, nil)
-	h, err := proxy.New(proxy.Options{Upstream: us.URL, Guard: mrtr.New(codec, nil), Principal: byHeader})
+	h, err := proxy.New(proxy.Options{Upstream: up.url(), Guard: mrtr.New(codec, nil), Principal: byHeader})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,12 +380,10 @@ func TestTaskIDKeyRotation(t *testing.T) {
 // kept on the replica that created it, and both give the caller the same
 // string.
 func TestTaskIDAcrossReplicas(t *testing.T) {
-	up := &taskUpstream{}
-	us := httptest.NewServer(up)
-	defer us.Close()
+	up := newTaskUpstream(t, false)
 	ring := testRing(t)
-	a := taskProxy(t, us.URL, ring, nil)
-	b := taskProxy(t, us.URL, ring, nil)
+	a := taskProxy(t, up.url(), ring, nil)
+	b := taskProxy(t, up.url(), ring, nil)
 	id := create(t, a.URL, "alice")
 	for _, px := range []string{b.URL, a.URL, b.URL} {
 		r := taskCall(t, px, "alice", task.MethodGet, id, true)
@@ -443,10 +401,8 @@ func TestTaskIDAcrossReplicas(t *testing.T) {
 // TestTaskRequestWithoutID: a tasks/* notification (no id) is refused and
 // never reaches the upstream.
 func TestTaskRequestWithoutID(t *testing.T) {
-	up := &taskUpstream{}
-	us := httptest.NewServer(up)
-	defer us.Close()
-	px := taskProxy(t, us.URL, nil, nil)
+	up := newTaskUpstream(t, false)
+	px := taskProxy(t, up.url(), nil, nil)
 	id := create(t, px.URL, "alice")
 	n := up.count()
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": task.MethodCancel, "params": map[string]any{"taskId": id}})
@@ -468,10 +424,8 @@ func TestTaskRequestWithoutID(t *testing.T) {
 // acknowledgement lists the caller's ids, and a notification of a task the
 // caller did not name never reaches it, nor does any upstream id.
 func TestTaskIDInStreams(t *testing.T) {
-	up := &taskUpstream{sse: true}
-	us := httptest.NewServer(up)
-	defer us.Close()
-	px := taskProxy(t, us.URL, nil, nil)
+	up := newTaskUpstream(t, true)
+	px := taskProxy(t, up.url(), nil, nil)
 
 	r := rpc(t, px.URL, "alice", "tools/call", map[string]any{"name": "job", "arguments": map[string]any{}, "_meta": tasksMeta(true)}, http.Header{"Mcp-Name": {"job"}})
 	var a1 string
