@@ -122,7 +122,8 @@
 // event stream) leaves with a task id of the proxy's, the upstream's id
 // encrypted and authenticated under the caller's principal, the guard's
 // server id and the upstream (its URL's scheme, host and path), with the
-// key ring the guard seals requestState with (Options.TaskRing). The
+// key ring the guard seals requestState with (Options.TaskRing); so does
+// a CreateTaskResult answering any other method. The
 // seal is deterministic (a synthetic IV, see taskid.go), so the caller
 // sees the same string in the CreateTaskResult, in every tasks/get
 // result and in every notification naming the task. It is at most

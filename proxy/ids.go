@@ -74,6 +74,9 @@ type exchange struct {
 	// tasks maps the upstream's ids of the tasks a listen request named
 	// to the caller's (tasks.go).
 	tasks map[string]json.RawMessage
+	// who is the caller of a request on the pass-through path, to whom a
+	// CreateTaskResult in its answer is sealed (tasks.go).
+	who reqstate.Principal
 
 	mu   sync.Mutex
 	conn net.Conn // the connection of the latest attempt (httptrace GotConn)
@@ -432,7 +435,7 @@ func (h *Handler) restoreBody(ctx context.Context, x *exchange, b []byte) ([]byt
 		return b, v
 	case ours:
 		if out, ok := x.restoreIDs(t, msg, v); ok {
-			return out, v
+			return h.sealPassed(ctx, x, out), v
 		}
 		v = foreign
 	case nullError:
@@ -532,7 +535,7 @@ func (s *idStream) event(ev *mcpwire.Event) []byte {
 	case ours:
 		if out, ok := s.x.restoreIDs(d, msg, v); ok {
 			s.final = true
-			return mcpwire.AppendEvent(nil, ev.Other, out)
+			return mcpwire.AppendEvent(nil, ev.Other, s.h.sealPassed(s.ctx, s.x, out))
 		}
 	case nullError:
 		s.final, s.done = true, true // its connection is closed: the stream ends here

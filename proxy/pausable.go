@@ -97,6 +97,7 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	// Sent under the proxy's own id (ids.go), recorded before the guard
 	// runs: a request refused here spends no token.
 	x := h.newExchange(req.id, req.method)
+	x.who = principal
 	key := cancelKey{who: principal, session: r.Header.Get("Mcp-Session-Id"), id: string(req.id)}
 	if !h.live.add(key, x.sent) {
 		writeError(w, http.StatusOK, req.id, mcpwire.CodeInvalidRequest, msgIDInUse, nil)

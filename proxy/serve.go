@@ -123,7 +123,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		x := h.newExchange(req.id, req.method)
-		x.task, x.tasks = swap, names
+		x.task, x.tasks, x.who = swap, names, principal
 		if out, err = requestWithID(req, x.sent); err != nil {
 			writeError(w, http.StatusBadRequest, req.id, mcpwire.CodeInvalidRequest, "invalid request", nil)
 			return

@@ -284,3 +284,30 @@ func mustMember(obj json.RawMessage, key string) json.RawMessage {
 	v, _ := mcpwire.Member(obj, key)
 	return v
 }
+
+// sealPassed returns out, the response to a request of the pass-through
+// path (its id already the caller's), with the taskId of a
+// CreateTaskResult sealed to the caller, as a tools/call's is: the
+// extension may let more methods answer with a task, and no upstream id
+// reaches a caller. An answer to a tasks/* request is left as
+// restoreIDs made it. A CreateTaskResult whose id cannot be sealed is
+// answered with -32603.
+func (h *Handler) sealPassed(ctx context.Context, x *exchange, out []byte) []byte {
+	if x.task != nil || !bytes.Contains(out, []byte(`"task"`)) {
+		return out
+	}
+	resp, err := parseResponse(out, nil)
+	if err != nil || resp.result == nil || !isTaskResult(resp.result) {
+		return out
+	}
+	up, ok := resp.result.String("taskId")
+	tid, err := h.tasks.seal(x.who, up)
+	if !ok || err != nil {
+		h.log.ErrorContext(ctx, "proxy: seal the upstream's task id", "bytes", len(up), "limit", MaxUpstreamTaskID, "error", err)
+		return errorBody(x.caller, mcpwire.CodeInternalError, mcpwire.InternalMessage, nil)
+	}
+	if b, ok := replaceAt(out, mcpwire.AppendString(nil, tid), nil, "result", "taskId"); ok {
+		return b
+	}
+	return errorBody(x.caller, mcpwire.CodeInternalError, mcpwire.InternalMessage, nil)
+}

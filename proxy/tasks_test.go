@@ -86,7 +86,7 @@ func (u *taskUpstream) answer(w http.ResponseWriter, m rpcMsg) {
 	tid, _ := m.str("taskId")
 	reply := func(status int, body string) {
 		out := `{"jsonrpc":"2.0","id":` + string(m.ID) + `,` + body + `}`
-		if u.sse && m.Method == "tools/call" {
+		if u.sse && m.Method == "tools/call" || m.Method == "jobs/start" {
 			taskEvent(w, out)
 			return
 		}
@@ -100,7 +100,10 @@ func (u *taskUpstream) answer(w http.ResponseWriter, m rpcMsg) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	switch m.Method {
-	case "tools/call":
+	case "tools/call", "jobs/start": // jobs/start: a method the proxy does not read
+		if m.Method == "jobs/start" {
+			w.Header().Set("Content-Type", "text/event-stream")
+		}
 		var b [24]byte
 		rand.Read(b[:])
 		id := base64.RawURLEncoding.EncodeToString(b[:])
@@ -480,4 +483,22 @@ func TestTaskIDInStreams(t *testing.T) {
 	if bytes.Contains(r.raw, []byte(b1)) {
 		t.Fatalf("bob's task reached alice's stream: %s", r.raw)
 	}
+}
+
+// TestTaskIDOnOtherMethods: a CreateTaskResult answering a method the
+// proxy does not otherwise read (the extension may add more) is sealed to
+// the caller too, and its id works like a tools/call's.
+func TestTaskIDOnOtherMethods(t *testing.T) {
+	up := newTaskUpstream(t, false)
+	px := taskProxy(t, up.url(), nil, nil)
+	r := rpc(t, px.URL, "alice", "jobs/start", map[string]any{"_meta": tasksMeta(true)}, nil)
+	var id string
+	json.Unmarshal(r.result["taskId"], &id)
+	if r.resultType() != "task" || !strings.HasPrefix(id, "t1.k1.") || bytes.Contains(r.raw, []byte(up.only(t))) {
+		t.Fatalf("jobs/start: want a sealed task id, got %s", r.raw)
+	}
+	if r := taskCall(t, px.URL, "alice", task.MethodGet, id, true); r.err != nil {
+		t.Fatalf("tasks/get: %s", r.raw)
+	}
+	wantUnknownTask(t, taskCall(t, px.URL, "bob", task.MethodGet, id, true))
 }
