@@ -3,6 +3,7 @@ package e2e
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -44,7 +45,50 @@ func TestConformanceTasks(t *testing.T) {
 func TestProxyConformanceTasks(t *testing.T) {
 	needHarness(t)
 	t.Parallel()
-	runTasksScenarios(t, startProxied(t, startServe(t)))
+	serve := startServe(t)
+	px := startProxied(t, serve)
+	// The harness sees sealed ids only: one the proxy gave is no id of
+	// serve's, and serve's own never reaches the caller.
+	id := startTask(t, px)
+	if !strings.HasPrefix(id, "t1.") {
+		t.Fatalf("the proxy gave task id %q, want a sealed t1. id", id)
+	}
+	if msg := taskGet(t, serve, id); msg["error"] == nil {
+		t.Fatalf("serve knows the proxy's task id %q: %v", id, msg)
+	}
+	if res, _ := taskGet(t, px, id)["result"].(map[string]any); res["taskId"] != id {
+		t.Fatalf("tasks/get through the proxy: %v, want taskId %q", res, id)
+	}
+	runTasksScenarios(t, px)
+}
+
+// tasksRequest posts one 2026-07-28 request declaring the tasks
+// extension (rawRPC) and returns its final message.
+func tasksRequest(t *testing.T, url, method, name string, params map[string]any) map[string]any {
+	t.Helper()
+	params["_meta"] = map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
+	}
+	return rawRPC(t, url, method, name, params)
+}
+
+// startTask starts slow_compute as a task at url and returns its task id.
+func startTask(t *testing.T, url string) string {
+	t.Helper()
+	msg := tasksRequest(t, url, "tools/call", "slow_compute", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 0}})
+	res, _ := msg["result"].(map[string]any)
+	id, _ := res["taskId"].(string)
+	if id == "" {
+		t.Fatalf("slow_compute: want a CreateTaskResult, got %v", msg)
+	}
+	return id
+}
+
+// taskGet sends tasks/get for id to url and returns the answer.
+func taskGet(t *testing.T, url, id string) map[string]any {
+	t.Helper()
+	return tasksRequest(t, url, "tasks/get", id, map[string]any{"taskId": id})
 }
 
 // runTasksScenarios runs every tasks-* scenario against url and requires
