@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -44,11 +45,7 @@ func (h *Handler) taskRequest(w http.ResponseWriter, r *http.Request, req *rpcRe
 	tid, isStr := mcpwire.StringValue(raw)
 	if has && isStr {
 		if id, err := h.tasks.open(who, tid); err == nil {
-			up := mcpwire.AppendString(make([]byte, 0, len(id)+2), id)
-			if body, ok = replaceAt(req.body, up, nil, "params", "taskId"); ok {
-				if np, okp := replaceAt(req.msg["params"], up, nil, "taskId"); okp {
-					req.msg["params"] = np
-				}
+			if body, ok = withTaskID(req, mcpwire.AppendString(make([]byte, 0, len(id)+2), id)); ok {
 				return body, &taskSwap{caller: raw, upstream: id}, true
 			}
 		} else if err == errNoTaskKeys {
@@ -63,6 +60,29 @@ func (h *Handler) taskRequest(w http.ResponseWriter, r *http.Request, req *rpcRe
 	}
 	writeError(w, http.StatusBadRequest, req.id, mcpwire.CodeInvalidParams, task.UnknownMessage, nil)
 	return nil, nil, false
+}
+
+// withTaskID returns req's body with up (a JSON string) as its
+// params.taskId, and req.msg to match: spliced into the bytes as written,
+// or encoded again from the parsed message when they cannot be (an
+// object of more than 16 members on the way; the names are unique,
+// parseRequest).
+func withTaskID(req *rpcRequest, up json.RawMessage) ([]byte, bool) {
+	if body, ok := replaceAt(req.body, up, nil, "params", "taskId"); ok {
+		t := mcpwire.TrimSpace(body)
+		ps, pe, _, _ := mcpwire.MemberSpan(t, "params")
+		req.msg["params"] = t[ps:pe:pe]
+		return body, true
+	}
+	p := maps.Clone(req.params)
+	p["taskId"] = up
+	np, err := p.Encode()
+	if err != nil {
+		return nil, false
+	}
+	req.msg["params"] = np
+	body, err := req.msg.Encode()
+	return body, err == nil
 }
 
 // restoreTask returns out, the upstream's response to a tasks/* request

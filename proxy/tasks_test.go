@@ -502,3 +502,23 @@ func TestTaskIDOnOtherMethods(t *testing.T) {
 	}
 	wantUnknownTask(t, taskCall(t, px.URL, "bob", task.MethodGet, id, true))
 }
+
+// TestTaskRequestReencoded: params of more than 16 members, which the
+// proxy cannot splice, are encoded again with the upstream's id.
+func TestTaskRequestReencoded(t *testing.T) {
+	up := newTaskUpstream(t, false)
+	px := taskProxy(t, up.url(), nil, nil)
+	id := create(t, px.URL, "alice")
+	p := map[string]any{"taskId": id, "_meta": tasksMeta(true)}
+	for i := range 20 {
+		p[fmt.Sprintf("x%d", i)] = i
+	}
+	r := rpc(t, px.URL, "alice", task.MethodGet, p, http.Header{"Mcp-Name": {id}})
+	var got string
+	if r.err != nil || json.Unmarshal(r.result["taskId"], &got) != nil || got != id {
+		t.Fatalf("tasks/get with 22 params: %s", r.raw)
+	}
+	if s := up.last(); s.taskID != up.only(t) {
+		t.Fatalf("the upstream got taskId %q", s.taskID)
+	}
+}
