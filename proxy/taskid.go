@@ -136,8 +136,9 @@ type taskKeys struct {
 type taskKey struct {
 	id   string
 	aead cipher.AEAD
-	// macs pools HMAC-SHA256 states keyed with kSIV.
-	macs sync.Pool
+	// scratch pools *taskScratch, each with an HMAC-SHA256 state keyed
+	// with kSIV.
+	scratch sync.Pool
 }
 
 // HKDF info labels of the two subkeys.
@@ -165,7 +166,7 @@ func newTaskKey(k reqstate.Key) (*taskKey, error) {
 		return nil, err
 	}
 	tk := &taskKey{id: k.ID, aead: aead}
-	tk.macs.New = func() any { return hmac.New(sha256.New, siv) }
+	tk.scratch.New = func() any { return &taskScratch{mac: hmac.New(sha256.New, siv)} }
 	return tk, nil
 }
 
@@ -221,18 +222,23 @@ func appendLP(dst []byte, s string) []byte {
 	return append(dst, s...)
 }
 
-// siv computes the synthetic IV of (ad, id) into dst[:sivSize].
-func (k *taskKey) siv(dst, ad []byte, id string) {
-	m := k.macs.Get().(hash.Hash)
-	m.Reset()
+// taskScratch is what one seal or open works in, pooled per key: the
+// HMAC state, its sum, and room for an id's raw bytes and its associated
+// data (a longer binding grows past it, by append).
+type taskScratch struct {
+	mac hash.Hash
+	sum [sha256.Size]byte
+	buf [512]byte
+}
+
+// siv computes the synthetic IV of (ad, pt) into dst[:sivSize].
+func (sc *taskScratch) siv(dst, ad, pt []byte) {
+	sc.mac.Reset()
 	var n [binary.MaxVarintLen64]byte
-	m.Write(n[:binary.PutUvarint(n[:], uint64(len(ad)))])
-	m.Write(ad)
-	m.Write([]byte(id))
-	var sum [sha256.Size]byte
-	m.Sum(sum[:0])
-	k.macs.Put(m)
-	copy(dst[:sivSize], sum[:])
+	sc.mac.Write(n[:binary.PutUvarint(n[:], uint64(len(ad)))])
+	sc.mac.Write(ad)
+	sc.mac.Write(pt)
+	copy(dst[:sivSize], sc.mac.Sum(sc.sum[:0]))
 }
 
 // seal returns the task id the caller who sees for the upstream's id,
@@ -250,11 +256,14 @@ func (s *taskSealer) seal(who reqstate.Principal, id string) (string, error) {
 		return "", reqstate.ErrNoSealingKey
 	}
 	k := c.byID[kid]
-	var buf [512]byte
-	raw := buf[:sivSize]
-	ad := s.appendAD(buf[sivSize+len(id)+tagSize:sivSize+len(id)+tagSize], kid, who)
-	k.siv(raw, ad, id)
-	raw = k.aead.Seal(raw, raw[:sivSize], []byte(id), ad)
+	sc := k.scratch.Get().(*taskScratch)
+	defer k.scratch.Put(sc)
+	// siv | id, then the associated data; the id is encrypted in place.
+	raw := sc.buf[:sivSize]
+	pt := append(sc.buf[sivSize:sivSize], id...)
+	ad := s.appendAD(sc.buf[sivSize+len(id)+tagSize:sivSize+len(id)+tagSize], kid, who)
+	sc.siv(raw, ad, pt)
+	raw = sc.buf[:sivSize+len(k.aead.Seal(pt[:0], raw, pt, ad))]
 	var sb strings.Builder
 	sb.Grow(len(taskIDPrefix) + len(kid) + 1 + base64.RawURLEncoding.EncodedLen(len(raw)))
 	sb.WriteString(taskIDPrefix)
@@ -287,8 +296,10 @@ func (s *taskSealer) open(who reqstate.Principal, tid string) (string, error) {
 	if !ok {
 		return "", errTaskID
 	}
-	var buf [512]byte
-	n, err := base64.RawURLEncoding.Strict().Decode(buf[:], []byte(body))
+	sc := k.scratch.Get().(*taskScratch)
+	defer k.scratch.Put(sc)
+	buf := sc.buf[:]
+	n, err := base64.RawURLEncoding.Strict().Decode(buf, []byte(body))
 	// Strict decoding refuses stray bits; a body that is not exactly the
 	// encoding of what it decoded to (CR or LF inside) is refused too, so
 	// one id has one text.
@@ -301,11 +312,10 @@ func (s *taskSealer) open(who reqstate.Principal, tid string) (string, error) {
 	if err != nil {
 		return "", errTaskID
 	}
-	id := string(pt)
 	var want [sivSize]byte
-	k.siv(want[:], ad, id)
+	sc.siv(want[:], ad, pt)
 	if subtle.ConstantTimeCompare(want[:], raw[:sivSize]) != 1 {
 		return "", errTaskID
 	}
-	return id, nil
+	return string(pt), nil
 }
