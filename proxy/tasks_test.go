@@ -202,6 +202,15 @@ func create(t *testing.T, url, who string) string {
 	return id
 }
 
+// aliceTask starts an upstream (sse: answering tools/call with a
+// stream) and a proxy to it, and creates a task of alice's through it.
+func aliceTask(t *testing.T, sse bool) (up *taskUpstream, px *httptest.Server, id string) {
+	t.Helper()
+	up = newTaskUpstream(t, sse)
+	px = taskProxy(t, up.url(), nil, nil)
+	return up, px, create(t, px.URL, "alice")
+}
+
 // taskCall sends method naming id as who, with Mcp-Name set as a client
 // must set it.
 func taskCall(t *testing.T, url, who, method, id string, declared bool) reply {
@@ -231,9 +240,7 @@ func wantUnknownTask(t *testing.T, r reply) {
 func TestTaskIDSealed(t *testing.T) {
 	for _, sse := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sse=%v", sse), func(t *testing.T) {
-			up := newTaskUpstream(t, sse)
-			px := taskProxy(t, up.url(), nil, nil)
-			id := create(t, px.URL, "alice")
+			up, px, id := aliceTask(t, sse)
 			upstreamID := up.only(t)
 			if !strings.HasPrefix(id, "t1.k1.") || strings.Contains(id, upstreamID) || len(id) > proxy.MaxTaskIDLen {
 				t.Fatalf("task id %q: want a sealed t1.k1. id that does not show the upstream's %q", id, upstreamID)
@@ -404,9 +411,7 @@ func TestTaskIDAcrossReplicas(t *testing.T) {
 // TestTaskRequestWithoutID: a tasks/* notification (no id) is refused and
 // never reaches the upstream.
 func TestTaskRequestWithoutID(t *testing.T) {
-	up := newTaskUpstream(t, false)
-	px := taskProxy(t, up.url(), nil, nil)
-	id := create(t, px.URL, "alice")
+	up, px, id := aliceTask(t, false)
 	n := up.count()
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": task.MethodCancel, "params": map[string]any{"taskId": id}})
 	resp, err := http.Post(px.URL, "application/json", bytes.NewReader(b))
@@ -506,9 +511,7 @@ func TestTaskIDOnOtherMethods(t *testing.T) {
 // TestTaskRequestReencoded: params of more than 16 members, which the
 // proxy cannot splice, are encoded again with the upstream's id.
 func TestTaskRequestReencoded(t *testing.T) {
-	up := newTaskUpstream(t, false)
-	px := taskProxy(t, up.url(), nil, nil)
-	id := create(t, px.URL, "alice")
+	up, px, id := aliceTask(t, false)
 	p := map[string]any{"taskId": id, "_meta": tasksMeta(true)}
 	for i := range 20 {
 		p[fmt.Sprintf("x%d", i)] = i
