@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -58,6 +59,15 @@ func TestProxyConformanceTasks(t *testing.T) {
 	}
 	if res, _ := taskGet(t, px, id)["result"].(map[string]any); res["taskId"] != id {
 		t.Fatalf("tasks/get through the proxy: %v, want taskId %q", res, id)
+	}
+	// An id that does not open is answered as serve answers one it does
+	// not know.
+	forged := id[:len(id)-1] + "A"
+	if forged == id {
+		forged = id[:len(id)-1] + "B"
+	}
+	if got, want := taskGet(t, px, forged)["error"], taskGet(t, serve, "no-such-task")["error"]; want == nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("a forged id through the proxy: error %v; serve answers an unknown id with %v", got, want)
 	}
 	runTasksScenarios(t, px)
 }
