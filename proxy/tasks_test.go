@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -12,13 +11,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/proxy"
-	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
 	"github.com/mrtr-go/mrtr/task"
 )
@@ -527,35 +523,5 @@ func TestTaskRequestReencoded(t *testing.T) {
 	}
 	if s := up.last(); s.taskID != up.only(t) {
 		t.Fatalf("the upstream got taskId %q", s.taskID)
-	}
-}
-
-// countingStore is a single-use store that counts its reservations.
-type countingStore struct {
-	replay.Store
-	n atomic.Int64
-}
-
-func (c *countingStore) Reserve(ctx context.Context, id string, expires time.Time) (replay.Reservation, error) {
-	c.n.Add(1)
-	return c.Store.Reserve(ctx, id, expires)
-}
-
-// TestTaskIDNotSingleUse: a task id is polled, answered and cancelled as
-// often as the caller likes; it never enters the single-use store.
-func TestTaskIDNotSingleUse(t *testing.T) {
-	up := newTaskUpstream(t, false)
-	store := &countingStore{Store: replay.NewMemory(nil)}
-	px := taskProxy(t, up.url(), nil, &mrtr.Options{Store: store})
-	id := create(t, px.URL, "alice")
-	for range 3 {
-		for _, m := range []string{task.MethodGet, task.MethodUpdate, task.MethodGet, task.MethodCancel} {
-			if r := taskCall(t, px.URL, "alice", m, id, true); r.err != nil {
-				t.Fatalf("%s: %s", m, r.raw)
-			}
-		}
-	}
-	if n := store.n.Load(); n != 0 {
-		t.Fatalf("the single-use store was asked %d times, want never", n)
 	}
 }
