@@ -72,6 +72,28 @@ func TestProxyConformanceTasks(t *testing.T) {
 	runTasksScenarios(t, px)
 }
 
+// TestProxyTasksAcrossReplicas: two `mrtr proxy` processes given one key
+// ring, in front of one mrtr serve, serve each other's tasks with the same
+// id (nothing of a task is kept where it was created); a proxy with another
+// ring answers that id as an unknown task.
+func TestProxyTasksAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	serve := startServe(t)
+	ring := mnKeyRing(t, "k1")
+	a := startProxied(t, serve, "--keys", ring)
+	b := startProxied(t, serve, "--keys", ring)
+	other := startProxied(t, serve, "--keys", mnKeyRing(t, "k1"))
+	id := startTask(t, a)
+	for _, px := range []string{b, a, b} {
+		if res, _ := taskGet(t, px, id)["result"].(map[string]any); res["taskId"] != id {
+			t.Fatalf("tasks/get on a replica: %v, want taskId %q", res, id)
+		}
+	}
+	if msg := taskGet(t, other, id); msg["error"] == nil {
+		t.Fatalf("a proxy with another ring opened the task id: %v", msg)
+	}
+}
+
 // tasksRequest posts one 2026-07-28 request declaring the tasks
 // extension (rawRPC) and returns its final message.
 func tasksRequest(t *testing.T, url, method, name string, params map[string]any) map[string]any {
