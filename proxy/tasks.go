@@ -85,25 +85,28 @@ func withTaskID(req *rpcRequest, up json.RawMessage) ([]byte, bool) {
 	return body, err == nil
 }
 
-// restoreTask returns out, the upstream's response to a tasks/* request
+// restore returns out, the upstream's response to a tasks/* request
 // (its id already the caller's), with result.taskId, when it names the
 // upstream's id, in the caller's form: the same string the caller sent.
-// ok is false when it names another task, which the caller must not see.
+// ok is false when it names another task, which the caller must not see,
+// or when a member name repeats on the way.
 func (s *taskSwap) restore(out []byte) ([]byte, bool) {
 	t := mcpwire.TrimSpace(out)
 	rs, re, found, unique := mcpwire.MemberSpan(t, "result")
-	if !found {
+	switch {
+	case !unique:
+		return s.restoreParsed(t)
+	case !found:
 		return out, true // an error
-	}
-	if !unique || t[rs] != '{' {
+	case t[rs] != '{':
 		return nil, false
 	}
 	ts, te, found, unique := mcpwire.MemberSpan(t[rs:re], "taskId")
 	switch {
+	case !unique:
+		return s.restoreParsed(t)
 	case !found:
 		return out, true // an acknowledgement
-	case !unique:
-		return nil, false
 	}
 	if id, ok := mcpwire.StringValue(t[rs+ts : rs+te]); !ok || id != s.upstream {
 		return nil, false
@@ -112,6 +115,43 @@ func (s *taskSwap) restore(out []byte) ([]byte, bool) {
 	b = append(b, t[:rs+ts]...)
 	b = append(b, s.caller...)
 	return append(b, t[rs+te:]...), true
+}
+
+// restoreParsed is restore for a message the splice cannot edit (an
+// object of more than 16 members on the way): parsed, its names unique,
+// and encoded again.
+func (s *taskSwap) restoreParsed(t []byte) ([]byte, bool) {
+	msg, err := mcpwire.ParseUniqueObject(t)
+	if err != nil {
+		return nil, false
+	}
+	if !msg.Has("result") {
+		return t, true
+	}
+	res, ok := msg.UniqueObject("result")
+	if !ok {
+		return nil, false
+	}
+	if !res.Has("taskId") {
+		return t, true
+	}
+	if id, ok := res.String("taskId"); !ok || id != s.upstream {
+		return nil, false
+	}
+	return withResultTaskID(msg, res, s.caller)
+}
+
+// withResultTaskID encodes msg again with v as result.taskId (res is its
+// result, parsed).
+func withResultTaskID(msg, res object, v json.RawMessage) ([]byte, bool) {
+	res, msg = maps.Clone(res), maps.Clone(msg)
+	res["taskId"] = v
+	var err error
+	if msg["result"], err = res.Encode(); err != nil {
+		return nil, false
+	}
+	out, err := msg.Encode()
+	return out, err == nil
 }
 
 // sealCreated turns the upstream's CreateTaskResult (resultType "task")
@@ -133,12 +173,10 @@ func (h *Handler) sealCreated(ctx context.Context, c *call, b []byte, resp *rpcR
 	if out, ok := replaceAt(b, sealed, nil, "result", "taskId"); ok {
 		return out, 0, nil
 	}
-	resp.result["taskId"] = sealed
-	var out []byte
-	if resp.msg["result"], err = resp.result.Encode(); err == nil {
-		out, err = resp.msg.Encode()
-	}
-	if err != nil {
+	// Repeated names or more than 16 members: encoded again, with one
+	// taskId, the sealed one.
+	out, ok := withResultTaskID(resp.msg, resp.result, sealed)
+	if !ok {
 		return errorBody(id, mcpwire.CodeInternalError, mcpwire.InternalMessage, nil), http.StatusOK, nil
 	}
 	return out, 0, nil
@@ -326,7 +364,11 @@ func (h *Handler) sealPassed(ctx context.Context, x *exchange, out []byte) []byt
 		h.log.ErrorContext(ctx, "proxy: seal the upstream's task id", "bytes", len(up), "limit", MaxUpstreamTaskID, "error", err)
 		return errorBody(x.caller, mcpwire.CodeInternalError, mcpwire.InternalMessage, nil)
 	}
-	if b, ok := replaceAt(out, mcpwire.AppendString(nil, tid), nil, "result", "taskId"); ok {
+	sealed := mcpwire.AppendString(nil, tid)
+	if b, ok := replaceAt(out, sealed, nil, "result", "taskId"); ok {
+		return b
+	}
+	if b, ok := withResultTaskID(resp.msg, resp.result, sealed); ok {
 		return b
 	}
 	return errorBody(x.caller, mcpwire.CodeInternalError, mcpwire.InternalMessage, nil)

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mrtr-go/mrtr"
@@ -523,5 +525,47 @@ func TestTaskRequestReencoded(t *testing.T) {
 	}
 	if s := up.last(); s.taskID != up.only(t) {
 		t.Fatalf("the upstream got taskId %q", s.taskID)
+	}
+}
+
+// TestTaskIDUnsplicedAnswers: answers the proxy cannot edit in place (a
+// result of more than 16 members, a repeated member name) are encoded
+// again with the caller's id, or refused; no upstream id gets through.
+func TestTaskIDUnsplicedAnswers(t *testing.T) {
+	const upID = "upstream-task-1"
+	wide := map[string]any{"taskId": upID, "status": "working", "createdAt": "2026-12-01T00:00:00Z", "lastUpdatedAt": "2026-12-01T00:00:00Z", "ttlMs": 60000}
+	for i := range 16 {
+		wide[fmt.Sprintf("x%d", i)] = i
+	}
+	var dupGet atomic.Bool
+	up := newScripted(t, func(w http.ResponseWriter, m rpcMsg) {
+		switch {
+		case m.Method == "tools/call":
+			r := maps.Clone(wide)
+			r["resultType"] = "task"
+			writeResult(w, m.ID, r)
+		case dupGet.Load():
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","taskId":%q,"status":"working","taskId":"another"}}`, m.ID, upID)
+		default:
+			r := maps.Clone(wide)
+			r["resultType"] = "complete"
+			writeResult(w, m.ID, r)
+		}
+	})
+	px := taskProxy(t, up.url(), nil, nil)
+	id := create(t, px.URL, "alice")
+	if !strings.HasPrefix(id, "t1.") {
+		t.Fatalf("a wide CreateTaskResult: task id %q, want a sealed one", id)
+	}
+	r := taskCall(t, px.URL, "alice", task.MethodGet, id, true)
+	var got string
+	if r.err != nil || json.Unmarshal(r.result["taskId"], &got) != nil || got != id || len(r.result) != 22 {
+		t.Fatalf("a wide tasks/get answer: want all 22 members and taskId %q, got %s", id, r.raw)
+	}
+	dupGet.Store(true)
+	r = taskCall(t, px.URL, "alice", task.MethodGet, id, true)
+	if r.err == nil || r.err.Code != -32603 || bytes.Contains(r.raw, []byte(upID)) {
+		t.Fatalf("an answer naming taskId twice: want -32603 and no upstream id, got %s", r.raw)
 	}
 }
