@@ -251,7 +251,24 @@ func (h *Handler) listenTasks(req *rpcRequest, who reqstate.Principal) (body []b
 	}
 	arr = append(arr, ']')
 	if body, ok = replaceAt(req.body, arr, nil, "params", listenNotifsMember, listenTaskIDs); !ok {
-		return nil, nil, false
+		// An object of more than 16 members on the way (the names are
+		// unique, parseRequest): encoded again from the parsed message.
+		p, _ := req.msg.UniqueObject("params")
+		n, isObj := p.UniqueObject(listenNotifsMember)
+		if !isObj {
+			return nil, nil, false
+		}
+		n, p, msg := maps.Clone(n), maps.Clone(p), maps.Clone(req.msg)
+		n[listenTaskIDs] = arr
+		var err error
+		if p[listenNotifsMember], err = n.Encode(); err == nil {
+			if msg["params"], err = p.Encode(); err == nil {
+				body, err = msg.Encode()
+			}
+		}
+		if err != nil {
+			return nil, nil, false
+		}
 	}
 	msg, err := mcpwire.ParseObject(body)
 	if err != nil {

@@ -434,6 +434,12 @@ func TestTaskRequestWithoutID(t *testing.T) {
 // acknowledgement lists the caller's ids, and a notification of a task the
 // caller did not name never reaches it, nor does any upstream id.
 func TestTaskIDInStreams(t *testing.T) {
+	for _, wide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("wide=%v", wide), func(t *testing.T) { taskIDInStreams(t, wide) })
+	}
+}
+
+func taskIDInStreams(t *testing.T, wide bool) {
 	up := newTaskUpstream(t, true)
 	px := taskProxy(t, up.url(), nil, nil)
 
@@ -449,8 +455,13 @@ func TestTaskIDInStreams(t *testing.T) {
 	b1 := create(t, px.URL, "bob")
 
 	n := up.count()
-	r = rpc(t, px.URL, "alice", "subscriptions/listen", map[string]any{"_meta": tasksMeta(true),
-		"notifications": map[string]any{"taskIds": []any{a1, b1, "forged", 7, a2}}}, nil)
+	listen := map[string]any{"_meta": tasksMeta(true), "notifications": map[string]any{"taskIds": []any{a1, b1, "forged", 7, a2}}}
+	if wide {
+		for i := range 20 { // more members than the splice edits
+			listen[fmt.Sprintf("x%d", i)] = i
+		}
+	}
+	r = rpc(t, px.URL, "alice", "subscriptions/listen", listen, nil)
 	if up.count() != n+1 {
 		t.Fatalf("the listen request did not reach the upstream once")
 	}
