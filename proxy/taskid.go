@@ -35,7 +35,7 @@ import (
 //	"t1." kid "." base64url-unpadded(siv[12] | ciphertext | tag[16])
 //
 // kid names the key ring entry whose secret the two subkeys below come
-// from (no trial decryption: Open uses that key or none).
+// from (no trial decryption: open uses that key or none).
 //
 // # Construction: deterministic authenticated encryption (a synthetic IV)
 //
@@ -43,7 +43,11 @@ import (
 // in every tasks/get result and in every message naming the task: a client
 // matches them, and the extension's routing header (Mcp-Name) must be
 // stable. A fresh random seal per message would give a new string each
-// time, so the seal is deterministic, as SIV (RFC 5297) is:
+// time, so the seal is deterministic, as SIV (RFC 5297) is. Go's standard
+// library has neither AES-SIV nor AES-GCM-SIV, so this is Rogaway and
+// Shrimpton's SIV composition over primitives it has: a PRF of the
+// associated data and the plaintext (HMAC-SHA256) chooses the nonce of a
+// nonce-based AEAD (AES-256-GCM), and is carried in clear as that nonce:
 //
 //	kSIV = HKDF-SHA256(secret, info "mrtr proxy task id v1: synthetic iv")
 //	kEnc = HKDF-SHA256(secret, info "mrtr proxy task id v1: encryption")
