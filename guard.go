@@ -163,6 +163,11 @@ func (g *Guard) Policy() Options {
 	return p
 }
 
+// Codec returns the codec the guard seals and opens tokens with. A
+// component that must seal something of its own under the same keys (the
+// sealing proxy's task ids) reads the ring from it.
+func (g *Guard) Codec() reqstate.Codec { return g.codec }
+
 // Request is one incoming call, as an adapter derives it from the
 // transport. Everything in it is untrusted except Principal, which the
 // adapter takes from verified credentials.

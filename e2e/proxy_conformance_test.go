@@ -186,13 +186,21 @@ func rawCall(t *testing.T, url, tool, state string, responses map[string]any) ma
 	if responses != nil {
 		params["inputResponses"] = responses
 	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params})
+	return rawRPC(t, url, "tools/call", tool, params)
+}
+
+// rawRPC posts one 2026-07-28 request of method (Mcp-Name name) with
+// params and returns the decoded final message (JSON or the last response
+// event).
+func rawRPC(t *testing.T, url, method, name string, params map[string]any) map[string]any {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": method, "params": params})
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", tool)
+	req.Header.Set("Mcp-Method", method)
+	req.Header.Set("Mcp-Name", name)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -129,3 +129,87 @@ func payload(b []byte) []byte {
 	}
 	return b
 }
+
+// memTasks answers tasks/get (and, for comparison, any other method with
+// the same params) in memory with a working task naming the request's
+// taskId, as JSON.
+type memTasks struct{}
+
+func (memTasks) RoundTrip(r *http.Request) (*http.Response, error) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Params struct {
+			TaskID string `json:"taskId"`
+		} `json:"params"`
+	}
+	body, _ := io.ReadAll(r.Body)
+	json.Unmarshal(body, &m)
+	tid, _ := json.Marshal(m.Params.TaskID)
+	out := `{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"resultType":"complete","taskId":` + string(tid) +
+		`,"status":"working","createdAt":"2026-12-01T00:00:00.000Z","lastUpdatedAt":"2026-12-01T00:00:00.000Z","ttlMs":3600000,"pollIntervalMs":1000}}`
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}, "Content-Length": {strconv.Itoa(len(out))}},
+		Body: io.NopCloser(strings.NewReader(out)), ContentLength: int64(len(out)), Request: r}, nil
+}
+
+// BenchmarkHandlerTaskGet measures the proxy's cost of one tasks/get,
+// without any network: tasks/get opens the caller's sealed id, forwards
+// the upstream's and restores the caller's in the answer; passthrough is
+// the same message under a method the proxy does not read (it only
+// swaps the JSON-RPC id), so the difference is what a task id costs.
+func BenchmarkHandlerTaskGet(b *testing.B) {
+	ring, err := reqstate.GenerateKeyRing("bench", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	guard := mrtr.New(reqstate.New(ring, nil), &mrtr.Options{Store: replay.NewMemory(nil)})
+	px, err := proxy.New(proxy.Options{Upstream: "http://upstream.invalid/mcp", Guard: guard, Transport: memTasks{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The sealed id: a CreateTaskResult through the proxy.
+	create := &taskCreate{}
+	cpx, _ := proxy.New(proxy.Options{Upstream: "http://upstream.invalid/mcp", Guard: guard, Transport: create})
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","arguments":{}}}`))
+	cpx.ServeHTTP(w, r)
+	var res struct {
+		Result struct{ TaskID string } `json:"result"`
+	}
+	if json.Unmarshal(w.Body.Bytes(), &res) != nil || !strings.HasPrefix(res.Result.TaskID, "t1.") {
+		b.Fatalf("no sealed task id: %s", w.Body)
+	}
+	tid := res.Result.TaskID
+	for _, method := range []string{"tasks/get", "passthrough"} {
+		body := []byte(`{"jsonrpc":"2.0","id":2,"method":"` + method + `","params":{"taskId":"` + tid + `","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`)
+		b.Run(method, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", bytes.NewReader(body))
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set("Mcp-Method", method)
+				if method == "tasks/get" {
+					r.Header.Set("Mcp-Name", tid)
+				}
+				px.ServeHTTP(w, r)
+				if w.Code != 200 || !bytes.Contains(w.Body.Bytes(), []byte(`"taskId":"`+tid+`"`)) {
+					b.Fatalf("%s: %d %s", method, w.Code, w.Body)
+				}
+			}
+		})
+	}
+}
+
+// taskCreate answers a tools/call with a CreateTaskResult.
+type taskCreate struct{}
+
+func (*taskCreate) RoundTrip(r *http.Request) (*http.Response, error) {
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	body, _ := io.ReadAll(r.Body)
+	json.Unmarshal(body, &m)
+	out := `{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"resultType":"task","taskId":"rBbC3k1ahx6A0Mc-AQhiOEcdrBflvhxB","status":"working","createdAt":"2026-12-01T00:00:00.000Z","lastUpdatedAt":"2026-12-01T00:00:00.000Z","ttlMs":3600000,"pollIntervalMs":1000}}`
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}, "Content-Length": {strconv.Itoa(len(out))}},
+		Body: io.NopCloser(strings.NewReader(out)), ContentLength: int64(len(out)), Request: r}, nil
+}

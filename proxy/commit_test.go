@@ -16,6 +16,7 @@ import (
 	"github.com/mrtr-go/mrtr/proxy"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
+	"github.com/mrtr-go/mrtr/task"
 )
 
 // heldStore is a store that waits on I/O, as Redis does (it is not
@@ -139,5 +140,35 @@ func TestLocalCommitInLine(t *testing.T) {
 	defer st.mu.Unlock()
 	if len(st.commitGoID) != 1 || len(handlerIDs) != 2 || st.commitGoID[0] != handlerIDs[1] {
 		t.Fatalf("commit on goroutines %v, the resume's handler on %v: not in line", st.commitGoID, handlerIDs[1:])
+	}
+}
+
+// countingStore is a single-use store that counts its reservations.
+type countingStore struct {
+	replay.Store
+	n atomic.Int64
+}
+
+func (c *countingStore) Reserve(ctx context.Context, id string, expires time.Time) (replay.Reservation, error) {
+	c.n.Add(1)
+	return c.Store.Reserve(ctx, id, expires)
+}
+
+// TestTaskIDNotSingleUse: a task id is polled, answered and cancelled as
+// often as the caller likes; it never enters the single-use store.
+func TestTaskIDNotSingleUse(t *testing.T) {
+	up := newTaskUpstream(t, false)
+	store := &countingStore{Store: replay.NewMemory(nil)}
+	px := taskProxy(t, up.url(), nil, &mrtr.Options{Store: store})
+	id := create(t, px.URL, "alice")
+	for range 3 {
+		for _, m := range []string{task.MethodGet, task.MethodUpdate, task.MethodGet, task.MethodCancel} {
+			if r := taskCall(t, px.URL, "alice", m, id, true); r.err != nil {
+				t.Fatalf("%s: %s", m, r.raw)
+			}
+		}
+	}
+	if n := store.n.Load(); n != 0 {
+		t.Fatalf("the single-use store was asked %d times, want never", n)
 	}
 }

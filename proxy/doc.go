@@ -113,12 +113,55 @@
 // directory while a forwarded resume waits) is -32603 telling the client
 // to start the call over.
 //
+// # Tasks
+//
+// In front of an upstream that implements tasks (the
+// io.modelcontextprotocol/tasks extension, SEP-2663), each task is bound
+// to the caller that created it. The upstream's task id never reaches the
+// caller: a CreateTaskResult (resultType "task", JSON or in the call's
+// event stream) leaves with a task id of the proxy's, the upstream's id
+// encrypted and authenticated under the caller's principal, the guard's
+// server id and the upstream (its URL's scheme, host and path), with the
+// key ring the guard seals requestState with (Options.TaskRing); so does
+// a CreateTaskResult answering any other method. The
+// seal is deterministic (a synthetic IV, see taskid.go), so the caller
+// sees the same string in the CreateTaskResult, in every tasks/get
+// result and in every notification naming the task. It is at most
+// MaxTaskIDLen characters (an upstream id longer than MaxUpstreamTaskID
+// is answered with -32603), carries no expiry of its own (the task's
+// life is the upstream's; an id opens while its key is in the ring,
+// whatever that key's sealing window, so keep a retired key as long as
+// the longest task may live) and never enters the single-use store.
+//
+// A tasks/get, tasks/update or tasks/cancel reaches the upstream only
+// when its taskId opens under the caller's own binding, and then with
+// the upstream's id in params.taskId and in Mcp-Name, everything else
+// (inputResponses included: the upstream owns its keys) as the client
+// sent it; the upstream's answer goes back with the caller's id in
+// result.taskId. Another caller's id, a forged, truncated or over-long
+// one, or one sealed in front of another upstream or under another
+// server id gets what the upstream gives an unknown task, -32602
+// task.UnknownMessage (HTTP 400), or -32021 when the request does not
+// declare the extension (the upstream's gate comes before any lookup),
+// and nothing reaches the upstream. A task request without an id is
+// refused (400). Nothing of a task is kept by the proxy: replicas sharing
+// the ring serve each other's tasks, whichever created them.
+//
+// A subscriptions/listen request reaches the upstream naming in
+// params.notifications.taskIds the caller's own tasks by the upstream's
+// ids and "" in place of every other entry (so the upstream's -32021
+// gate still applies); on its stream the acknowledgement lists only the
+// caller's ids, and a notifications/tasks naming a task the caller did
+// not list is dropped. A notifications/tasks in a tools/call's own event
+// stream names the task as its CreateTaskResult does.
+//
 // # Headers and security
 //
 // The client's headers reach the upstream as sent, so
 // MCP-Protocol-Version, Mcp-Method and Mcp-Name stay consistent with the
 // body the upstream receives (the proxy changes only requestState and
-// inputResponses in it, which no header mirrors). The proxy checks them
+// inputResponses in it, which no header mirrors, and a task request's
+// taskId, whose Mcp-Name it sets to match). The proxy checks them
 // itself on every POST that has them: one that is present and disagrees
 // with the body is refused with -32020 (HTTP 400, the request's id)
 // before anything reaches the upstream, so an upstream that routes on

@@ -114,6 +114,10 @@ func (h *Handler) finishResponse(ctx context.Context, c *call, b []byte, resp *r
 	if resp.result == nil {
 		return b, 0, errUpstreamRPC
 	}
+	if isTaskResult(resp.result) {
+		// A CreateTaskResult: the caller sees the task id sealed to it.
+		return h.sealCreated(ctx, c, b, resp)
+	}
 	if !resp.inputRequired() {
 		return b, 0, nil
 	}

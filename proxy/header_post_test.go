@@ -52,7 +52,7 @@ func TestHeaderMismatchEveryPost(t *testing.T) {
 		hd   http.Header
 	}{
 		{rpcBody(20, "tools/list", ""), http.Header{"Mcp-Method": {"tools/list"}, "Mcp-Protocol-Version": {"2026-07-28"}}},
-		{rpcBody(21, "tasks/get", `"taskId":"t1"`), http.Header{"Mcp-Method": {"tasks/get"}, "Mcp-Name": {"t1"}}},
+		{rpcBody(21, "prompts/list", ""), http.Header{"Mcp-Method": {"prompts/list"}}},
 		// A client mirroring a name or uri on another method.
 		{rpcBody(24, "resources/subscribe", `"uri":"file:///a"`), http.Header{"Mcp-Method": {"resources/subscribe"}, "Mcp-Name": {"file:///a"}}},
 		{`{"jsonrpc":"2.0","id":22,"method":"tools/list","params":{}}`, http.Header{"Mcp-Protocol-Version": {"2025-11-25"}}},
@@ -62,6 +62,9 @@ func TestHeaderMismatchEveryPost(t *testing.T) {
 			t.Errorf("%s with %v: %d %s", tc.body, tc.hd, r.status, r.raw)
 		}
 	}
+	// (A tasks/get whose Mcp-Name matches passes the header check, but
+	// reaches the upstream only naming a task the proxy sealed to the
+	// caller: tasks_test.go.)
 	if n := len(up.all()); n != 5 {
 		t.Fatalf("%d matching requests reached the upstream, want 5", n)
 	}

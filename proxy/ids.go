@@ -70,6 +70,13 @@ type exchange struct {
 	caller json.RawMessage // the caller's id, as it wrote it
 	sent   json.RawMessage // the proxy's, a JSON string with no escapes
 	listen bool            // a subscriptions/listen stream
+	task   *taskSwap       // a tasks/* request: its task id, the caller's and the upstream's
+	// tasks maps the upstream's ids of the tasks a listen request named
+	// to the caller's (tasks.go).
+	tasks map[string]json.RawMessage
+	// who is the caller of a request on the pass-through path, to whom a
+	// CreateTaskResult in its answer is sealed (tasks.go).
+	who reqstate.Principal
 
 	mu   sync.Mutex
 	conn net.Conn // the connection of the latest attempt (httptrace GotConn)
@@ -214,6 +221,11 @@ func (x *exchange) restoreIDs(data []byte, msg object, v verdict) (_ []byte, ok 
 				return nil, false
 			}
 			out = b
+		}
+		if x.task != nil {
+			if out, ok = x.task.restore(out); !ok {
+				return nil, false
+			}
 		}
 	}
 	if x.listen && bytes.Contains(out, x.sent[1:len(x.sent)-1]) {
@@ -423,7 +435,7 @@ func (h *Handler) restoreBody(ctx context.Context, x *exchange, b []byte) ([]byt
 		return b, v
 	case ours:
 		if out, ok := x.restoreIDs(t, msg, v); ok {
-			return out, v
+			return h.sealPassed(ctx, x, out), v
 		}
 		v = foreign
 	case nullError:
@@ -495,6 +507,21 @@ func (s *idStream) event(ev *mcpwire.Event) []byte {
 	if v != notResponse && s.final {
 		v = foreign // a second response
 	}
+	if v == notResponse && namesTasks(d) {
+		// A task's notification names it as the caller does, or not at
+		// all (tasks.go).
+		out, keep := s.x.taskNotice(d, msg)
+		if !keep {
+			return nil
+		}
+		if len(out) != len(d) || &out[0] != &d[0] {
+			d = out
+			if msg, _ = mcpwire.ParseObject(d); msg == nil {
+				return nil
+			}
+			raw = mcpwire.AppendEvent(nil, ev.Other, d)
+		}
+	}
 	switch v {
 	case notResponse:
 		if !s.x.listen {
@@ -508,7 +535,7 @@ func (s *idStream) event(ev *mcpwire.Event) []byte {
 	case ours:
 		if out, ok := s.x.restoreIDs(d, msg, v); ok {
 			s.final = true
-			return mcpwire.AppendEvent(nil, ev.Other, out)
+			return mcpwire.AppendEvent(nil, ev.Other, s.h.sealPassed(s.ctx, s.x, out))
 		}
 	case nullError:
 		s.final, s.done = true, true // its connection is closed: the stream ends here

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
+	"github.com/mrtr-go/mrtr/task"
 )
 
 // methodListen is the 2026-07-28 subscription stream, never bounded by
@@ -46,6 +47,12 @@ func (*foldedNameError) Error() string {
 var (
 	envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 	paramNames    = []string{"name", "uri", "arguments", "_meta", "requestState", "inputResponses"}
+	// taskParamNames: the params of tasks/get, tasks/update, tasks/cancel.
+	taskParamNames = []string{"taskId", "_meta", "inputResponses"}
+	// listenParamNames and listenNotifNames: the members of a
+	// subscriptions/listen request that lead to the task ids it names.
+	listenParamNames = []string{listenNotifsMember, "_meta"}
+	listenNotifNames = []string{listenTaskIDs}
 )
 
 // foldedName reports whether o has a member whose name is not one of names
@@ -90,13 +97,37 @@ func parseRequest(body []byte) (*rpcRequest, error) {
 		}
 		r.method = m
 	}
-	if mcpwire.Pausable(r.method) && r.id != nil {
+	if (mcpwire.Pausable(r.method) || task.IsMethod(r.method)) && r.id != nil {
 		var ok bool
 		if r.params, ok = msg.UniqueObject("params"); !ok {
 			return nil, errBadRequest
 		}
-		if foldedName(r.params, paramNames) {
+		names := paramNames
+		if task.IsMethod(r.method) {
+			names = taskParamNames
+		}
+		if foldedName(r.params, names) {
 			return nil, &foldedNameError{id: r.id}
+		}
+	}
+	if r.method == methodListen && r.id != nil && msg.Has("params") {
+		// The task ids it names are opened and rewritten (tasks.go): their
+		// members must read alike to the proxy and to the upstream.
+		p, ok := msg.UniqueObject("params")
+		if !ok {
+			return nil, errBadRequest
+		}
+		if foldedName(p, listenParamNames) {
+			return nil, &foldedNameError{id: r.id}
+		}
+		if p.Has(listenNotifsMember) {
+			n, ok := p.UniqueObject(listenNotifsMember)
+			if !ok {
+				return nil, errBadRequest
+			}
+			if foldedName(n, listenNotifNames) {
+				return nil, &foldedNameError{id: r.id}
+			}
 		}
 	}
 	return r, nil

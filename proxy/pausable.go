@@ -11,6 +11,7 @@ import (
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/bridge"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
+	"github.com/mrtr-go/mrtr/reqstate"
 )
 
 // call is one pausable call on its way through the proxy.
@@ -22,6 +23,8 @@ type call struct {
 	// is set once an answer was not the request's (finishMessage).
 	x       *exchange
 	refused bool
+	// who is the caller, to whom a task id is bound (tasks.go).
+	who reqstate.Principal
 }
 
 // errUpstreamRPC releases a reservation: the upstream answered a resume
@@ -94,6 +97,7 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 	// Sent under the proxy's own id (ids.go), recorded before the guard
 	// runs: a request refused here spends no token.
 	x := h.newExchange(req.id, req.method)
+	x.who = principal
 	key := cancelKey{who: principal, session: r.Header.Get("Mcp-Session-Id"), id: string(req.id)}
 	if !h.live.add(key, x.sent) {
 		writeError(w, http.StatusOK, req.id, mcpwire.CodeInvalidRequest, msgIDInUse, nil)
@@ -105,7 +109,7 @@ func (h *Handler) pausable(w http.ResponseWriter, r *http.Request, req *rpcReque
 		writeGuardError(w, req.id, err)
 		return
 	}
-	c := &call{req: req, flow: fl, target: target, x: x}
+	c := &call{req: req, flow: fl, target: target, x: x, who: principal}
 	// A transport that serves callers separately (the bridge) learns the
 	// caller through the upstream request's context.
 	release := h.forward(w, r.WithContext(bridge.WithCaller(ctx, principal)), c)

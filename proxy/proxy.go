@@ -110,6 +110,14 @@ type Options struct {
 	// Peers, when set, forwards a resume whose call another replica holds
 	// to that replica (see Peers). Nil serves every resume here.
 	Peers *Peers
+	// TaskRing returns the key ring that seals task ids (see the package
+	// documentation, "Tasks"); it is called on every use, so a ring that
+	// changes takes effect at once. Nil means the ring of the Guard's
+	// codec when it is a *reqstate.AESGCM, which replicas sharing that
+	// ring share: any of them opens an id another sealed. With neither,
+	// a CreateTaskResult is answered with -32603 and no task request
+	// reaches the upstream.
+	TaskRing func() *reqstate.KeyRing
 }
 
 // TransportKind names the transport New builds to the upstream
@@ -186,6 +194,8 @@ type Handler struct {
 	// live maps the ones in flight for notifications/cancelled.
 	ids  *idSource
 	live inflight
+	// tasks seals and opens task ids (taskid.go).
+	tasks *taskSealer
 }
 
 // New returns a proxy to opts.Upstream. It returns an error for an
@@ -218,6 +228,12 @@ func New(opts Options) (*Handler, error) {
 	}
 	if opts.Peers != nil {
 		h.peers = newPeers(opts.Peers)
+	}
+	h.tasks = &taskSealer{ring: opts.TaskRing, now: pol.Now, server: pol.ServerID, upstream: taskUpstream(u)}
+	if h.tasks.ring == nil {
+		if c, ok := opts.Guard.Codec().(interface{ KeyRing() *reqstate.KeyRing }); ok {
+			h.tasks.ring = c.KeyRing
+		}
 	}
 	for _, a := range opts.AllowedHosts {
 		if a = strings.ToLower(strings.TrimSpace(a)); a != "" {

@@ -14,6 +14,7 @@ import (
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/bridge"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
+	"github.com/mrtr-go/mrtr/task"
 )
 
 // ServeHTTP proxies one request. See the package documentation.
@@ -78,6 +79,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, req.id, mcpwire.CodeHeaderMismatch, "header mismatch: "+name+" does not match the request body", nil)
 		return
 	}
+	if task.IsMethod(req.method) && req.id == nil {
+		// A task is named only by a request the proxy checks and answers.
+		writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: "+req.method+" must be a request with an id", nil)
+		return
+	}
 	if mcpwire.Pausable(req.method) {
 		if req.id == nil {
 			writeError(w, http.StatusBadRequest, nil, mcpwire.CodeInvalidRequest, "invalid request: "+req.method+" must be a request with an id", nil)
@@ -98,7 +104,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case req.id != nil && req.method != "":
 		// A request: sent under the proxy's own id (ids.go), a client's
 		// response to a server's request passes as it is.
+		var swap *taskSwap
+		if task.IsMethod(req.method) {
+			// A task's request reaches the upstream only naming a task of
+			// this caller's, by the upstream's own id (tasks.go).
+			var ok bool
+			if req.body, swap, ok = h.taskRequest(w, r, req, principal); !ok {
+				return
+			}
+		}
+		var names map[string]json.RawMessage
+		if req.method == methodListen {
+			// The tasks it asks to hear of, by the upstream's ids.
+			var ok bool
+			if req.body, names, ok = h.listenTasks(req, principal); !ok {
+				writeError(w, http.StatusBadRequest, req.id, mcpwire.CodeInvalidRequest, "invalid request", nil)
+				return
+			}
+		}
 		x := h.newExchange(req.id, req.method)
+		x.task, x.tasks, x.who = swap, names, principal
 		if out, err = requestWithID(req, x.sent); err != nil {
 			writeError(w, http.StatusBadRequest, req.id, mcpwire.CodeInvalidRequest, "invalid request", nil)
 			return
@@ -128,6 +153,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 	}
 	r2 := r.Clone(bridge.WithCaller(ctx, principal))
+	if req.x != nil && req.x.task != nil {
+		// The extension's routing header names the task as the body does.
+		r2.Header.Set("Mcp-Name", headerSafe(req.x.task.upstream))
+	}
 	r2.Body = io.NopCloser(bytes.NewReader(out))
 	r2.ContentLength = int64(len(out))
 	r2.GetBody = nil

@@ -159,6 +159,18 @@ func (h *Handler) relaySSE(ctx context.Context, w http.ResponseWriter, resp *htt
 				}
 				return release
 			}
+			if !resp && err == nil && namesTasks(d) {
+				out, keep := h.sealNotice(d, msg, c.who)
+				if !keep {
+					continue
+				}
+				if len(out) != len(d) || &out[0] != &d[0] {
+					if err := sw.write(mcpwire.AppendEvent(nil, ev.Other, out), true); err != nil {
+						return release
+					}
+					continue
+				}
+			}
 			if resp {
 				out, status, r := h.finish(ctx, c, ev.Data, msg)
 				release, final = r, true
