@@ -36,11 +36,13 @@ func TestContract(t *testing.T) {
 }
 
 // TestContractReplicated runs the suite with writes that count only once
-// a replica acknowledged them (WAIT).
+// a replica acknowledged them (WAIT). The bound on each operation is a
+// loaded test machine's, not the 250 ms default: what the suite checks is
+// the outcome of acknowledged writes, never how fast they were.
 func TestContractReplicated(t *testing.T) {
 	rs := testredis.StartReplicated(t, 1)
 	tasktest.Run(t, func(t *testing.T) (task.Store, task.Store) {
-		return newReplicas(t, rs.Primary.URL(), &redisstore.Options{Replicas: 1})
+		return newReplicas(t, rs.Primary.URL(), &redisstore.Options{Replicas: 1, Timeout: 10 * time.Second})
 	})
 }
 
