@@ -8,10 +8,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 	"github.com/mrtr-go/mrtr/gosdk"
 	"github.com/mrtr-go/mrtr/internal/app/demo"
+	"github.com/mrtr-go/mrtr/task"
+	"github.com/mrtr-go/mrtr/task/redistask"
 )
 
 // Cmd is mrtr serve.
@@ -35,7 +38,8 @@ func serve(ctx context.Context, a *base.App, args []string) error {
 	if lvl, _ := base.ParseLevel(c.LogLevel); lvl <= slog.LevelDebug {
 		sdkLog = log
 	}
-	server := demo.NewServer(guard, &demo.Options{Name: "mrtr", Version: base.Version, Logger: sdkLog})
+	server := demo.NewServer(guard, &demo.Options{Name: "mrtr", Version: base.Version, Logger: sdkLog,
+		Tasks: c.taskManager(guard, log)})
 	stopMetrics, err := c.StartMetrics(log)
 	if err != nil {
 		return err
@@ -64,6 +68,17 @@ func serve(ctx context.Context, a *base.App, args []string) error {
 	log.Info("mrtr limits", "max_body", c.MaxBodyBytes, "read_timeout", c.ReadTimeout, "max_conns", c.MaxConns,
 		"session_timeout", c.sessionTimeout, "max_sessions", c.maxSessions)
 	return c.ServeMCP(ctx, log, h, false)
+}
+
+// taskManager keeps the task fixtures' tasks on the replay store's Redis
+// when --replay names one, so that every replica sharing it serves every
+// task (the store's prefix, timeout and acknowledgement rules apply); nil
+// (a bounded memory store in demo) otherwise.
+func (c *Config) taskManager(guard *mrtr.Guard, log *slog.Logger) *task.Manager {
+	if c.RedisStore == nil {
+		return nil
+	}
+	return task.NewManager(redistask.New(c.RedisStore, nil), &task.Options{Server: guard.Policy().ServerID, Logger: log})
 }
 
 // Config is CommonConfig plus the flags only `mrtr serve` has.
