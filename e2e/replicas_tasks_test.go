@@ -16,7 +16,7 @@ import (
 // taskRPC sends one 2026-07-28 request declaring elicitation and the tasks
 // extension to url as bearer, with the Mcp-Method and Mcp-Name headers,
 // and returns its result or its error (from JSON or an event stream).
-func taskRPC(t *testing.T, ctx context.Context, url, bearer, method, name string, params map[string]any) (map[string]json.RawMessage, *rpcError) {
+func taskRPC(t testing.TB, ctx context.Context, url, bearer, method, name string, params map[string]any) (map[string]json.RawMessage, *rpcError) {
 	t.Helper()
 	params["_meta"] = map[string]any{
 		"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -38,20 +38,7 @@ func taskRPC(t *testing.T, ctx context.Context, url, bearer, method, name string
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	msg := raw
-	for _, l := range bytes.Split(raw, []byte("\n")) {
-		if d, ok := bytes.CutPrefix(l, []byte("data: ")); ok && bytes.Contains(d, []byte(`"id":1`)) {
-			msg = d
-		}
-	}
-	var m struct {
-		Result map[string]json.RawMessage `json:"result"`
-		Error  *rpcError                  `json:"error"`
-	}
-	if err := json.Unmarshal(msg, &m); err != nil || (m.Result == nil) == (m.Error == nil) {
-		t.Fatalf("%s on %s: not a JSON-RPC response (%v): %s", method, url, err, raw)
-	}
-	return m.Result, m.Error
+	return rpcResponse(t, method+" on "+url, raw)
 }
 
 // taskState is what tasks/get tells of a task.
