@@ -39,6 +39,8 @@ func TestCallTask(t *testing.T) {
 			nil, []string{"task: completed\n", "the job failed: its input was not valid\n"}},
 		{"failed", "", []string{"protocol_error_job"}, "error -32603: internal error",
 			nil, []string{"task: failed"}},
+		{"timeout", "", []string{"slow_compute", "--arg", "seconds=300", "--timeout", "2s"},
+			"the task did not end within 2s (--timeout 0 waits for as long as it takes)", nil, []string{": working\n", ": cancel sent\n"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errOut, err := runCall(t, t.Context(), strings.NewReader(tt.stdin), nil, append([]string{url}, tt.args...)...)

@@ -326,6 +326,9 @@ func callCmd(ctx context.Context, a *base.App, args []string) error {
 		if created, err = tap.created(); err == nil {
 			res, err = tasks.follow(ctx, created)
 		}
+		if err != nil && errors.Is(context.Cause(ctx), errTimeout) {
+			return fmt.Errorf("the task did not end within %v (--timeout 0 waits for as long as it takes)", *timeout)
+		}
 	}
 	if err != nil {
 		return callError(ctx, rec, err)
