@@ -207,10 +207,11 @@ type taskClient struct {
 // ignored), or returns the server's JSON-RPC error.
 func (tc *taskClient) rpc(ctx context.Context, method, taskID string, params map[string]any, out any) error {
 	tc.mu.Lock()
-	params["_meta"] = tc.meta
+	meta := tc.meta
 	tc.id++
 	id := tc.id
 	tc.mu.Unlock()
+	params["_meta"] = meta
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 	if err != nil {
 		return err
@@ -221,7 +222,7 @@ func (tc *taskClient) rpc(ctx context.Context, method, taskID string, params map
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	if v, ok := tc.meta[mcp.MetaKeyProtocolVersion].(string); ok {
+	if v, ok := meta[mcp.MetaKeyProtocolVersion].(string); ok {
 		req.Header.Set("MCP-Protocol-Version", v)
 	}
 	req.Header.Set("Mcp-Method", method)

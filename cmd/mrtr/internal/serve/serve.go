@@ -93,6 +93,7 @@ type Config struct {
 const About = `Runs the reference MCP server: Streamable HTTP at http://ADDR/mcp (--addr, default 127.0.0.1:8080), or MCP on stdin/stdout with --stdio; every paused flow's requestState is sealed by the --keys ring. ` +
 	`/healthz answers while the process serves, /readyz while the keys and the store are usable. ` +
 	`Besides the conformance fixtures it has three demo tools that ask for input: deploy (confirm a deployment), transfer (confirm a quoted fee) and guess_number (a guessing game). ` +
+	`Its task fixtures (confirm_delete, multi_input, slow_compute, ...) answer as tasks (the io.modelcontextprotocol/tasks extension); with --replay redis://... the tasks are kept in that Redis, so every replica sharing it and --server-id serves every task. ` +
 	`Try: mrtr call http://127.0.0.1:8080/mcp guess_number. Every flag can also be given as the MRTR_* variable shown; a flag wins over its variable.`
 
 // Examples end `mrtr serve --help`.
