@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/call"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
@@ -94,5 +96,31 @@ func TestCallTaskInterrupted(t *testing.T) {
 		if rpcErr != nil || time.Now().After(deadline) {
 			t.Fatalf("the task after Ctrl-C: %s %v", res["status"], rpcErr)
 		}
+	}
+}
+
+// TestCallTaskBearer: every tasks/* request carries the bearer token
+// ($MRTR_BEARER), so a task created for its principal is followed to its
+// end, for each of two principals (e2e TestReplicaTasks pins that one
+// principal cannot reach another's task).
+func TestCallTaskBearer(t *testing.T) {
+	secret := strings.Repeat("s", 32)
+	url, _ := startServe(t, "--auth-hs256-secret", secret)
+	token := func(sub string) string {
+		return testcmd.SignJWT(t, secret, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()}, jwt.SigningMethodHS256)
+	}
+	out, errOut, err := runCall(t, t.Context(), strings.NewReader("y\n"), map[string]string{"MRTR_BEARER": token("alice")},
+		url, "confirm_delete", "--arg", "filename=notes.txt")
+	if err != nil || !strings.HasSuffix(out, "deleted notes.txt\n") {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	if _, _, err := runCall(t, t.Context(), strings.NewReader(""), nil, url, "slow_compute", "--arg", "seconds=0"); err == nil ||
+		!strings.Contains(err.Error(), "bearer token") {
+		t.Fatalf("without a token: %v, want a refusal", err)
+	}
+	_, errOut, err = runCall(t, t.Context(), strings.NewReader(""), map[string]string{"MRTR_BEARER": token("bob")},
+		url, "slow_compute", "--arg", "seconds=0")
+	if err != nil || !strings.Contains(errOut, "task: completed") {
+		t.Fatalf("bob's own task: %v\n%s", err, errOut)
 	}
 }
