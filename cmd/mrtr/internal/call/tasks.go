@@ -319,11 +319,11 @@ func (tc *taskClient) follow(ctx context.Context, created *wireTask) (res *mcp.C
 		}
 		switch t.Status {
 		case "completed":
-			res := new(mcp.CallToolResult)
-			if err := json.Unmarshal(t.Result, res); err != nil {
+			out := new(mcp.CallToolResult)
+			if err := json.Unmarshal(t.Result, out); err != nil {
 				return nil, fmt.Errorf("the task completed with a result this client could not read: %w", err)
 			}
-			return res, nil
+			return out, nil
 		case "failed":
 			if t.Error == nil {
 				return nil, errors.New("the task failed, with no error")
@@ -333,10 +333,10 @@ func (tc *taskClient) follow(ctx context.Context, created *wireTask) (res *mcp.C
 			return nil, ErrTaskCancelled
 		case "input_required":
 			reqs, err := newRequests(t.InputRequests, answered)
-			if err != nil || len(reqs) == 0 {
-				if err != nil {
-					return nil, err
-				}
+			if err != nil {
+				return nil, err
+			}
+			if len(reqs) == 0 {
 				continue // all answered: the task has not caught up yet
 			}
 			if rounds == tc.max {
