@@ -12,7 +12,7 @@ import (
 )
 
 // taskIDLine matches the line that names a task's id.
-var taskIDLine = regexp.MustCompile(`(?m)^task [A-Za-z0-9_-]+: `)
+var taskIDLine = regexp.MustCompile(`(?m)^task \S+: `)
 
 // TestDocsTaskCall runs each `mrtr call` session the README and
 // docs/OPERATIONS.md show in a <!-- task-call --> block against `mrtr
