@@ -225,6 +225,13 @@ func bridgeRPC(t testing.TB, ctx context.Context, url, bearer, tool string, args
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
+	return rpcResponse(t, tool+" on "+url, raw)
+}
+
+// rpcResponse decodes the response of id 1 from a JSON body or an event
+// stream: its result or its error; anything else fails t.
+func rpcResponse(t testing.TB, what string, raw []byte) (map[string]json.RawMessage, *rpcError) {
+	t.Helper()
 	msg := raw
 	for _, l := range bytes.Split(raw, []byte("\n")) {
 		if d, ok := bytes.CutPrefix(l, []byte("data: ")); ok && bytes.Contains(d, []byte(`"id":1`)) {
@@ -236,7 +243,7 @@ func bridgeRPC(t testing.TB, ctx context.Context, url, bearer, tool string, args
 		Error  *rpcError                  `json:"error"`
 	}
 	if err := json.Unmarshal(msg, &m); err != nil || (m.Result == nil) == (m.Error == nil) {
-		t.Fatalf("%s on %s: not a JSON-RPC response (%v): %s", tool, url, err, raw)
+		t.Fatalf("%s: not a JSON-RPC response (%v): %s", what, err, raw)
 	}
 	return m.Result, m.Error
 }

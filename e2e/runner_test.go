@@ -470,20 +470,7 @@ func modernRPC(t *testing.T, ctx context.Context, url, tool string, args map[str
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	msg := raw
-	for _, l := range bytes.Split(raw, []byte("\n")) {
-		if d, ok := bytes.CutPrefix(l, []byte("data: ")); ok && bytes.Contains(d, []byte(`"id":1`)) {
-			msg = d
-		}
-	}
-	var m struct {
-		Result map[string]json.RawMessage `json:"result"`
-		Error  *rpcError                  `json:"error"`
-	}
-	if err := json.Unmarshal(msg, &m); err != nil || (m.Result == nil) == (m.Error == nil) {
-		t.Fatalf("%s: not a JSON-RPC response (%v): %s", tool, err, raw)
-	}
-	return m.Result, m.Error
+	return rpcResponse(t, tool, raw)
 }
 
 // uidOf is the real uid of process pid.

@@ -36,6 +36,14 @@ up to --max-rounds rounds:
   - a roots request: answered with the --root URIs. The roots capability
     is declared only when --root is given.
 
+A tool may answer with a task (the io.modelcontextprotocol/tasks
+extension, which mrtr call declares on tools/call): the task is polled at
+the interval it suggests, each change of its status is printed to stderr,
+its questions are asked as above and sent with tasks/update, and its
+result is printed as a completed call's; a failed task is a JSON-RPC
+error. Waiting on a task counts toward --timeout (--timeout 0 for a long
+one); Ctrl-C or the timeout cancels it (tasks/cancel).
+
 Protocol 2026-07-28 (Multi Round-Trip Requests) by default, falling back
 to 2025-11-25 for a server that does not speak it; --legacy forces
 2025-11-25, where the server sends its own requests and keeps count of the
@@ -56,6 +64,7 @@ Flags:
 const callExamples = `  mrtr call http://127.0.0.1:8080/mcp                      list the tools, prompts and resources
   mrtr call http://127.0.0.1:8080/mcp guess_number --arg max=100
   mrtr call http://127.0.0.1:8080/mcp deploy --arg service=api --arg env=staging
+  mrtr call http://127.0.0.1:8080/mcp confirm_delete --arg filename=notes.txt   a task that asks
   mrtr call http://127.0.0.1:8080/mcp --prompt NAME --arg k=v
   mrtr call http://127.0.0.1:8080/mcp --resource test://static-text
   mrtr call http://127.0.0.1:8080/mcp TOOL --root file:///home/me/src --json
@@ -215,9 +224,13 @@ func callCmd(ctx context.Context, a *base.App, args []string) error {
 		}
 	})
 	rec := &httpRecorder{token: token, base: http.DefaultTransport, endpoint: u.Redacted()}
+	tap := &taskTap{base: rec}
+	hc := &http.Client{Transport: tap, CheckRedirect: noRedirects}
+	tasks := &taskClient{endpoint: endpoint, http: hc, stderr: a.Stderr, max: *maxRounds, answer: in.answer}
+	client.AddSendingMiddleware(tasks.declareTasks)
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:             endpoint,
-		HTTPClient:           &http.Client{Transport: rec, CheckRedirect: noRedirects},
+		HTTPClient:           hc,
 		DisableStandaloneSSE: true, // no notifications wanted; legacy requests arrive on the call's own stream
 	}
 	var sopts *mcp.ClientSessionOptions
@@ -306,6 +319,17 @@ func callCmd(ctx context.Context, a *base.App, args []string) error {
 		}
 		return res.InputRequests, res.RequestState, res.NeedsInput(), nil
 	})
+	if err == nil && isTask(res) {
+		// A task (tasks.go): followed to its end, its result printed as
+		// a completed call's.
+		var created *wireTask
+		if created, err = tap.created(); err == nil {
+			res, err = tasks.follow(ctx, created)
+		}
+		if err != nil && errors.Is(context.Cause(ctx), errTimeout) {
+			return fmt.Errorf("the task did not end within %v (--timeout 0 waits for as long as it takes)", *timeout)
+		}
+	}
 	if err != nil {
 		return callError(ctx, rec, err)
 	}

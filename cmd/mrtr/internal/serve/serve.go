@@ -8,10 +8,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/node"
 	"github.com/mrtr-go/mrtr/gosdk"
 	"github.com/mrtr-go/mrtr/internal/app/demo"
+	"github.com/mrtr-go/mrtr/task"
+	"github.com/mrtr-go/mrtr/task/redistask"
 )
 
 // Cmd is mrtr serve.
@@ -35,7 +38,8 @@ func serve(ctx context.Context, a *base.App, args []string) error {
 	if lvl, _ := base.ParseLevel(c.LogLevel); lvl <= slog.LevelDebug {
 		sdkLog = log
 	}
-	server := demo.NewServer(guard, &demo.Options{Name: "mrtr", Version: base.Version, Logger: sdkLog})
+	server := demo.NewServer(guard, &demo.Options{Name: "mrtr", Version: base.Version, Logger: sdkLog,
+		Tasks: c.taskManager(guard, log)})
 	stopMetrics, err := c.StartMetrics(log)
 	if err != nil {
 		return err
@@ -66,6 +70,17 @@ func serve(ctx context.Context, a *base.App, args []string) error {
 	return c.ServeMCP(ctx, log, h, false)
 }
 
+// taskManager keeps the task fixtures' tasks on the replay store's Redis
+// when --replay names one, so that every replica sharing it serves every
+// task (the store's prefix, timeout and acknowledgement rules apply); nil
+// (a bounded memory store in demo) otherwise.
+func (c *Config) taskManager(guard *mrtr.Guard, log *slog.Logger) *task.Manager {
+	if c.RedisStore == nil {
+		return nil
+	}
+	return task.NewManager(redistask.New(c.RedisStore, nil), &task.Options{Server: guard.Policy().ServerID, Logger: log})
+}
+
 // Config is CommonConfig plus the flags only `mrtr serve` has.
 type Config struct {
 	node.CommonConfig
@@ -78,6 +93,7 @@ type Config struct {
 const About = `Runs the reference MCP server: Streamable HTTP at http://ADDR/mcp (--addr, default 127.0.0.1:8080), or MCP on stdin/stdout with --stdio; every paused flow's requestState is sealed by the --keys ring. ` +
 	`/healthz answers while the process serves, /readyz while the keys and the store are usable. ` +
 	`Besides the conformance fixtures it has three demo tools that ask for input: deploy (confirm a deployment), transfer (confirm a quoted fee) and guess_number (a guessing game). ` +
+	`Its task fixtures (confirm_delete, multi_input, slow_compute, ...) answer as tasks (the io.modelcontextprotocol/tasks extension); with --replay redis://... the tasks are kept in that Redis, so every replica sharing it and --server-id serves every task. ` +
 	`Try: mrtr call http://127.0.0.1:8080/mcp guess_number. Every flag can also be given as the MRTR_* variable shown; a flag wins over its variable.`
 
 // Examples end `mrtr serve --help`.

@@ -32,6 +32,9 @@ func RPCPost(t testing.TB, url, method string, params map[string]any) (result ma
 	if name, ok := params["name"].(string); ok {
 		req.Header.Set("Mcp-Name", name)
 	}
+	if id, ok := params["taskId"].(string); ok { // tasks/*: the extension's routing header
+		req.Header.Set("Mcp-Name", id)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
