@@ -35,7 +35,7 @@ func serve(ctx context.Context, a *base.App, args []string) error {
 	if lvl, _ := base.ParseLevel(c.LogLevel); lvl <= slog.LevelDebug {
 		sdkLog = log
 	}
-	server := demo.NewServer(guard, &demo.Options{Name: "mrtr", Version: base.Version, Logger: sdkLog})
+	server := demo.NewServer(guard, &demo.Options{Name: "mrtr", Version: base.Version, Logger: sdkLog, TaskObserver: c.Tel.TaskObserver})
 	stopMetrics, err := c.StartMetrics(log)
 	if err != nil {
 		return err
