@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 
+	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
 	"github.com/mrtr-go/mrtr/task"
 )
@@ -83,7 +84,7 @@ func (w *Writer) TaskEnded(ctx context.Context, e task.EndEvent) {
 	l := w.taskLine(ctx, e.Event, EventTaskCompleted)
 	l.Round = e.Rounds
 	l.Outcome = string(e.Outcome)
-	if e.Outcome == task.OutcomeError {
+	if e.Outcome == mrtr.OutcomeError {
 		l.ErrorCode = int(e.ErrorCode)
 	}
 	w.writeTask(l, e.Call)
@@ -103,7 +104,7 @@ func (w *Writer) TaskRejected(ctx context.Context, e task.RejectEvent) {
 	w.writeTask(l, e.Call)
 }
 
-func taskAnswers(as []task.Answer) []Answer {
+func taskAnswers(as []mrtr.Answer) []Answer {
 	var out []Answer
 	for _, a := range as {
 		out = append(out, Answer{Key: mcpwire.Shown(a.Key), Action: a.Action})

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -249,7 +250,7 @@ func (m *Manager) lookup(ctx context.Context, k Key) (*Record, error) {
 }
 
 // rejected reports a refused tasks/* request for k to the Observer.
-func (m *Manager) rejected(ctx context.Context, method string, k Key, reason Reason, answers []Answer) {
+func (m *Manager) rejected(ctx context.Context, method string, k Key, reason Reason, answers []mrtr.Answer) {
 	if o := m.o.Observer; o != nil {
 		o.TaskRejected(ctx, RejectEvent{Event: Event{Call: callFrom(ctx, method, k.Principal), TaskID: k.ID}, Reason: reason, Answers: answers})
 	}
@@ -473,9 +474,9 @@ func (r *Run) Ask(ctx context.Context, reqs map[string]json.RawMessage) (map[str
 	keys := sortedKeys(reqs)
 	round := r.rounds.Add(1)
 	if o := m.o.Observer; o != nil {
-		e := InputEvent{Event: Event{Call: r.call, TaskID: r.key.ID}, Round: int(round), Inputs: make([]Input, len(keys))}
+		e := InputEvent{Event: Event{Call: r.call, TaskID: r.key.ID}, Round: int(round), Inputs: make([]mrtr.Input, len(keys))}
 		for i, k := range keys {
-			e.Inputs[i] = Input{Key: k, Method: requestMethod(reqs[k])}
+			e.Inputs[i] = mrtr.Input{Key: k, Method: requestMethod(reqs[k])}
 		}
 		o.TaskInput(ctx, e)
 	}

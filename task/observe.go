@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
@@ -140,61 +141,33 @@ type Event struct {
 	TaskID string
 }
 
-// Input is one input request asked inside a task: its key and method
-// (elicitation/create, sampling/createMessage, roots/list).
-type Input struct {
-	Key    string
-	Method string
-}
-
 // InputEvent is input asked inside a task. Its Call is the tools/call
 // that created the task.
 type InputEvent struct {
 	Event
-	// Inputs are the requests asked, in key order.
-	Inputs []Input
+	// Inputs are the requests asked, in key order: key and method
+	// (elicitation/create, sampling/createMessage, roots/list).
+	Inputs []mrtr.Input
 	// Round counts the task's Ask calls: 1 for the first.
 	Round int
 }
 
-// Answer is one answer to a task's input request: its key and action.
-type Answer struct {
-	Key    string
-	Action string
-}
-
-// The actions of an answer (Answer.Action): an elicitation result's
-// action, ActionAccept for an answer without one (sampling, roots: the
-// client answered), ActionOther for an action that is none of the three.
-const (
-	ActionAccept  = "accept"
-	ActionDecline = "decline"
-	ActionCancel  = "cancel"
-	ActionOther   = "other"
-)
-
 // UpdateEvent is a tasks/update whose answers the store took.
 type UpdateEvent struct {
 	Event
-	// Answers are those taken, in key order.
-	Answers []Answer
+	// Answers are those taken, in key order, with their actions
+	// (mrtr.ActionAccept, ...: never their content).
+	Answers []mrtr.Answer
 }
-
-// Outcome is how a task's work ended (EndEvent).
-type Outcome string
-
-// The outcomes of a task's work, those of a call that did not pause.
-const (
-	OutcomeComplete  Outcome = "complete"   // a result
-	OutcomeToolError Outcome = "tool_error" // a result with isError
-	OutcomeError     Outcome = "error"      // a JSON-RPC error: the task failed
-)
 
 // EndEvent is the end of a task's work as this node recorded it. Its
 // Call is the tools/call that created the task.
 type EndEvent struct {
 	Event
-	Outcome Outcome
+	// Outcome is that of a call that did not pause: mrtr.OutcomeComplete
+	// (a result), mrtr.OutcomeToolError (a result with isError) or
+	// mrtr.OutcomeError (a JSON-RPC error: the task failed).
+	Outcome mrtr.CallOutcome
 	// ErrorCode is the JSON-RPC code of OutcomeError.
 	ErrorCode int64
 	// Rounds counts the input rounds the work asked (Run.Ask).
@@ -230,7 +203,7 @@ type RejectEvent struct {
 	Reason Reason
 	// Answers are the answers ignored (ReasonAnswersIgnored), in key
 	// order, at most MaxIgnoredAnswers.
-	Answers []Answer
+	Answers []mrtr.Answer
 }
 
 // Rejected reports a tasks/* request an adapter refused before the
@@ -242,43 +215,30 @@ func (m *Manager) Rejected(ctx context.Context, p reqstate.Principal, method str
 	}
 }
 
-// actionOf reads the action of an answer, never its content.
-func actionOf(raw json.RawMessage) string {
-	a, present := mcpwire.Member(mcpwire.TrimSpace(raw), "action")
-	if !present {
-		return ActionAccept
-	}
-	switch s, _ := mcpwire.StringValue(a); s {
-	case ActionAccept, ActionDecline, ActionCancel:
-		return s
-	}
-	return ActionOther
-}
-
 // answersOf lists the answers under keys, in order, at most limit (0:
 // all).
-func answersOf(answers map[string]json.RawMessage, keys []string, limit int) []Answer {
-	var out []Answer
+func answersOf(answers map[string]json.RawMessage, keys []string, limit int) []mrtr.Answer {
+	var out []mrtr.Answer
 	for _, k := range keys {
 		if limit > 0 && len(out) == limit {
 			break
 		}
-		out = append(out, Answer{Key: k, Action: actionOf(answers[k])})
+		out = append(out, mrtr.Answer{Key: k, Action: mcpwire.AnswerAction(answers[k])})
 	}
 	return out
 }
 
 // outcomeOf reads how a task ended from what its work returned.
-func outcomeOf(res json.RawMessage, end End) (Outcome, int64) {
+func outcomeOf(res json.RawMessage, end End) (mrtr.CallOutcome, int64) {
 	if end.Status == Failed {
 		var e struct {
 			Code int64 `json:"code"`
 		}
 		json.Unmarshal(end.Error, &e)
-		return OutcomeError, e.Code
+		return mrtr.OutcomeError, e.Code
 	}
 	if v, ok := mcpwire.Member(mcpwire.TrimSpace(res), "isError"); ok && string(mcpwire.TrimSpace(v)) == "true" {
-		return OutcomeToolError, 0
+		return mrtr.OutcomeToolError, 0
 	}
-	return OutcomeComplete, 0
+	return mrtr.OutcomeComplete, 0
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/testing/adaptertest"
 	"github.com/mrtr-go/mrtr/reqstate"
 	"github.com/mrtr-go/mrtr/task"
@@ -34,7 +35,7 @@ func TestObserverEvents(t *testing.T) {
 		t.Errorf("created: ArgsHash %x, %v", h, err)
 	}
 	in := events[1].(task.InputEvent)
-	if in.Round != 1 || !slices.Equal(in.Inputs, []task.Input{{Key: "confirm", Method: "elicitation/create"}}) ||
+	if in.Round != 1 || !slices.Equal(in.Inputs, []mrtr.Input{{Key: "confirm", Method: "elicitation/create"}}) ||
 		in.Target != "deploy" || in.TaskID != s.Asked {
 		t.Errorf("input: %+v", in)
 	}
@@ -46,14 +47,14 @@ func TestObserverEvents(t *testing.T) {
 	}
 	up := events[4].(task.UpdateEvent)
 	if up.Method != task.MethodUpdate || up.Target != "" || up.Principal != s.Alice || up.TaskID != s.Asked ||
-		!slices.Equal(up.Answers, []task.Answer{{Key: "confirm", Action: task.ActionAccept}}) {
+		!slices.Equal(up.Answers, []mrtr.Answer{{Key: "confirm", Action: mrtr.ActionAccept}}) {
 		t.Errorf("updated: %+v", up)
 	}
-	if r := events[5].(task.RejectEvent); !slices.Equal(r.Answers, []task.Answer{{Key: "never", Action: task.ActionDecline}}) {
+	if r := events[5].(task.RejectEvent); !slices.Equal(r.Answers, []mrtr.Answer{{Key: "never", Action: mrtr.ActionDecline}}) {
 		t.Errorf("answers_ignored: %+v", r)
 	}
 	end := events[6].(task.EndEvent)
-	if end.Outcome != task.OutcomeComplete || end.Rounds != 1 || end.Target != "deploy" || end.TaskID != s.Asked || end.Duration <= 0 {
+	if end.Outcome != mrtr.OutcomeComplete || end.Rounds != 1 || end.Target != "deploy" || end.TaskID != s.Asked || end.Duration <= 0 {
 		t.Errorf("ended: %+v", end)
 	}
 	if c := events[8].(task.Event); c.Method != task.MethodCancel || c.TaskID != s.Cancelled || c.Principal != s.Alice {
@@ -69,13 +70,13 @@ func TestObserverOutcomes(t *testing.T) {
 		name string
 		res  string
 		err  error
-		want task.Outcome
+		want mrtr.CallOutcome
 		code int64
 	}{
-		{"complete", `{"content":[]}`, nil, task.OutcomeComplete, 0},
-		{"tool_error", `{"content":[],"isError":true}`, nil, task.OutcomeToolError, 0},
-		{"rpc", "", &task.RPCError{Code: -32042, Message: "no"}, task.OutcomeError, -32042},
-		{"internal", "", errors.New("boom"), task.OutcomeError, -32603},
+		{"complete", `{"content":[]}`, nil, mrtr.OutcomeComplete, 0},
+		{"tool_error", `{"content":[],"isError":true}`, nil, mrtr.OutcomeToolError, 0},
+		{"rpc", "", &task.RPCError{Code: -32042, Message: "no"}, mrtr.OutcomeError, -32042},
+		{"internal", "", errors.New("boom"), mrtr.OutcomeError, -32603},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := &adaptertest.TaskRecorder{}

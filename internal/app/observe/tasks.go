@@ -34,8 +34,8 @@ import (
 // Every label value comes from a fixed set, "other" for anything else.
 
 var (
-	taskActions  = []string{task.ActionAccept, task.ActionDecline, task.ActionCancel, task.ActionOther}
-	taskOutcomes = []string{string(task.OutcomeComplete), string(task.OutcomeToolError), string(task.OutcomeError), outcomeCancelled}
+	taskActions  = []string{mrtr.ActionAccept, mrtr.ActionDecline, mrtr.ActionCancel, mrtr.ActionOther}
+	taskOutcomes = []string{string(mrtr.OutcomeComplete), string(mrtr.OutcomeToolError), string(mrtr.OutcomeError), outcomeCancelled}
 	taskReasons  = []task.Reason{task.ReasonUnknownTask, task.ReasonMissingExtension, task.ReasonAnswersIgnored}
 )
 
@@ -165,11 +165,11 @@ func (t *Tracer) TaskUpdated(ctx context.Context, e task.UpdateEvent) {
 // TaskEnded records the span of a task's life.
 func (t *Tracer) TaskEnded(ctx context.Context, e task.EndEvent) {
 	attrs := append(make([]attribute.KeyValue, 0, 9), AttrTask.Bool(true), AttrTaskRound.Int(e.Rounds), AttrTaskOutcome.String(string(e.Outcome)))
-	if e.Outcome == task.OutcomeError {
+	if e.Outcome == mrtr.OutcomeError {
 		attrs = append(attrs, semconv.ErrorTypeOther, semconv.RPCResponseStatusCodeKey.String(strconv.FormatInt(e.ErrorCode, 10)))
 	}
 	_, span := t.taskStart(ctx, e.Call, trace.WithSpanKind(trace.SpanKindInternal), attrs)
-	if e.Outcome == task.OutcomeError {
+	if e.Outcome == mrtr.OutcomeError {
 		span.SetStatus(codes.Error, "task failed")
 	}
 	span.End(trace.WithTimestamp(e.Start.Add(e.Duration)))
@@ -216,44 +216,38 @@ func (t *Tracer) taskStart(ctx context.Context, c task.Call, kind trace.SpanStar
 // TaskObservers tells every task.Observer in it of every event, in order.
 type TaskObservers []task.Observer
 
+func (os TaskObservers) each(f func(task.Observer)) {
+	for _, o := range os {
+		f(o)
+	}
+}
+
 // TaskCreated passes e on.
 func (os TaskObservers) TaskCreated(ctx context.Context, e task.Event) {
-	for _, o := range os {
-		o.TaskCreated(ctx, e)
-	}
+	os.each(func(o task.Observer) { o.TaskCreated(ctx, e) })
 }
 
 // TaskInput passes e on.
 func (os TaskObservers) TaskInput(ctx context.Context, e task.InputEvent) {
-	for _, o := range os {
-		o.TaskInput(ctx, e)
-	}
+	os.each(func(o task.Observer) { o.TaskInput(ctx, e) })
 }
 
 // TaskUpdated passes e on.
 func (os TaskObservers) TaskUpdated(ctx context.Context, e task.UpdateEvent) {
-	for _, o := range os {
-		o.TaskUpdated(ctx, e)
-	}
+	os.each(func(o task.Observer) { o.TaskUpdated(ctx, e) })
 }
 
 // TaskEnded passes e on.
 func (os TaskObservers) TaskEnded(ctx context.Context, e task.EndEvent) {
-	for _, o := range os {
-		o.TaskEnded(ctx, e)
-	}
+	os.each(func(o task.Observer) { o.TaskEnded(ctx, e) })
 }
 
 // TaskCancelled passes e on.
 func (os TaskObservers) TaskCancelled(ctx context.Context, e task.Event) {
-	for _, o := range os {
-		o.TaskCancelled(ctx, e)
-	}
+	os.each(func(o task.Observer) { o.TaskCancelled(ctx, e) })
 }
 
 // TaskRejected passes e on.
 func (os TaskObservers) TaskRejected(ctx context.Context, e task.RejectEvent) {
-	for _, o := range os {
-		o.TaskRejected(ctx, e)
-	}
+	os.each(func(o task.Observer) { o.TaskRejected(ctx, e) })
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/reqstate"
 	"github.com/mrtr-go/mrtr/task"
 )
@@ -216,10 +217,10 @@ func (s taskSuite) events(t *testing.T) {
 		t.Errorf("missing_extension: %+v", r)
 	}
 	if u := events[4].(task.UpdateEvent); u.Method != task.MethodUpdate || u.Principal.Subject != "alice" ||
-		!slices.Equal(u.Answers, []task.Answer{{Key: "a", Action: "accept"}, {Key: "b", Action: "accept"}}) {
+		!slices.Equal(u.Answers, []mrtr.Answer{{Key: "a", Action: "accept"}, {Key: "b", Action: "accept"}}) {
 		t.Errorf("updated: %+v", u)
 	}
-	if e := events[5].(task.EndEvent); e.Outcome != task.OutcomeComplete || e.Rounds != 1 || e.Target != "ask" {
+	if e := events[5].(task.EndEvent); e.Outcome != mrtr.OutcomeComplete || e.Rounds != 1 || e.Target != "ask" {
 		t.Errorf("ended: %+v", e)
 	}
 }
