@@ -183,7 +183,7 @@ func (f *ToolFlow[C]) RunTask(ctx context.Context, opts *TaskOptions, work TaskF
 		o = *opts
 	}
 	caps := adapt.Declared(f.core)
-	created, err := slot.m.Start(task.WithCall(ctx, f.call.TaskCall()), f.call.Principal, task.Spec{TTL: o.TTL, PollInterval: o.PollInterval, Message: o.Message},
+	created, err := slot.m.Start(f.call.TaskContext(ctx), f.call.Principal, task.Spec{TTL: o.TTL, PollInterval: o.PollInterval, Message: o.Message},
 		func(ctx context.Context, r *task.Run) (json.RawMessage, error) {
 			return outcome(work(ctx, &Task{run: r, caps: caps}))
 		})

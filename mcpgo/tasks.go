@@ -238,7 +238,7 @@ func (f *ToolFlow[C]) RunTask(ctx context.Context, opts *TaskOptions, work TaskF
 		panic("mcpgo: RunTask called twice in one call")
 	}
 	caps := adapt.Declared(f.core)
-	created, err := t.a.tasks.Start(task.WithCall(ctx, t.call.TaskCall()), t.principal, spec, func(ctx context.Context, r *task.Run) (json.RawMessage, error) {
+	created, err := t.a.tasks.Start(t.call.TaskContext(ctx), t.principal, spec, func(ctx context.Context, r *task.Run) (json.RawMessage, error) {
 		return outcome(work(ctx, &Task{run: r, caps: caps}))
 	})
 	if err != nil {

@@ -93,29 +93,31 @@ type Call struct {
 	// Meta is the request's _meta: clientInfo, and the W3C trace context
 	// (traceparent, tracestate). Read it, never change it.
 	Meta map[string]any
-	// Arguments are the tool's arguments (tools/call), for ArgsHash; nil
-	// for none.
-	Arguments json.RawMessage
 	// Start is when the request came in; WithCall sets it when zero.
 	Start time.Time
+
+	args json.RawMessage // the tool's arguments (WithCall), for ArgsHash
 }
 
 // ArgsHash returns the SHA-256 of the RFC 8785 form of the call's
 // arguments (reqstate.HashArguments), as the guard's mrtr.Call.ArgsHash
 // does: not a value, but anyone holding it can confirm a guess of one:
 // record it only under a MAC.
-func (c Call) ArgsHash() (reqstate.Hash, error) { return reqstate.HashArguments(c.Arguments) }
+func (c Call) ArgsHash() (reqstate.Hash, error) { return reqstate.HashArguments(c.args) }
 
 type callKey struct{}
 
 // WithCall returns ctx carrying what a Manager's events say of the request
-// it serves: the tools/call whose handler calls Start, or the tasks/*
-// request served by Get, Update and Cancel. Adapters set it; without it an
-// event names only the method, the principal and the task.
-func WithCall(ctx context.Context, c Call) context.Context {
+// it serves: the tools/call whose handler calls Start (with its arguments,
+// which events never show: only Call.ArgsHash reads them), or the tasks/*
+// request served by Get, Update and Cancel (arguments nil). Adapters set
+// it; without it an event names only the method, the principal and the
+// task.
+func WithCall(ctx context.Context, c Call, arguments json.RawMessage) context.Context {
 	if c.Start.IsZero() {
 		c.Start = time.Now()
 	}
+	c.args = arguments
 	return context.WithValue(ctx, callKey{}, &c)
 }
 

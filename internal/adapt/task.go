@@ -18,11 +18,11 @@ import (
 // (io.modelcontextprotocol/tasks) once they have read a tasks/* request
 // out of their SDK: the order of its checks, its answers and its errors.
 
-// TaskCall returns what the events of a task this call creates say of it
-// (task.WithCall).
-func (c *Call) TaskCall() task.Call {
-	return task.Call{Method: c.Method, ProtocolVersion: c.Version, Target: c.Target, Principal: c.Principal,
-		Meta: c.Meta, Arguments: c.Arguments}
+// TaskContext returns ctx carrying what the events of a task this call
+// creates say of it (task.WithCall).
+func (c *Call) TaskContext(ctx context.Context) context.Context {
+	return task.WithCall(ctx, task.Call{Method: c.Method, ProtocolVersion: c.Version, Target: c.Target, Principal: c.Principal,
+		Meta: c.Meta}, c.Arguments)
 }
 
 // TaskParams are the params of tasks/get, tasks/update and tasks/cancel.
@@ -59,7 +59,7 @@ var (
 func ServeTask(ctx context.Context, m *task.Manager, c task.Call, declared bool, p TaskParams,
 	principal func() (reqstate.Principal, error), logger *slog.Logger) (json.RawMessage, error) {
 	method := c.Method
-	ctx = task.WithCall(ctx, c)
+	ctx = task.WithCall(ctx, c, nil)
 	if !declared {
 		who, _ := principal() // for the event only: nothing is looked up
 		m.Rejected(ctx, who, method, task.ReasonMissingExtension)

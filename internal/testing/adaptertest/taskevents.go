@@ -14,6 +14,9 @@ import (
 	"github.com/mrtr-go/mrtr/task"
 )
 
+// emptyArgs is the hash of the arguments {}.
+var emptyArgs, _ = reqstate.HashArguments(json.RawMessage(`{}`))
+
 // TaskScenario is what RunTaskScenario did, for the observer's checks.
 type TaskScenario struct {
 	// Asked is the id of the task that asked one input round and
@@ -58,10 +61,11 @@ func RunTaskScenario(t *testing.T, obs task.Observer) TaskScenario {
 	meta := map[string]any{"io.modelcontextprotocol/clientInfo": map[string]any{"name": "c", "version": "1"}}
 	call := func(method string) context.Context {
 		c := task.Call{Method: method, ProtocolVersion: "2026-07-28", Meta: meta, RequestID: "7"}
+		var args json.RawMessage
 		if method == "tools/call" {
-			c.Target, c.Arguments = "deploy", json.RawMessage(`{"env":"`+ScenarioArg+`"}`)
+			c.Target, args = "deploy", json.RawMessage(`{"env":"`+ScenarioArg+`"}`)
 		}
-		return task.WithCall(t.Context(), c)
+		return task.WithCall(t.Context(), c, args)
 	}
 	idOf := func(created json.RawMessage, err error) string {
 		t.Helper()
@@ -207,8 +211,10 @@ func (s taskSuite) events(t *testing.T) {
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("events %v, want %v", kinds, want)
 	}
-	if c := events[0].(task.Event); c.Method != "tools/call" || c.Target != "ask" || c.Principal.Subject != "alice" || c.TaskID != id || c.Arguments == nil {
+	if c := events[0].(task.Event); c.Method != "tools/call" || c.Target != "ask" || c.Principal.Subject != "alice" || c.TaskID != id {
 		t.Errorf("created: %+v", c)
+	} else if h, err := c.ArgsHash(); err != nil || h != emptyArgs {
+		t.Errorf("created: the arguments hash %x, %v; want that of {}", h, err)
 	}
 	if r := events[2].(task.RejectEvent); r.Method != task.MethodGet || r.Principal.Subject != "bob" || r.TaskID != id {
 		t.Errorf("unknown_task: %+v", r)
