@@ -196,15 +196,7 @@ func actionOf(v any) string {
 		}
 		raw = b
 	}
-	a, present := mcpwire.Member(mcpwire.TrimSpace(raw), "action")
-	if !present {
-		return ActionAccept
-	}
-	switch s, _ := mcpwire.StringValue(a); s {
-	case ActionAccept, ActionDecline, ActionCancel:
-		return s
-	}
-	return ActionOther
+	return mcpwire.AnswerAction(raw)
 }
 
 // Input is one input request of a pause: its key and its method

@@ -11,6 +11,10 @@
 // actions, accept, decline or cancel), every resume refused (rejected:
 // the guard's reason) and every call that answered without pausing
 // (completed: complete, tool_error, or error with its JSON-RPC code).
+// A Writer is a task.Observer too (task.Options.Observer): it writes the
+// facts of tasks (task_created, task_input, task_updated, task_completed,
+// task_cancelled, and rejected for a refused tasks/* request or ignored
+// answers), naming a task by a MAC of its id, never the id (tasks.go).
 // Each line says who (principal, from the verified credential, and
 // client, as the client reports itself), what (method, target,
 // args_digest, round, flow), where (node, upstream, request_id, trace_id)

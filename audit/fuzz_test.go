@@ -26,6 +26,19 @@ func FuzzVerify(f *testing.F) {
 		{Time: at, Event: audit.EventResumed, Flow: "f1", Round: 1, Principal: audit.Principal{Anonymous: true},
 			Answers: []audit.Answer{{Key: "a", Action: "decline"}}, Client: &audit.Client{Name: "c", Version: "1"}},
 		{Time: at, Event: audit.EventCompleted, Outcome: "error", ErrorCode: -32603, RequestID: "1"},
+		// A task's lines (tasks.go).
+		{Time: at, Event: audit.EventTaskCreated, Task: taskDigest, Method: "tools/call", Target: "deploy",
+			Principal: audit.Principal{Anonymous: true}, ArgsDigest: "hmac-sha256:" + taskDigest[12:], RequestID: "2"},
+		{Time: at, Event: audit.EventTaskInput, Task: taskDigest, Round: 1, Method: "tools/call", Target: "deploy",
+			Inputs: []audit.Input{{Key: "a", Method: "elicitation/create"}, {Key: "b", Method: "sampling/createMessage"}}},
+		{Time: at, Event: audit.EventRejected, Task: taskDigest, Method: "tasks/get", Reason: "unknown_task",
+			Principal: audit.Principal{Issuer: "i", Subject: "other"}},
+		{Time: at, Event: audit.EventRejected, Method: "tasks/update", Reason: "missing_extension"},
+		{Time: at, Event: audit.EventTaskUpdated, Task: taskDigest, Method: "tasks/update", Answers: []audit.Answer{{Key: "a", Action: "accept"}}},
+		{Time: at, Event: audit.EventRejected, Task: taskDigest, Method: "tasks/update", Reason: "answers_ignored",
+			Answers: []audit.Answer{{Key: "zz", Action: "other"}}},
+		{Time: at, Event: audit.EventTaskCompleted, Task: taskDigest, Round: 1, Method: "tools/call", Target: "deploy", Outcome: "error", ErrorCode: -32042},
+		{Time: at, Event: audit.EventTaskCancelled, Task: taskDigest, Method: "tasks/cancel", Node: "n1"},
 	} {
 		if err := w.Write(&l); err != nil {
 			f.Fatal(err)
@@ -53,6 +66,9 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// taskDigest stands for a task id's digest in the fuzz seeds.
+const taskDigest = "hmac-sha256:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"
 
 // fuzzRing is the fixed ring of the fuzz targets: every worker writes
 // the same trail.

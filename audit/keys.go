@@ -16,16 +16,18 @@ import (
 const (
 	lineLabel = "mrtr.audit/v1 line mac"
 	argsLabel = "mrtr.audit/v1 args digest"
+	taskLabel = "mrtr.audit/v1 task digest"
 )
 
 // derived are the keys the trail uses under one ring key: the line MAC
-// key and the arguments digest key, each HKDF-SHA256 of the ring key's
-// secret with its own label, so that neither is the key that seals
-// tokens and neither reveals the other.
+// key, the arguments digest key and the task digest key, each
+// HKDF-SHA256 of the ring key's secret with its own label, so that none
+// is the key that seals tokens and none reveals another.
 type derived struct {
 	kid  string
 	line []byte
 	args []byte
+	task []byte
 }
 
 func derive(k reqstate.Key) *derived {
@@ -37,7 +39,11 @@ func derive(k reqstate.Key) *derived {
 	if err != nil {
 		panic("audit: hkdf: " + err.Error())
 	}
-	return &derived{kid: k.ID, line: line, args: args}
+	task, err := hkdf.Key(sha256.New, k.Secret[:], nil, taskLabel, sha256.Size)
+	if err != nil {
+		panic("audit: hkdf: " + err.Error())
+	}
+	return &derived{kid: k.ID, line: line, args: args, task: task}
 }
 
 // macs is a derived key set with its HMACs, reused under the Writer's
@@ -46,6 +52,7 @@ type macs struct {
 	*derived
 	line hash.Hash
 	args hash.Hash
+	task hash.Hash
 	sum  [sha256.Size]byte
 
 	// The last digest made, for the next line of the same flow.
@@ -54,7 +61,20 @@ type macs struct {
 }
 
 func newMacs(d *derived) *macs {
-	return &macs{derived: d, line: hmac.New(sha256.New, d.line), args: hmac.New(sha256.New, d.args)}
+	return &macs{derived: d, line: hmac.New(sha256.New, d.line), args: hmac.New(sha256.New, d.args),
+		task: hmac.New(sha256.New, d.task)}
+}
+
+// taskDigest returns "hmac-sha256:" and the base64url MAC of a task id
+// under the task key: the lines of one task compare equal (under one
+// ring key), and the id, a bearer capability for an anonymous caller,
+// cannot be read back or confirmed without the ring.
+func (m *macs) taskDigest(id string) string {
+	m.task.Reset()
+	m.task.Write([]byte(id))
+	var buf [len("hmac-sha256:") + 43]byte
+	d := append(buf[:0], "hmac-sha256:"...)
+	return string(base64.RawURLEncoding.AppendEncode(d, m.task.Sum(m.sum[:0])))
 }
 
 // argsDigest returns "hmac-sha256:" and the base64url MAC of the

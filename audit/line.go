@@ -18,7 +18,13 @@ const (
 	EventPaused    = "paused"    // a pause was sealed
 	EventResumed   = "resumed"   // a resume was accepted
 	EventCompleted = "completed" // a call that did not pause answered
-	EventRejected  = "rejected"  // a resume was refused
+	EventRejected  = "rejected"  // a resume was refused; or a tasks/* request, or answers of one (tasks.go)
+
+	EventTaskCreated   = "task_created"   // a tool call became a task
+	EventTaskInput     = "task_input"     // a task asked for input
+	EventTaskUpdated   = "task_updated"   // a tasks/update's answers were taken
+	EventTaskCompleted = "task_completed" // a task's work ended: complete, tool_error or error
+	EventTaskCancelled = "task_cancelled" // a tasks/cancel cancelled a task
 )
 
 // MaxLineBytes bounds one line, for the reader (Verify, and the tail a
@@ -35,6 +41,7 @@ type Line struct {
 	Time       time.Time `json:"time"`  // UTC
 	Event      string    `json:"event"` // EventPaused, ...
 	Flow       string    `json:"flow,omitempty"`
+	Task       string    `json:"task,omitempty"` // a task's id under a MAC (tasks.go), never the id
 	Round      int       `json:"round"`
 	Method     string    `json:"method"`
 	Target     string    `json:"target"`
@@ -62,6 +69,7 @@ type Line struct {
 	Prev     string     `json:"prev"`
 	KeyID    string     `json:"kid"`
 	MAC      string     `json:"mac"`
+	taskID   string     // the task id to digest into Task, under the line's key
 	raw      []byte     // the line as read, without its newline
 	macStart int        // where ,"mac": begins in raw
 	evo      *evolution // a checkpoint's prepared epoch change, committed when it is signed
@@ -158,6 +166,7 @@ func appendBody(dst []byte, l *Line) []byte {
 		dst = append(dst, `,"flow":`...)
 		dst = appendString(dst, l.Flow)
 	}
+	dst = appendMember(dst, "task", l.Task)
 	dst = append(dst, `,"round":`...)
 	dst = strconv.AppendInt(dst, int64(l.Round), 10)
 	dst = append(dst, `,"method":`...)

@@ -684,6 +684,7 @@ func sealedFuzzTrail(f *testing.F) (trails [][]byte, pub audit.PublicKey) {
 	os.Truncate(path, int64(len(b)-20)) // a crash inside the last line
 	w = open(path)                      // a restart abandons it
 	w.Write(&audit.Line{Event: audit.EventCompleted, Outcome: "complete"})
+	w.Write(&audit.Line{Event: audit.EventTaskCompleted, Task: taskDigest, Round: 1, Method: "tools/call", Outcome: "tool_error"})
 	later()
 	w.Checkpoint() // certifies epoch 2
 	w.Close()

@@ -596,6 +596,9 @@ func (w *Writer) queue(l *Line, hash *reqstate.Hash) error {
 	if hash != nil {
 		l.ArgsDigest = m.argsDigest(*hash)
 	}
+	if l.taskID != "" {
+		l.Task = m.taskDigest(l.taskID)
+	}
 	if l.Checkpoint != nil && w.sign != nil {
 		w.fill(l)
 	}
@@ -774,23 +777,29 @@ func (w *Writer) writeCall(l *Line, c mrtr.Call) error {
 
 // lineOf fills in what every line of a call says.
 func (w *Writer) lineOf(c mrtr.Call, event string) *Line {
+	l := w.requestLine(event, c.Method, c.Target, c.Principal, c.Meta, c.RequestID)
+	l.Flow = c.FlowID()
+	return l
+}
+
+// requestLine fills in what every line of a request says.
+func (w *Writer) requestLine(event, method, target string, p reqstate.Principal, meta map[string]any, requestID string) *Line {
 	l := &Line{
 		Event:     event,
-		Flow:      c.FlowID(),
-		Method:    mcpwire.Shown(c.Method),
-		Target:    mcpwire.Shown(c.Target),
-		Client:    clientOf(c.Meta),
+		Method:    mcpwire.Shown(method),
+		Target:    mcpwire.Shown(target),
+		Client:    clientOf(meta),
 		Upstream:  w.opts.Upstream,
 		Node:      w.opts.Node,
-		RequestID: mcpwire.Shown(c.RequestID),
+		RequestID: mcpwire.Shown(requestID),
 	}
-	if c.Principal.Anonymous() {
+	if p.Anonymous() {
 		l.Principal.Anonymous = true
 	} else {
-		l.Principal.Issuer, l.Principal.Subject = mcpwire.Shown(c.Principal.Issuer), mcpwire.Shown(c.Principal.Subject)
+		l.Principal.Issuer, l.Principal.Subject = mcpwire.Shown(p.Issuer), mcpwire.Shown(p.Subject)
 	}
 	if w.opts.TraceIDs {
-		l.TraceID = traceIDOf(c.Meta)
+		l.TraceID = traceIDOf(meta)
 	}
 	return l
 }

@@ -116,7 +116,7 @@ func (a *Adapter) serveTask(ctx context.Context, method string, req mcp.Request)
 	if !ok || sr.Params == nil {
 		return nil, wireError(adapt.InvalidTaskParams)
 	}
-	raw, err := adapt.ServeTask(ctx, a.tasks, method, declaresTasks(sr.ClientCapabilities()), sr.Params.TaskParams,
+	raw, err := adapt.ServeTask(ctx, a.tasks, task.Call{Method: method, Meta: sr.Params.Meta}, declaresTasks(sr.ClientCapabilities()), sr.Params.TaskParams,
 		func() (reqstate.Principal, error) { return a.principal(ctx, req) }, a.logger)
 	if errors.Is(err, ErrNoSubject) {
 		return nil, errNoSubjectWire
@@ -183,7 +183,7 @@ func (f *ToolFlow[C]) RunTask(ctx context.Context, opts *TaskOptions, work TaskF
 		o = *opts
 	}
 	caps := adapt.Declared(f.core)
-	created, err := slot.m.Start(ctx, f.call.Principal, task.Spec{TTL: o.TTL, PollInterval: o.PollInterval, Message: o.Message},
+	created, err := slot.m.Start(f.call.TaskContext(ctx), f.call.Principal, task.Spec{TTL: o.TTL, PollInterval: o.PollInterval, Message: o.Message},
 		func(ctx context.Context, r *task.Run) (json.RawMessage, error) {
 			return outcome(work(ctx, &Task{run: r, caps: caps}))
 		})

@@ -44,7 +44,7 @@ func AddTool[In, C any](a *Adapter, t mcp.Tool, h ToolHandler[In, C]) {
 		clean := req
 		clean.Params.MultiRoundTripParams = mcp.MultiRoundTripParams{}
 		return run(ctx, a, c, func(ctx context.Context, fl Flow[C]) (*mcp.CallToolResult, error) {
-			return h(ctx, clean, args, &ToolFlow[C]{Flow: fl, tt: toolTask{a: a, meta: req.Params.Meta, principal: c.Principal, modern: server.IsModernRequest(ctx)}})
+			return h(ctx, clean, args, &ToolFlow[C]{Flow: fl, tt: toolTask{a: a, meta: req.Params.Meta, principal: c.Principal, call: c, modern: server.IsModernRequest(ctx)}})
 		}, func(r *mcp.CallToolResult) adapt.Result {
 			if r == nil {
 				return adapt.Result{}

@@ -134,7 +134,11 @@ func (a *Adapter) serveTask(ctx context.Context, _ any, _ any) error {
 	if err := json.Unmarshal(t.call.params, &p); err != nil {
 		reply.err = adapt.InvalidTaskParams
 	} else {
-		raw, err := adapt.ServeTask(ctx, a.tasks, t.call.method, declaresTasks(p.Meta), p.TaskParams,
+		c := task.Call{Method: t.call.method}
+		if p.Meta != nil {
+			c.Meta = p.Meta.AdditionalFields
+		}
+		raw, err := adapt.ServeTask(ctx, a.tasks, c, declaresTasks(p.Meta), p.TaskParams,
 			func() (reqstate.Principal, error) { return a.principal(ctx) }, a.logger)
 		reply.result = raw
 		if err != nil {
@@ -190,7 +194,8 @@ type toolTask struct {
 	a         *Adapter
 	meta      *mcp.Meta
 	principal reqstate.Principal
-	modern    bool // a 2026-07-28 request
+	call      *adapt.Call // the tools/call, for the task's events
+	modern    bool        // a 2026-07-28 request
 	ran       atomic.Bool
 }
 
@@ -233,7 +238,7 @@ func (f *ToolFlow[C]) RunTask(ctx context.Context, opts *TaskOptions, work TaskF
 		panic("mcpgo: RunTask called twice in one call")
 	}
 	caps := adapt.Declared(f.core)
-	created, err := t.a.tasks.Start(ctx, t.principal, spec, func(ctx context.Context, r *task.Run) (json.RawMessage, error) {
+	created, err := t.a.tasks.Start(t.call.TaskContext(ctx), t.principal, spec, func(ctx context.Context, r *task.Run) (json.RawMessage, error) {
 		return outcome(work(ctx, &Task{run: r, caps: caps}))
 	})
 	if err != nil {

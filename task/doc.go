@@ -40,6 +40,12 @@
 //   - Bounds: a Memory store holds at most MaxTasks; every task expires
 //     with its TTL (capped by Options.MaxTTL); a Manager runs at most
 //     Options.MaxRunning at once.
+//   - Observability: Options.Observer is told of every task created, input
+//     asked, answers taken, end, cancellation and refused request, as the
+//     guard's mrtr.Observer is of pauses and resumes (package audit and the
+//     command's metrics and spans implement it). Adapters describe the
+//     request with WithCall. Events carry the task id, a bearer capability
+//     for anonymous callers: an Observer records it only under a MAC.
 //
 // What the package does not do: notifications/tasks on subscriptions/listen
 // (optional in the extension), and tasks on methods other than tools/call.

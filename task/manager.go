@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
@@ -61,6 +63,10 @@ type Options struct {
 	Now    func() time.Time
 	Rand   io.Reader
 	Logger *slog.Logger
+	// Observer is told of every task created, input asked, answers
+	// taken, end, cancellation and refusal (see Observer); nil means
+	// none. Adapters describe the request with WithCall.
+	Observer Observer
 }
 
 // Errors of a Manager.
@@ -201,6 +207,10 @@ func (m *Manager) Start(ctx context.Context, p reqstate.Principal, spec Spec, wo
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	runCtx, stop := context.WithDeadline(runCtx, now.Add(ttl))
 	r := &Run{m: m, key: k, owner: owner, ctx: runCtx, cancel: cancel, wake: make(chan struct{}, 1)}
+	if o := m.o.Observer; o != nil {
+		r.call = callFrom(ctx, "tools/call", p)
+		o.TaskCreated(ctx, Event{Call: r.call, TaskID: id})
+	}
 	m.mu.Lock()
 	m.runs[k] = r
 	m.mu.Unlock()
@@ -239,10 +249,26 @@ func (m *Manager) lookup(ctx context.Context, k Key) (*Record, error) {
 	return r, err
 }
 
+// rejected reports a refused tasks/* request for k to the Observer.
+func (m *Manager) rejected(ctx context.Context, method string, k Key, reason Reason, answers []mrtr.Answer) {
+	if o := m.o.Observer; o != nil {
+		o.TaskRejected(ctx, RejectEvent{Event: Event{Call: callFrom(ctx, method, k.Principal), TaskID: k.ID}, Reason: reason, Answers: answers})
+	}
+}
+
+// find is lookup for a tasks/* request: an unknown task is reported.
+func (m *Manager) find(ctx context.Context, method string, k Key) (*Record, error) {
+	r, err := m.lookup(ctx, k)
+	if errors.Is(err, ErrUnknown) {
+		m.rejected(ctx, method, k, ReasonUnknownTask, nil)
+	}
+	return r, err
+}
+
 // Get serves tasks/get for p: the DetailedTask of its task id, or
 // ErrUnknown.
 func (m *Manager) Get(ctx context.Context, p reqstate.Principal, id string) (json.RawMessage, error) {
-	r, err := m.lookup(ctx, m.key(p, id))
+	r, err := m.find(ctx, MethodGet, m.key(p, id))
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +281,7 @@ func (m *Manager) Get(ctx context.Context, p reqstate.Principal, id string) (jso
 // extension says. An unknown task is ErrUnknown.
 func (m *Manager) Update(ctx context.Context, p reqstate.Principal, id string, responses map[string]json.RawMessage) error {
 	k := m.key(p, id)
-	r, err := m.lookup(ctx, k)
+	r, err := m.find(ctx, MethodUpdate, k)
 	if err != nil {
 		return err
 	}
@@ -265,12 +291,14 @@ func (m *Manager) Update(ctx context.Context, p reqstate.Principal, id string, r
 			valid[key] = a
 		}
 	}
-	if len(valid) == 0 {
-		return nil
+	var taken []string
+	if len(valid) > 0 {
+		if taken, err = m.store.Answer(ctx, k, valid, m.o.Now()); err != nil {
+			return err
+		}
 	}
-	taken, err := m.store.Answer(ctx, k, valid, m.o.Now())
-	if err != nil {
-		return err
+	if m.o.Observer != nil {
+		m.observeUpdate(ctx, k, responses, taken)
 	}
 	if len(taken) > 0 {
 		if run := m.local(k); run != nil {
@@ -286,7 +314,7 @@ func (m *Manager) Update(ctx context.Context, p reqstate.Principal, id string, r
 // is left as it is; the answer is the same. An unknown task is ErrUnknown.
 func (m *Manager) Cancel(ctx context.Context, p reqstate.Principal, id string) error {
 	k := m.key(p, id)
-	r, err := m.lookup(ctx, k)
+	r, err := m.find(ctx, MethodCancel, k)
 	if err != nil {
 		return err
 	}
@@ -294,8 +322,12 @@ func (m *Manager) Cancel(ctx context.Context, p reqstate.Principal, id string) e
 		return nil
 	}
 	msg := "cancelled by the client"
-	if _, err := m.store.Finish(ctx, k, "", End{Now: m.o.Now(), Status: Cancelled, Message: &msg}); err != nil {
+	changed, err := m.store.Finish(ctx, k, "", End{Now: m.o.Now(), Status: Cancelled, Message: &msg})
+	if err != nil {
 		return err
+	}
+	if o := m.o.Observer; o != nil && changed {
+		o.TaskCancelled(ctx, Event{Call: callFrom(ctx, MethodCancel, p), TaskID: id})
 	}
 	if run := m.local(k); run != nil {
 		run.cancel(errCancelled)
@@ -317,6 +349,8 @@ type Run struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	wake   chan struct{}
+	call   Call         // the tools/call that created the task, for events
+	rounds atomic.Int32 // Ask calls
 }
 
 // ID returns the task id.
@@ -363,9 +397,15 @@ func (r *Run) run(work Work, stop context.CancelFunc) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 10*time.Second)
 	defer cancel()
-	if _, err := m.store.Finish(ctx, r.key, r.owner, end); err != nil && !errors.Is(err, ErrNotFound) {
+	changed, err := m.store.Finish(ctx, r.key, r.owner, end)
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		// ErrNotFound: the TTL passed and the store forgot the task.
 		m.o.Logger.Error("task: could not record the end of a task", "task", r.key.ID, "err", err)
+	}
+	if o := m.o.Observer; o != nil && changed {
+		e := EndEvent{Event: Event{Call: r.call, TaskID: r.key.ID}, Rounds: int(r.rounds.Load()), Duration: time.Since(r.call.Start)}
+		e.Outcome, e.ErrorCode = outcomeOf(res, end)
+		o.TaskEnded(ctx, e)
 	}
 }
 
@@ -432,6 +472,14 @@ func (r *Run) Ask(ctx context.Context, reqs map[string]json.RawMessage) (map[str
 		return nil, err
 	}
 	keys := sortedKeys(reqs)
+	round := r.rounds.Add(1)
+	if o := m.o.Observer; o != nil {
+		e := InputEvent{Event: Event{Call: r.call, TaskID: r.key.ID}, Round: int(round), Inputs: make([]mrtr.Input, len(keys))}
+		for i, k := range keys {
+			e.Inputs[i] = mrtr.Input{Key: k, Method: requestMethod(reqs[k])}
+		}
+		o.TaskInput(ctx, e)
+	}
 	got := make(map[string]json.RawMessage, len(keys))
 	t := time.NewTicker(m.o.AnswerPoll)
 	defer t.Stop()
@@ -464,4 +512,25 @@ func (r *Run) Ask(ctx context.Context, reqs map[string]json.RawMessage) (map[str
 		case <-t.C:
 		}
 	}
+}
+
+// observeUpdate reports the answers of a tasks/update: those taken, and
+// those ignored (any other key of responses).
+func (m *Manager) observeUpdate(ctx context.Context, k Key, responses map[string]json.RawMessage, taken []string) {
+	o := m.o.Observer
+	if len(taken) > 0 {
+		slices.Sort(taken)
+		o.TaskUpdated(ctx, UpdateEvent{Event: Event{Call: callFrom(ctx, MethodUpdate, k.Principal), TaskID: k.ID},
+			Answers: answersOf(responses, taken, 0)})
+	}
+	if len(taken) == len(responses) {
+		return
+	}
+	var ignored []string
+	for _, key := range sortedKeys(responses) {
+		if !slices.Contains(taken, key) {
+			ignored = append(ignored, key)
+		}
+	}
+	m.rejected(ctx, MethodUpdate, k, ReasonAnswersIgnored, answersOf(responses, ignored, MaxIgnoredAnswers))
 }

@@ -18,6 +18,13 @@ import (
 // (io.modelcontextprotocol/tasks) once they have read a tasks/* request
 // out of their SDK: the order of its checks, its answers and its errors.
 
+// TaskContext returns ctx carrying what the events of a task this call
+// creates say of it (task.WithCall).
+func (c *Call) TaskContext(ctx context.Context) context.Context {
+	return task.WithCall(ctx, task.Call{Method: c.Method, ProtocolVersion: c.Version, Target: c.Target, Principal: c.Principal,
+		Meta: c.Meta}, c.Arguments)
+}
+
 // TaskParams are the params of tasks/get, tasks/update and tasks/cancel.
 type TaskParams struct {
 	TaskID         string          `json:"taskId"`
@@ -40,16 +47,22 @@ var (
 	badTaskResponses = &WireError{Code: mcpwire.CodeInvalidParams, Message: "invalid params: inputResponses must be an object"}
 )
 
-// ServeTask serves one tasks/get, tasks/update or tasks/cancel for m, in
-// this order: the -32021 gate (declared: the request declared the
+// ServeTask serves one tasks/get, tasks/update or tasks/cancel (c.Method)
+// for m, in this order: the -32021 gate (declared: the request declared the
 // extension; nothing is looked up otherwise), the caller (principal, called
 // only past the gate), and the one lookup of (server, principal, id). It
 // returns the result, or a *WireError of the contract, or principal's error
 // as principal returned it. A store failure is logged and answered as
-// Internal.
-func ServeTask(ctx context.Context, m *task.Manager, method string, declared bool, p TaskParams,
+// Internal. c describes the request to the manager's Observer
+// (task.WithCall); a refusal at the gate is reported to it here, with the
+// caller when principal knows it.
+func ServeTask(ctx context.Context, m *task.Manager, c task.Call, declared bool, p TaskParams,
 	principal func() (reqstate.Principal, error), logger *slog.Logger) (json.RawMessage, error) {
+	method := c.Method
+	ctx = task.WithCall(ctx, c, nil)
 	if !declared {
+		who, _ := principal() // for the event only: nothing is looked up
+		m.Rejected(ctx, who, method, task.ReasonMissingExtension)
 		return nil, MissingTasks
 	}
 	who, err := principal()

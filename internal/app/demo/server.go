@@ -35,6 +35,9 @@ type Options struct {
 	// means a manager over a bounded memory store, under the guard's
 	// server id.
 	Tasks *task.Manager
+	// TaskObserver is the Observer of the default Tasks manager (metrics,
+	// spans, the audit trail). Nil means none.
+	TaskObserver task.Observer
 }
 
 // NewServer returns a go-sdk server with every fixture of the official
@@ -74,7 +77,8 @@ func NewServer(guard *mrtr.Guard, opts *Options) *mcp.Server {
 		UnsubscribeHandler: unsubscribe,
 	})
 	if o.Tasks == nil {
-		o.Tasks = task.NewManager(task.NewMemory(nil), &task.Options{Server: guard.Policy().ServerID, Logger: o.Logger})
+		o.Tasks = task.NewManager(task.NewMemory(nil), &task.Options{Server: guard.Policy().ServerID, Logger: o.Logger,
+			Observer: o.TaskObserver})
 	}
 	a := gosdk.Install(s, guard, &gosdk.Options{Logger: o.Logger, Tasks: o.Tasks})
 

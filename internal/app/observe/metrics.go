@@ -38,6 +38,7 @@ type Metrics struct {
 	rounds     prometheus.Histogram
 	tokenSize  prometheus.Histogram
 	seals      *prometheus.CounterVec
+	tasks      *taskMetrics // tasks.go
 
 	// The children of fixed label values, looked up once.
 	resumeBy map[mrtr.Outcome]prometheus.Counter
@@ -109,7 +110,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "AES-GCM seals under each key by this process since it started; a key's random-nonce budget (2^32 seals) is shared by every node that seals with it.",
 		}, []string{"key_id"}),
 	}
-	for _, c := range []prometheus.Collector{m.pauses, m.resumes, m.storeCalls, m.storeTime, m.rounds, m.tokenSize, m.seals} {
+	tm, tcs := newTaskMetrics()
+	m.tasks = tm
+	for _, c := range append([]prometheus.Collector{m.pauses, m.resumes, m.storeCalls, m.storeTime, m.rounds, m.tokenSize, m.seals}, tcs...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register mrtr metrics: %w", err)
 		}

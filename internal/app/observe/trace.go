@@ -12,6 +12,7 @@ import (
 
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/internal/mcpwire"
+	"github.com/mrtr-go/mrtr/task"
 )
 
 // ScopeName is the instrumentation scope of mrtr's spans.
@@ -118,6 +119,11 @@ func (t *Tracer) Ended(ctx context.Context, e mrtr.EndEvent) {
 // start starts the span of call c with the MCP attributes followed by
 // attrs, which must have room for four more.
 func (t *Tracer) start(ctx context.Context, c mrtr.Call, attrs []attribute.KeyValue) (context.Context, trace.Span) {
+	return t.startKind(ctx, c, t.server, attrs)
+}
+
+// startKind is start with a span kind.
+func (t *Tracer) startKind(ctx context.Context, c mrtr.Call, kind trace.SpanStartOption, attrs []attribute.KeyValue) (context.Context, trace.Span) {
 	if len(c.Meta) > 0 {
 		if pctx := t.prop.Extract(ctx, metaCarrier(c.Meta)); trace.SpanContextFromContext(pctx).IsValid() {
 			ctx = pctx
@@ -125,7 +131,7 @@ func (t *Tracer) start(ctx context.Context, c mrtr.Call, attrs []attribute.KeyVa
 	}
 	target := mcpwire.Shown(c.Target)
 	method := c.Method
-	if !mcpwire.Pausable(method) {
+	if !mcpwire.Pausable(method) && !task.IsMethod(method) {
 		method = other
 	}
 	attrs = append(attrs, semconv.McpMethodNameKey.String(method))
@@ -145,7 +151,7 @@ func (t *Tracer) start(ctx context.Context, c mrtr.Call, attrs []attribute.KeyVa
 		name = mcpwire.Shown(name + " " + target)
 	}
 	return t.tracer.Start(ctx, name,
-		t.server,
+		kind,
 		trace.WithTimestamp(c.Start),
 		trace.WithAttributes(attrs...))
 }

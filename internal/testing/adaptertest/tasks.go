@@ -53,6 +53,7 @@ func RunTasks(t *testing.T, start TaskServer) {
 	t.Run("NameHeader", s.nameHeader)
 	t.Run("AcrossReplicas", s.acrossReplicas)
 	t.Run("LapsedLease", s.lapsedLease)
+	t.Run("Events", s.events)
 }
 
 type taskSuite struct{ start TaskServer }

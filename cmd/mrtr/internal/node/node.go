@@ -85,6 +85,7 @@ func (c *CommonConfig) NewGuard(ctx context.Context, log *slog.Logger) (*mrtr.Gu
 		tel.close(log)
 		return nil, nil, err
 	}
+	tel.addTaskObserver(aud) // the trail's task lines (audit/tasks.go)
 	tel.addReadiness(codec.KeyRing, store, c.Replay, c.ReplayTO)
 	c.Tel = tel
 	c.Codec = codec

@@ -21,6 +21,7 @@ import (
 	"github.com/mrtr-go/mrtr/proxy"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
+	"github.com/mrtr-go/mrtr/task"
 )
 
 // Telemetry is what --metrics-addr and the OTEL_* variables turn on, and
@@ -29,7 +30,11 @@ type Telemetry struct {
 	Registry *prometheus.Registry     // nil without --metrics-addr
 	tracing  *sdktrace.TracerProvider // nil unless OTEL_EXPORTER_OTLP_*ENDPOINT is set
 	Observer mrtr.Observer            // nil when neither is on
-	Health   *observe.Health
+	// TaskObserver reports tasks (task.Options.Observer) to the same
+	// metrics, spans and audit trail as the guard's events; nil when none
+	// is on.
+	TaskObserver task.Observer
+	Health       *observe.Health
 }
 
 // env reads a variable through the command's getenv.
@@ -71,7 +76,27 @@ func (c *CommonConfig) newTelemetry(ctx context.Context, log *slog.Logger) (*Tel
 	default:
 		t.Observer = obs
 	}
+	for _, o := range obs {
+		t.addTaskObserver(o)
+	}
 	return t, nil
+}
+
+// addTaskObserver adds o to TaskObserver when it observes tasks (metrics,
+// the tracer, the audit trail).
+func (t *Telemetry) addTaskObserver(o any) {
+	to, ok := o.(task.Observer)
+	if !ok {
+		return
+	}
+	switch cur := t.TaskObserver.(type) {
+	case nil:
+		t.TaskObserver = to
+	case observe.TaskObservers:
+		t.TaskObserver = append(cur, to)
+	default:
+		t.TaskObserver = observe.TaskObservers{cur, to}
+	}
 }
 
 // addReadiness adds the checks of /readyz: the key ring in use (ring

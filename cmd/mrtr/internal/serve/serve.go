@@ -39,7 +39,7 @@ func serve(ctx context.Context, a *base.App, args []string) error {
 		sdkLog = log
 	}
 	server := demo.NewServer(guard, &demo.Options{Name: "mrtr", Version: base.Version, Logger: sdkLog,
-		Tasks: c.taskManager(guard, log)})
+		Tasks: c.taskManager(guard, log), TaskObserver: c.Tel.TaskObserver})
 	stopMetrics, err := c.StartMetrics(log)
 	if err != nil {
 		return err
@@ -78,7 +78,7 @@ func (c *Config) taskManager(guard *mrtr.Guard, log *slog.Logger) *task.Manager 
 	if c.RedisStore == nil {
 		return nil
 	}
-	return task.NewManager(redistask.New(c.RedisStore, nil), &task.Options{Server: guard.Policy().ServerID, Logger: log})
+	return task.NewManager(redistask.New(c.RedisStore, nil), &task.Options{Server: guard.Policy().ServerID, Logger: log, Observer: c.Tel.TaskObserver})
 }
 
 // Config is CommonConfig plus the flags only `mrtr serve` has.
