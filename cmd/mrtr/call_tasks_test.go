@@ -124,3 +124,24 @@ func TestCallTaskBearer(t *testing.T) {
 		t.Fatalf("bob's own task: %v\n%s", err, errOut)
 	}
 }
+
+// TestCallTaskThroughProxy: `mrtr call` follows a task created through
+// `mrtr proxy` in front of `mrtr serve`: the id it polls and answers is
+// the proxy's sealed one (never serve's own), and the task's question,
+// answer and result pass as they do against serve directly.
+func TestCallTaskThroughProxy(t *testing.T) {
+	upstream, _ := startServe(t)
+	url, _ := startProxyCmd(t, "--upstream", upstream)
+	out, errOut, err := runCall(t, t.Context(), strings.NewReader("y\nAda\n"), nil, url, "multi_input")
+	if err != nil {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	testcmd.WantInOrder(t, out, "Go ahead?", "confirm [y/n]: ", "What is your name?", "name: ", `name "Ada", confirmed true`)
+	m := regexp.MustCompile(`task (\S+): working`).FindStringSubmatch(errOut)
+	if m == nil {
+		t.Fatalf("no task followed:\n%s", errOut)
+	}
+	if !strings.HasPrefix(m[1], "t1.") {
+		t.Errorf("the caller saw task id %q, not one the proxy sealed", m[1])
+	}
+}
