@@ -15,6 +15,7 @@ import (
 	"github.com/mrtr-go/mrtr"
 	"github.com/mrtr-go/mrtr/replay"
 	"github.com/mrtr-go/mrtr/reqstate"
+	"github.com/mrtr-go/mrtr/task"
 )
 
 // Defaults of Options.
@@ -118,6 +119,13 @@ type Options struct {
 	// a CreateTaskResult is answered with -32603 and no task request
 	// reaches the upstream.
 	TaskRing func() *reqstate.KeyRing
+	// TaskObserver, when set, hears every tasks/* request the proxy
+	// refuses itself (task.ReasonUnknownTask for an id that does not open
+	// for the caller, task.ReasonMissingExtension for one that does not
+	// declare the extension), for metrics, traces and the audit trail, as
+	// a task.Manager reports its own refusals. What the upstream does with
+	// a task is the upstream's to report. Nil means none.
+	TaskObserver task.Observer
 }
 
 // TransportKind names the transport New builds to the upstream
@@ -194,8 +202,10 @@ type Handler struct {
 	// live maps the ones in flight for notifications/cancelled.
 	ids  *idSource
 	live inflight
-	// tasks seals and opens task ids (taskid.go).
-	tasks *taskSealer
+	// tasks seals and opens task ids (taskid.go); taskObs hears the
+	// task requests refused here (Options.TaskObserver).
+	tasks   *taskSealer
+	taskObs task.Observer
 }
 
 // New returns a proxy to opts.Upstream. It returns an error for an
@@ -225,6 +235,7 @@ func New(opts Options) (*Handler, error) {
 
 		flushDelay: flushDelay,
 		ids:        newIDSource(),
+		taskObs:    opts.TaskObserver,
 	}
 	if opts.Peers != nil {
 		h.peers = newPeers(opts.Peers)

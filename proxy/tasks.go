@@ -55,11 +55,29 @@ func (h *Handler) taskRequest(w http.ResponseWriter, r *http.Request, req *rpcRe
 	h.log.InfoContext(r.Context(), "proxy: a task request names no task of this caller", "method", req.method)
 	caps, _ := mcpwire.Member(p["_meta"], mcpwire.MetaClientCapabilities)
 	if !task.Declared(caps) {
+		h.taskRejected(r, req, who, task.ReasonMissingExtension)
 		writeError(w, http.StatusBadRequest, req.id, mcpwire.CodeMissingCapability, mcpwire.MissingCapabilityMessage, task.MissingExtensionData)
 		return nil, nil, false
 	}
+	h.taskRejected(r, req, who, task.ReasonUnknownTask)
 	writeError(w, http.StatusBadRequest, req.id, mcpwire.CodeInvalidParams, task.UnknownMessage, nil)
 	return nil, nil, false
+}
+
+// taskRejected reports a tasks/* request refused here to the
+// Options.TaskObserver: the request as the caller sent it, never the id
+// it named (a bearer capability for anonymous callers, and here one that
+// names no task of the caller's).
+func (h *Handler) taskRejected(r *http.Request, req *rpcRequest, who reqstate.Principal, reason task.Reason) {
+	if h.taskObs == nil {
+		return
+	}
+	c := task.Call{Method: req.method, Principal: who, RequestID: string(req.id)}
+	c.Meta = traceMeta(req.params["_meta"])
+	if v, ok := mcpwire.Member(req.params["_meta"], mcpwire.MetaProtocolVersion); ok {
+		c.ProtocolVersion, _ = mcpwire.StringValue(v)
+	}
+	h.taskObs.TaskRejected(r.Context(), task.RejectEvent{Event: task.Event{Call: c}, Reason: reason})
 }
 
 // withTaskID returns req's body with up (a JSON string) as its

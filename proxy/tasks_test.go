@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -578,5 +579,51 @@ func TestTaskIDUnsplicedAnswers(t *testing.T) {
 	r = taskCall(t, px.URL, "alice", task.MethodGet, id, true)
 	if r.err == nil || r.err.Code != -32603 || bytes.Contains(r.raw, []byte(upID)) {
 		t.Fatalf("an answer naming taskId twice: want -32603 and no upstream id, got %s", r.raw)
+	}
+}
+
+// rejections records what a TaskObserver hears of refusals.
+type rejections struct {
+	task.NopObserver
+	mu  sync.Mutex
+	got []task.RejectEvent
+}
+
+func (o *rejections) TaskRejected(_ context.Context, e task.RejectEvent) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.got = append(o.got, e)
+}
+
+// TestTaskRefusalsObserved: each tasks/* request the proxy refuses itself
+// reaches Options.TaskObserver (issue 38 item 6) with its reason, method,
+// caller and protocol version, and never the id it named: another
+// caller's id is unknown_task, an undeclared request missing_extension;
+// the owner's own request is the upstream's to report, not a refusal.
+func TestTaskRefusalsObserved(t *testing.T) {
+	up := newTaskUpstream(t, false)
+	obs := &rejections{}
+	px := startProxy(t, up.url(), nil, nil, &proxy.Options{Principal: byHeader, TaskObserver: obs})
+	id := create(t, px.URL, "alice")
+	taskCall(t, px.URL, "alice", task.MethodGet, id, true)
+	wantUnknownTask(t, taskCall(t, px.URL, "bob", task.MethodUpdate, id, true))
+	taskCall(t, px.URL, "bob", task.MethodCancel, id, false)
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	want := []struct {
+		method string
+		reason task.Reason
+	}{{task.MethodUpdate, task.ReasonUnknownTask}, {task.MethodCancel, task.ReasonMissingExtension}}
+	if len(obs.got) != len(want) {
+		t.Fatalf("observed %d refusals, want %d: %+v", len(obs.got), len(want), obs.got)
+	}
+	for i, w := range want {
+		e := obs.got[i]
+		if e.Method != w.method || e.Reason != w.reason || e.Principal.Subject != "bob" || e.ProtocolVersion != "2026-07-28" {
+			t.Errorf("refusal %d: %s %s by %q (%q), want %s %s by bob (2026-07-28)", i, e.Method, e.Reason, e.Principal.Subject, e.ProtocolVersion, w.method, w.reason)
+		}
+		if e.TaskID != "" || e.RequestID != "9" {
+			t.Errorf("refusal %d names task %q, request %q: want no task, request 9", i, e.TaskID, e.RequestID)
+		}
 	}
 }

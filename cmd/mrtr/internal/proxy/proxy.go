@@ -223,6 +223,7 @@ func proxy(ctx context.Context, a *base.App, args []string) error {
 		AllowedHosts:         hosts,
 		Logger:               log,
 		Peers:                peersOpt,
+		TaskObserver:         c.Tel.TaskObserver, // the task requests it refuses itself: metrics, spans, audit lines
 	}
 	h, err := mrtrproxy.New(opts)
 	if err != nil {
