@@ -10,9 +10,10 @@ import (
 
 // TestSealedOpenDevice: OpenFile with a Signer on a device that is not a
 // regular file (/dev/full, whose reads never end and whose writes fail)
-// does not scan it for a trail to go on with; without Required it
-// returns a Writer whose failed first checkpoint was told to OnError, as
-// a round-one Writer does with its lines; with Required it fails.
+// does not scan it for a trail to go on with, and returns a Writer
+// whose failed first checkpoint was told to OnError, as a round-one
+// Writer does with its lines: with Required, the calls are refused one
+// by one (mrtr serve --audit-required fails closed, it does not exit).
 func TestSealedOpenDevice(t *testing.T) {
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skip("no /dev/full")
@@ -31,7 +32,7 @@ func TestSealedOpenDevice(t *testing.T) {
 		go func() { w, err := audit.OpenFile("/dev/full", o); done <- out{w, err} }()
 		select {
 		case r := <-done:
-			if required != (r.err != nil) || failed == 0 {
+			if r.err != nil || failed == 0 {
 				t.Fatalf("required %v: OpenFile: %v, %d errors told", required, r.err, failed)
 			}
 			if r.w != nil {

@@ -1,9 +1,7 @@
 package audit
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -18,62 +16,12 @@ import (
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
-const auditUsage = `Usage: mrtr audit verify --keys RING [--continued] PATH...
-
-Checks an audit trail written with --audit: every line's MAC under the
-ring key its kid names, and every line's link (prev) to the line before.
-Several paths are one chain, oldest first (after logrotate: audit.jsonl.1
-audit.jsonl). The first line must start a chain unless --continued (a
-rotated file checked without the ones before it).
-Exits 0 when every line holds, printing the last line's time and event,
-else 1, naming the bad line: altered (its MAC fails), broken link (a
-line deleted or inserted before it), truncated (the file ends inside a
-line, or a torn line: a write cut short, after which every line is
-checked too), unknown key (a kid the ring lacks).
-
-Flags:
-`
-
-// auditVerifyFlags is the flag set of mrtr audit verify.
-func auditVerifyFlags(a *base.App) (fs *flag.FlagSet, keys *string, continued *bool) {
-	fs = a.NewFlagSet("audit verify", "")
-	keys = fs.String("keys", "", "key ring `FILE` the trail was written under (a ring holding its keys)")
-	continued = fs.Bool("continued", false, "accept any link on the first line (a rotated file checked alone)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), auditUsage)
-		base.PrintDefaults(fs)
-	}
-	return fs, keys, continued
-}
-
-// Cmd is mrtr audit.
-var Cmd = &base.Command{Name: "audit", Run: func(_ context.Context, a *base.App, args []string) error { return audit(a, args) }}
-
-// audit runs `mrtr audit verify`.
-func audit(a *base.App, args []string) error {
-	fs, keys, continued := auditVerifyFlags(a)
-	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-		fs.SetOutput(a.Stdout) // help asked for: on stdout, as mrtr audit verify --help
-		fs.Usage()
-		return nil
-	}
-	if len(args) == 0 || args[0] != "verify" {
-		fs.Usage()
-		return base.ErrUsage
-	}
-	paths, err := a.Parse(fs, args[1:])
+// verifyRing runs mrtr audit verify --keys RING: the MACs and links of
+// a trail, with the ring (a trail written before checkpoints).
+func verifyRing(a *base.App, keys string, continued *bool, paths []string) error {
+	ring, err := reqstate.LoadKeyRing(keys)
 	if err != nil {
-		return err
-	}
-	switch {
-	case *keys == "":
-		return base.Explain(a.Stderr, &base.UsageError{Cmd: "audit verify", Msg: "--keys RING is missing: the key ring the trail was written under"})
-	case len(paths) == 0:
-		return base.Explain(a.Stderr, &base.UsageError{Cmd: "audit verify", Msg: "no PATH: give the trail to check (several: one chain, oldest first)"})
-	}
-	ring, err := reqstate.LoadKeyRing(*keys)
-	if err != nil {
-		return keyfile.KeyFileHint(*keys, err)
+		return keyfile.KeyFileHint(keys, err)
 	}
 	opts := &mrtraudit.VerifyOptions{Continued: *continued}
 	total := 0
