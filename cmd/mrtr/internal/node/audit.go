@@ -49,14 +49,6 @@ func auditFlags(f *base.Flags, c *auditConfig) {
 	f.Duration(base.GroupTelemetry, &c.checkpoint, "audit-checkpoint", audit.DefaultCheckpointInterval, "how often a signed checkpoint seals the trail's new lines (also at SIGHUP and at a clean stop); each is logged as one INFO record, for the log pipeline to carry off the host")
 	f.Duration(base.GroupTelemetry, &c.epoch, "audit-epoch", audit.DefaultEpoch, "how long an --audit-key key signs before it evolves one way (the old key erased)")
 	f.String(base.GroupTelemetry, &c.node, "node", "", "this node's `NAME` in the audit trail's lines and checkpoints (mrtr audit verify --node NAME); empty: the host name. Not the replicas' directory id, which is new at every start")
-	for _, name := range []string{"audit-key", "audit-checkpoint", "audit-epoch"} {
-		f.Check(name, func() error {
-			if c.path == "" && f.Fs.Lookup(name).Value.String() != f.Fs.Lookup(name).DefValue {
-				return base.FlagErr(name, "needs --audit PATH")
-			}
-			return nil
-		})
-	}
 }
 
 // nodeName is --node, or the host name.
