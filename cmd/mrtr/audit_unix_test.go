@@ -112,18 +112,8 @@ func TestAuditSIGHUPReopens(t *testing.T) {
 // checkpoint, the next line, is a broken link, with --pub as with
 // --keys, instead of a trail that verifies with lines missing.
 func TestAuditCutThenSIGHUPShows(t *testing.T) {
-	dir := t.TempDir()
-	keys := filepath.Join(dir, "keys.json")
-	testcmd.WriteRing(t, keys, testcmd.GenKey(t, "k1"))
-	key := filepath.Join(dir, "audit.key")
-	trail := filepath.Join(dir, "audit.jsonl")
-	args := []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--keys", keys, "--audit", trail, "--audit-key", key, "--audit-checkpoint", "1h", "--node", "n1"}
-	p := startChild(t, nil, args...)
-	c := mcpClient{t, p.url}
-	for range 3 {
-		tok, _ := c.pause()
-		c.complete(tok)
-	}
+	n := startSealed(t)
+	keys, key, trail, p, c := n.keys, n.key, n.trail, n.p, mcpClient{t, n.p.url}
 	b, _ := os.ReadFile(trail)
 	ls := bytes.SplitAfter(b, []byte("\n"))
 	if len(ls) != 11 { // the first checkpoint, 9 lines and the empty tail

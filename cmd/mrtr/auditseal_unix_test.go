@@ -42,6 +42,32 @@ func saveLog(t *testing.T, p *child, name string) string {
 	return path
 }
 
+// sealedServe is a mrtr serve whose trail is signed by a node key
+// (evolving, in a directory of its own; no timer checkpoint), after
+// three flows: the first checkpoint and nine lines.
+type sealedServe struct {
+	dir, keys, key, trail string
+	args                  []string // to start it again
+	p                     *child
+}
+
+func startSealed(t *testing.T) *sealedServe {
+	t.Helper()
+	n := &sealedServe{dir: t.TempDir()}
+	n.keys = filepath.Join(n.dir, "keys.json")
+	testcmd.WriteRing(t, n.keys, testcmd.GenKey(t, "k1"))
+	n.key, n.trail = filepath.Join(n.dir, "audit.key"), filepath.Join(n.dir, "audit.jsonl")
+	n.args = []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--keys", n.keys, "--audit", n.trail, "--audit-key", n.key,
+		"--audit-checkpoint", "1h", "--node", "n1"}
+	n.p = startChild(t, nil, n.args...)
+	c := mcpClient{t, n.p.url}
+	for range 3 {
+		tok, _ := c.pause()
+		c.complete(tok)
+	}
+	return n
+}
+
 // TestAuditCutThenRestartShows pins issue 37 item 4's restart case on a
 // real `mrtr serve` (round one verified it clean): lines cut from the
 // end of a trail, then a restart: the new process goes on from the
@@ -51,18 +77,8 @@ func saveLog(t *testing.T, p *child, name string) string {
 // carried off the host it names the cut (1: the log's checkpoint 2 is
 // not the trail's).
 func TestAuditCutThenRestartShows(t *testing.T) {
-	dir := t.TempDir()
-	keys := filepath.Join(dir, "keys.json")
-	testcmd.WriteRing(t, keys, testcmd.GenKey(t, "k1"))
-	key := filepath.Join(dir, "audit.key")
-	trail := filepath.Join(dir, "audit.jsonl")
-	args := []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--keys", keys, "--audit", trail, "--audit-key", key, "--audit-checkpoint", "1h", "--node", "n1"}
-	p := startChild(t, nil, args...)
-	c := mcpClient{t, p.url}
-	for range 3 {
-		tok, _ := c.pause()
-		c.complete(tok)
-	}
+	n := startSealed(t)
+	dir, key, trail, args, p := n.dir, n.key, n.trail, n.args, n.p
 	if code := p.stop(t); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -83,7 +99,7 @@ func TestAuditCutThenRestartShows(t *testing.T) {
 		t.Fatal(err)
 	}
 	p = startChild(t, nil, args...)
-	c = mcpClient{t, p.url}
+	c := mcpClient{t, p.url}
 	c.pause()
 	if code := p.stop(t); code != 0 {
 		t.Fatalf("exit %d", code)
