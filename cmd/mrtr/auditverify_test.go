@@ -207,3 +207,26 @@ func TestUpstreamURLShown(t *testing.T) {
 		t.Errorf("the log of a proxy of an upstream down does not name it:\n%s", dlogs.String())
 	}
 }
+
+// TestAuditCheckpointTextLog pins issue 37 item 2 with --log-format
+// text: each checkpoint record (the start's and the clean stop's final
+// one) holds the checkpoint's JSON as a quoted string, which verify
+// --checkpoints reads back.
+func TestAuditCheckpointTextLog(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys.json")
+	testcmd.WriteRing(t, keys, testcmd.GenKey(t, "k1"))
+	trail, key := filepath.Join(dir, "audit.jsonl"), filepath.Join(dir, "audit.key")
+	// Stopped (its context cancelled: a clean stop) after a second.
+	_, _, logs, _, stopped := testcmd.RunFor(time.Second, run, nil, "serve", "--addr", "127.0.0.1:0", "--log-format", "text", "--keys", keys,
+		"--audit", trail, "--audit-key", key, "--node", "t1")
+	if !stopped || !strings.Contains(logs, `msg="mrtr audit checkpoint" checkpoint="{\"node\":\"t1\",\"seq\":1,`) {
+		t.Fatalf("stopped %v; no checkpoint record in the text log:\n%s", stopped, logs)
+	}
+	log := filepath.Join(dir, "mrtr.log")
+	os.WriteFile(log, []byte(logs), 0o600)
+	if code, out := runVerify(t, "--pub", key+".pub", "--checkpoints", log, trail); code != 0 || !strings.Contains(out, "node t1: 2 lines sealed; the final checkpoint: 2 at ") ||
+		!strings.Contains(out, "the log's checkpoints: 2 matched") {
+		t.Fatalf("verify --checkpoints of a text log: %d %s", code, out)
+	}
+}
