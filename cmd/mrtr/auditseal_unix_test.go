@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/mrtr-go/mrtr/audit"
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/testcmd"
 )
 
 // ringPub writes what mrtr audit pubkey --keys RING prints to a file
@@ -53,9 +52,8 @@ type sealedServe struct {
 
 func startSealed(t *testing.T) *sealedServe {
 	t.Helper()
-	n := &sealedServe{dir: t.TempDir()}
-	n.keys = filepath.Join(n.dir, "keys.json")
-	testcmd.WriteRing(t, n.keys, testcmd.GenKey(t, "k1"))
+	n := new(sealedServe)
+	n.dir, n.keys = ringDir(t)
 	n.key, n.trail = filepath.Join(n.dir, "audit.key"), filepath.Join(n.dir, "audit.jsonl")
 	n.args = []string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--keys", n.keys, "--audit", n.trail, "--audit-key", n.key,
 		"--audit-checkpoint", "1h", "--node", "n1"}
@@ -135,9 +133,7 @@ func TestAuditCutThenRestartShows(t *testing.T) {
 // trail verifies with the original FILE.pub. The same key file
 // read-only signs without evolving, and start says so.
 func TestAuditEvolvedKeyAcrossRestart(t *testing.T) {
-	dir := t.TempDir()
-	keys := filepath.Join(dir, "keys.json")
-	testcmd.WriteRing(t, keys, testcmd.GenKey(t, "k1"))
+	dir, keys := ringDir(t)
 	kdir := filepath.Join(dir, "state")
 	os.Mkdir(kdir, 0o700)
 	key := filepath.Join(kdir, "audit.key")
@@ -203,9 +199,7 @@ func TestAuditEvolvedKeyAcrossRestart(t *testing.T) {
 // pubkey prints it), each trail names its --node, verify of several
 // nodes' trails reports each node, and one node's cut trail fails alone.
 func TestAuditNodesReportedEach(t *testing.T) {
-	dir := t.TempDir()
-	keys := filepath.Join(dir, "keys.json")
-	testcmd.WriteRing(t, keys, testcmd.GenKey(t, "k1"))
+	dir, keys := ringDir(t)
 	pub := ringPub(t, keys)
 	pubText, _ := os.ReadFile(pub)
 	var trails []string

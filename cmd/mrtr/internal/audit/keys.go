@@ -12,18 +12,27 @@ import (
 	"github.com/mrtr-go/mrtr/reqstate"
 )
 
-// keygen runs mrtr audit keygen --out FILE.
-func keygen(a *base.App, f *flags, args []string) error {
-	out := f.out
-	pos, err := a.Parse(f.sets["keygen"], args)
+// parseFlagsOnly parses the flags of a subcommand that takes no
+// argument, one of them (need, whose value is p) required.
+func parseFlagsOnly(a *base.App, f *flags, verb string, args []string, need string, p *string) error {
+	pos, err := a.Parse(f.sets[verb], args)
 	if err != nil {
 		return err
 	}
 	switch {
 	case len(pos) != 0:
-		return base.Explain(a.Stderr, &base.UsageError{Cmd: "audit keygen", Msg: fmt.Sprintf("unexpected %q: the file is --out FILE", pos[0])})
-	case *out == "":
-		return base.Explain(a.Stderr, &base.UsageError{Cmd: "audit keygen", Msg: "--out FILE is missing: the key file to write"})
+		return base.Explain(a.Stderr, &base.UsageError{Cmd: "audit " + verb, Msg: fmt.Sprintf("unexpected %q: give %s", pos[0], need)})
+	case *p == "":
+		return base.Explain(a.Stderr, &base.UsageError{Cmd: "audit " + verb, Msg: need + " is missing"})
+	}
+	return nil
+}
+
+// keygen runs mrtr audit keygen --out FILE.
+func keygen(a *base.App, f *flags, args []string) error {
+	out := f.out
+	if err := parseFlagsOnly(a, f, "keygen", args, "--out FILE (the key file to write)", out); err != nil {
+		return err
 	}
 	for _, p := range []string{*out, *out + ".pub"} {
 		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
@@ -42,15 +51,8 @@ func keygen(a *base.App, f *flags, args []string) error {
 // pubkey runs mrtr audit pubkey --keys RING [--kid KID].
 func pubkey(a *base.App, f *flags, args []string) error {
 	keys, kid := f.ringKeys, f.kid
-	pos, err := a.Parse(f.sets["pubkey"], args)
-	if err != nil {
+	if err := parseFlagsOnly(a, f, "pubkey", args, "--keys RING (the key ring the nodes run with)", keys); err != nil {
 		return err
-	}
-	switch {
-	case len(pos) != 0:
-		return base.Explain(a.Stderr, &base.UsageError{Cmd: "audit pubkey", Msg: fmt.Sprintf("unexpected %q: the ring is --keys RING", pos[0])})
-	case *keys == "":
-		return base.Explain(a.Stderr, &base.UsageError{Cmd: "audit pubkey", Msg: "--keys RING is missing: the key ring the nodes run with"})
 	}
 	ring, err := reqstate.LoadKeyRing(*keys)
 	if err != nil {
