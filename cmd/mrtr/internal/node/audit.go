@@ -155,6 +155,8 @@ func (c *CommonConfig) openAudit(log *slog.Logger, codec *reqstate.AESGCM, tel *
 		log.Info("mrtr audit trail on stdout", "required", ac.required, "node", opts.Node)
 		return audit.NewWriter(os.Stdout, "", opts), func() {}, nil
 	}
+	fi, err := os.Stat(ac.path)
+	continues := err == nil && fi.Size() > 0 // the trail goes on (with a Signer, the first line is always written by now)
 	w, err := audit.OpenFile(ac.path, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--audit: %w", err)
@@ -177,7 +179,7 @@ func (c *CommonConfig) openAudit(log *slog.Logger, codec *reqstate.AESGCM, tel *
 			}
 		}
 	})
-	log.Info("mrtr audit trail", "path", ac.path, "required", ac.required, "node", opts.Node, "continues", w.Prev() != "")
+	log.Info("mrtr audit trail", "path", ac.path, "required", ac.required, "node", opts.Node, "continues", continues)
 	return w, func() {
 		signal.Stop(hup)
 		close(done)
