@@ -244,8 +244,8 @@ func (w *Writer) start() error {
 // OpenFile opens path for appending (created with mode 0600) and returns
 // a Writer that goes on with the chain of its last line (Tail); with
 // Options.Signer, from its last checkpoint instead, and it writes its
-// first checkpoint before it returns (the error of that write is
-// OpenFile's). A file
+// first checkpoint before it returns (a failed write of it goes to
+// OnError, as any line's). A file
 // whose last line is torn (no newline: a crash mid-write) is not glued
 // onto: the first line written ends it with a newline and links to its
 // bytes, so that Verify names the torn line and checks the lines after
@@ -271,10 +271,14 @@ func OpenFile(path string, opts *Options) (*Writer, error) {
 // write the file chose), and its first line is a checkpoint that
 // abandons the lines after that one, if any.
 func openSigned(f *os.File, path string, torn bool, opts *Options) (*Writer, error) {
-	st, err := scanFile(path)
-	if err != nil {
-		f.Close()
-		return nil, err
+	// Only a regular file holds a trail to go on with: a device
+	// (/dev/full reads zeros for ever) or a pipe starts one.
+	st := new(trailState)
+	if fi, err := f.Stat(); err != nil || fi.Mode().IsRegular() {
+		if st, err = scanFile(path); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	o := *opts
 	o.Signer = nil
@@ -287,10 +291,10 @@ func openSigned(f *os.File, path string, torn bool, opts *Options) (*Writer, err
 		f.Close()
 		return nil, err
 	}
-	if err := w.start(); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("audit trail %s: the first checkpoint: %w", path, err)
-	}
+	// A first checkpoint not written was logged and told OnError, as any
+	// line; the next checkpoint tries again, and with Required the calls
+	// whose lines fail are refused (as a round-one Writer's are).
+	w.start()
 	return w, nil
 }
 

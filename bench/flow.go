@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -38,7 +40,8 @@ import (
 //     an OpenTelemetry tracer provider that samples every span and batches
 //     it to an exporter that counts and drops it;
 //   - sealed-audited: sealed with the audit trail on, as `mrtr serve
-//     --audit PATH` runs: the guard's Auditor (audit.Writer) appends
+//     --audit PATH --audit-key FILE` runs (signed checkpoints, an
+//     evolving key): the guard's Auditor (audit.Writer) appends
 //     three lines a flow (paused, resumed, completed) to a file in a
 //     temporary directory, one write(2) each;
 //   - plain: go-sdk alone (mcp.AddTool), the state a plaintext string
@@ -151,7 +154,20 @@ func (fs *FlowServer) newSealedServerAudited(store replay.Store, obs mrtr.Observ
 			panic(err)
 		}
 		fs.AuditPath, fs.AuditRing = filepath.Join(fs.auditDir, "audit.jsonl"), ring
-		if fs.audit, err = audit.OpenFile(fs.AuditPath, &audit.Options{Keys: codec.KeyRing, Node: "bench"}); err != nil {
+		// As mrtr serve --audit PATH --audit-key FILE runs: checkpoints
+		// signed by a node key that evolves (the command's defaults:
+		// every 10 s, epochs of 15 min), each logged as a JSON record.
+		key := filepath.Join(fs.auditDir, "audit.key")
+		if _, err := audit.GenerateKeyFile(key, nil); err != nil {
+			panic(err)
+		}
+		signer, err := audit.LoadSigner(key)
+		if err != nil {
+			panic(err)
+		}
+		log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+		if fs.audit, err = audit.OpenFile(fs.AuditPath, &audit.Options{Keys: codec.KeyRing, Node: "bench", Signer: signer,
+			OnCheckpoint: func(c audit.Checkpoint) { log.Info("mrtr audit checkpoint", audit.CheckpointLogKey, c) }}); err != nil {
 			panic(err)
 		}
 		opts.Auditor = fs.audit

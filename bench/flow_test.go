@@ -62,14 +62,15 @@ func TestFlow(t *testing.T) {
 			}
 			if ep.Name == "sealed-audited" {
 				// Three lines a flow (the warm-up too): paused, resumed,
-				// completed, one chain that verifies.
+				// completed, after the first checkpoint (and any the timer
+				// wrote since), one chain that verifies.
 				f, err := os.Open(fs.AuditPath)
 				if err != nil {
 					t.Fatal(err)
 				}
 				res, err := audit.Verify(f, fs.AuditRing, nil)
 				f.Close()
-				if err != nil || res.Lines != 3*(n+1) {
+				if err != nil || res.Lines < 3*(n+1)+1 || res.Lines > 3*(n+1)+3 {
 					t.Errorf("trail: %d lines, %v; want %d", res.Lines, err, 3*(n+1))
 				}
 			}

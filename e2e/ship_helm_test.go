@@ -665,6 +665,15 @@ func TestHelmChartRunner(t *testing.T) {
 	if v := volumeOf(&pod, proxyC, filepath.Dir(auditPath)); v == nil || v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "mrtr-audit" {
 		t.Errorf("audit directory %s: volume %+v, want the claim mrtr-audit", filepath.Dir(auditPath), v)
 	}
+	// Its signing key (issue 37 item 6): per pod, beside the trail on the
+	// claim (persistent and writable: it evolves), never in the runner;
+	// the node is the pod's name, from the downward API.
+	if k := flagValue(t, flags, "audit-key"); k != "/var/log/mrtr/$(POD_NAME).audit.key" {
+		t.Errorf("--audit-key=%s, want the pod's key beside its trail", k)
+	}
+	if n := flagValue(t, flags, "node"); n != "$(POD_NAME)" {
+		t.Errorf("--node=%s, want $(POD_NAME)", n)
+	}
 
 	// The NetworkPolicy.
 	np := r.networkPolicy
@@ -713,6 +722,11 @@ func TestHelmChartAudit(t *testing.T) {
 		if m.Name == "audit" {
 			t.Errorf("an audit volume with audit.stdout: %+v", m)
 		}
+	}
+	// No place for a key: the ring-derived one (no --audit-key); the node
+	// is still the pod's name.
+	if flags["audit-key"] != nil || flagValue(t, flags, "node") != "$(POD_NAME)" {
+		t.Errorf("flags %v: want no --audit-key and --node=$(POD_NAME) with audit.stdout", flags)
 	}
 	r = renderChart(t, base...)
 	_, flags, _ = chartArgs(t, &r.deployment.Spec.Template.Spec.Containers[0])

@@ -246,6 +246,10 @@ func TestSystemdUnit(t *testing.T) {
 	if last("LogsDirectory") != "mrtr" {
 		t.Errorf("LogsDirectory=%s, want mrtr: --audit needs a writable place under ProtectSystem=strict", last("LogsDirectory"))
 	}
+	// The audit key (issue 37 item 6): persistent and writable, so it evolves.
+	if last("StateDirectory") != "mrtr" || !slices.Contains(service["Environment"], "MRTR_AUDIT_KEY=%S/mrtr/audit.key") {
+		t.Errorf("StateDirectory=%s, Environment=%v: want the audit key in the service's state directory (MRTR_AUDIT_KEY=%%S/mrtr/audit.key)", last("StateDirectory"), service["Environment"])
+	}
 	for k, want := range map[string]string{"Restart": "on-failure", "KillMode": "mixed", "KillSignal": "SIGTERM",
 		"LoadCredential": "keys.json:/etc/mrtr/keys.json", "DynamicUser": "yes", "NoNewPrivileges": "yes"} {
 		if got := last(k); got != want {
@@ -383,7 +387,8 @@ func TestSystemdRunner(t *testing.T) {
 	// The sandbox: every setting of mrtr.service but its user, the same.
 	for k := range proxyDef {
 		switch k {
-		case "DynamicUser", "ExecStart", "ExecReload", "LoadCredential", "EnvironmentFile", "LogsDirectory":
+		case "DynamicUser", "ExecStart", "ExecReload", "LoadCredential", "EnvironmentFile", "LogsDirectory",
+			"StateDirectory", "StateDirectoryMode", "Environment": // the proxy's secrets and its audit key
 			continue
 		}
 		if _, ok := runner[k]; !ok || lastSetting(runner, k) != lastSetting(proxyDef, k) {
@@ -392,6 +397,9 @@ func TestSystemdRunner(t *testing.T) {
 	}
 	if lastSetting(runner, "RestrictNamespaces") != "yes" {
 		t.Error("mrtr-runner.service loosens RestrictNamespaces=")
+	}
+	if lastSetting(runner, "StateDirectory") == "mrtr" || slices.ContainsFunc(runner["Environment"], func(e string) bool { return strings.Contains(e, "MRTR_AUDIT_KEY") }) {
+		t.Errorf("mrtr-runner.service: StateDirectory %q, Environment %q: the audit key is the proxy's alone", runner["StateDirectory"], runner["Environment"])
 	}
 	if lastSetting(runner, "DynamicUser") == "yes" || runner["LoadCredential"] != nil || runner["LogsDirectory"] != nil {
 		t.Errorf("mrtr-runner.service: DynamicUser %q, LoadCredential %q, LogsDirectory %q: want a static user and no secret", runner["DynamicUser"], runner["LoadCredential"], runner["LogsDirectory"])

@@ -184,7 +184,7 @@ func TestUpstreamURLShown(t *testing.T) {
 	url, logs := startProxyCmd(t, "--keys", keys, "--audit", trail, "--upstream", withSecret)
 	tok, answers := pauseCall(t, url, "deploy", map[string]any{"service": "s", "env": "staging"}, nil, map[string]any{"approve": true})
 	testcmd.RPCPost(t, url, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{"service": "s", "env": "staging"}, "requestState": tok, "inputResponses": answers})
-	ls := readTrail(t, trail)
+	ls := readTrail(t, trail)[1:] // after the first checkpoint
 	if len(ls) == 0 || ls[0].Upstream != upstream {
 		t.Fatalf("the trail names the upstream %q, want %q", ls[0].Upstream, upstream)
 	}
@@ -205,5 +205,85 @@ func TestUpstreamURLShown(t *testing.T) {
 	}
 	if !strings.Contains(dlogs.String(), strings.TrimSuffix(strings.Replace(down, "user:zq-pw@", "", 1), "?api_key="+secret+"#zq-frag")) {
 		t.Errorf("the log of a proxy of an upstream down does not name it:\n%s", dlogs.String())
+	}
+}
+
+// ringDir returns a new directory and the path of a key ring (key k1)
+// written in it.
+func ringDir(t *testing.T) (dir, keys string) {
+	t.Helper()
+	dir = t.TempDir()
+	keys = filepath.Join(dir, "keys.json")
+	testcmd.WriteRing(t, keys, testcmd.GenKey(t, "k1"))
+	return dir, keys
+}
+
+// TestAuditCheckpointTextLog pins issue 37 item 2 with --log-format
+// text: each checkpoint record (the start's and the clean stop's final
+// one) holds the checkpoint's JSON as a quoted string, which verify
+// --checkpoints reads back.
+func TestAuditCheckpointTextLog(t *testing.T) {
+	dir, keys := ringDir(t)
+	trail, key := filepath.Join(dir, "audit.jsonl"), filepath.Join(dir, "audit.key")
+	// Stopped (its context cancelled: a clean stop) after a second.
+	_, _, logs, _, stopped := testcmd.RunFor(time.Second, run, nil, "serve", "--addr", "127.0.0.1:0", "--log-format", "text", "--keys", keys,
+		"--audit", trail, "--audit-key", key, "--node", "t1")
+	if !stopped || !strings.Contains(logs, `msg="mrtr audit checkpoint" checkpoint="{\"node\":\"t1\",\"seq\":1,`) {
+		t.Fatalf("stopped %v; no checkpoint record in the text log:\n%s", stopped, logs)
+	}
+	log := filepath.Join(dir, "mrtr.log")
+	os.WriteFile(log, []byte(logs), 0o600)
+	if code, out := runVerify(t, "--pub", key+".pub", "--checkpoints", log, trail); code != 0 || !strings.Contains(out, "node t1: 2 lines sealed; the final checkpoint: 2 at ") ||
+		!strings.Contains(out, "the log's checkpoints: 2 matched") {
+		t.Fatalf("verify --checkpoints of a text log: %d %s", code, out)
+	}
+}
+
+// TestAuditKeygenPubkey pins issue 37 item 1's commands: mrtr audit
+// keygen --out FILE writes the key (0600) and FILE.pub, prints the
+// public key, and never overwrites either; mrtr audit pubkey --keys RING
+// [--kid KID] prints the ring-derived public key (what a node without
+// --audit-key signs with); a missing flag or a stray argument is usage.
+func TestAuditKeygenPubkey(t *testing.T) {
+	dir, keys := ringDir(t)
+	key := filepath.Join(dir, "audit.key")
+	code, out, _ := runApp(t, "audit", "keygen", "--out", key)
+	pub, _ := os.ReadFile(key + ".pub")
+	if fi, err := os.Stat(key); code != 0 || err != nil || fi.Mode().Perm() != 0o600 || out != key+".pub: "+string(pub) {
+		t.Fatalf("keygen: %d %q, pub %q, %v", code, out, pub, err)
+	}
+	if _, err := audit.LoadSigner(key); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(key)
+	if code, _, errOut := runApp(t, "audit", "keygen", "--out", key); code != 1 || !strings.Contains(errOut, "never overwrites") {
+		t.Fatalf("keygen over a key: %d %s", code, errOut)
+	}
+	os.Remove(key)
+	if code, _, errOut := runApp(t, "audit", "keygen", "--out", key); code != 1 || !strings.Contains(errOut, key+".pub exists") {
+		t.Fatalf("keygen over a FILE.pub: %d %s", code, errOut)
+	}
+	os.WriteFile(key, before, 0o600)
+	ring, _ := reqstate.LoadKeyRing(keys)
+	want, _ := audit.RingPublicKey(ring, "")
+	if code, out, _ := runApp(t, "audit", "pubkey", "--keys", keys); code != 0 || out != want.String()+"\n" {
+		t.Fatalf("pubkey: %d %q, want %s", code, out, want)
+	}
+	if code, out, _ := runApp(t, "audit", "pubkey", "--keys", keys, "--kid", "k1"); code != 0 || out != want.String()+"\n" {
+		t.Fatalf("pubkey --kid k1: %d %q", code, out)
+	}
+	if code, _, errOut := runApp(t, "audit", "pubkey", "--keys", keys, "--kid", "nope"); code != 1 || !strings.Contains(errOut, `no key "nope"`) {
+		t.Fatalf("pubkey --kid nope: %d %s", code, errOut)
+	}
+	for _, args := range [][]string{{"keygen"}, {"keygen", "--out", key, "x"}, {"pubkey"}, {"pubkey", "--keys", keys, "x"}, {"show"}} {
+		if code, _, _ := runApp(t, append([]string{"audit"}, args...)...); code != 2 {
+			t.Errorf("mrtr audit %s: exit %d, want 2", strings.Join(args, " "), code)
+		}
+	}
+	// verify: --pub and --keys together, or --checkpoints with --keys: usage.
+	for _, args := range [][]string{{"--pub", key + ".pub", "--keys", keys, "t"}, {"--keys", keys, "--checkpoints", "l", "t"}, {"--pub", key + ".pub"}} {
+		if code, out := runVerify(t, args...); code != 2 {
+			t.Errorf("mrtr audit verify %s: exit %d, want 2: %s", strings.Join(args, " "), code, out)
+		}
 	}
 }

@@ -37,7 +37,10 @@ Usage:
   mrtr probe URL [flags]                 check a server's requestState handling from the outside (calls its tools)
   mrtr probe [flags] -- COMMAND [ARG...] the same for a server run as a command over stdio
   mrtr keygen [--id ID] [--out FILE]     print (or write) a new key ring
-  mrtr audit verify --keys RING PATH...  check an --audit trail: every line's MAC and link
+  mrtr audit verify --pub FILE.pub TRAIL...  check an --audit trail's signed checkpoints, no secret (--checkpoints LOG, --node NAME)
+  mrtr audit verify --keys RING PATH...  check a trail written without checkpoints: every line's MAC and link
+  mrtr audit keygen --out FILE           write a node's audit signing key (--audit-key FILE) and FILE.pub
+  mrtr audit pubkey --keys RING          print the public key of the ring-derived audit signing key
   mrtr keys check FILE                   validate a key ring and list its key ids
   mrtr keys status FILE [--max-age 90d]  each key's role, window and age; warns when the primary is old
   mrtr keys rotate FILE [--id ID]        put a new primary key first, keep the rest (--not-before/--not-after: its window)

@@ -2,25 +2,44 @@ package audit
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"slices"
-	"strconv"
+	"io"
 	"strings"
-	"time"
 
-	mrtraudit "github.com/mrtr-go/mrtr/audit"
 	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/base"
-	"github.com/mrtr-go/mrtr/cmd/mrtr/internal/keyfile"
-	"github.com/mrtr-go/mrtr/internal/termtext"
-	"github.com/mrtr-go/mrtr/reqstate"
 )
 
-const auditUsage = `Usage: mrtr audit verify --keys RING [--continued] PATH...
+const auditUsage = `Usage:
+  mrtr audit verify --pub FILE.pub [--node NAME] [--checkpoints LOG]... TRAIL...
+  mrtr audit verify --keys RING [--continued] PATH...
+  mrtr audit keygen --out FILE
+  mrtr audit pubkey --keys RING [--kid KID]
 
-Checks an audit trail written with --audit: every line's MAC under the
+verify --pub checks an audit trail written with --audit with the node's
+public key alone, no secret: FILE.pub of its --audit-key, or what mrtr
+audit pubkey prints for a node without one. Every line's link (prev) to
+the line before; every checkpoint's signature under the key the one
+before it certified (FILE.pub's for the first), its sequence, its count
+of lines and chain head; times that never go back; and each checkpoint
+that a log carried off the host (--checkpoints LOG, a JSON or text log
+of mrtr serve or proxy, repeatable): the trail must hold it, the same.
+Several TRAILs after logrotate are one chain, oldest first
+(audit.jsonl.1 audit.jsonl). Several nodes' trails are grouped by the
+node their checkpoints name and each node is checked on its own, one
+report each; --node NAME checks that every trail is NAME's.
+Exits 0 when every line is sealed up to the newest checkpoint the trail
+or a log shows and the trail ends in a final checkpoint (a clean stop),
+printing its sequence and time; 1 naming the first bad line and what is
+wrong with it: altered, a line deleted, inserted or reordered (broken
+link, count does not match), another node's trail or another key (bad
+signature), a trail that ends before a checkpoint the log shows; 3 when
+it holds but lines after its newest checkpoint are unsealed, lines were
+abandoned by a restart record (a crash), or lines are torn (named; every
+line after them was checked); 2 for usage.
+
+verify --keys checks a trail written without checkpoints (before
+--audit-key and the signed checkpoints): every line's MAC under the
 ring key its kid names, and every line's link (prev) to the line before.
 Several paths are one chain, oldest first (after logrotate: audit.jsonl.1
 audit.jsonl). The first line must start a chain unless --continued (a
@@ -29,139 +48,103 @@ Exits 0 when every line holds, printing the last line's time and event,
 else 1, naming the bad line: altered (its MAC fails), broken link (a
 line deleted or inserted before it), truncated (the file ends inside a
 line, or a torn line: a write cut short, after which every line is
-checked too), unknown key (a kid the ring lacks).
+checked too), unknown key (a kid the ring lacks). The ring's holder can
+write a trail that verifies: give the auditor --pub instead.
 
-Flags:
+keygen writes a new Ed25519 node key to FILE (mode 0600) and its public
+key to FILE.pub, and prints the public key; it never overwrites either.
+Give FILE to one node's --audit-key (a directory the node can write:
+the key evolves), and FILE.pub to the auditor, off the node.
+
+pubkey prints the public key of the key mrtr serve and proxy derive
+from the ring's key KID (default: the primary) to sign checkpoints when
+they run without --audit-key: pin it where the auditor keeps it.
+
 `
 
-// auditVerifyFlags is the flag set of mrtr audit verify.
-func auditVerifyFlags(a *base.App) (fs *flag.FlagSet, keys *string, continued *bool) {
-	fs = a.NewFlagSet("audit verify", "")
-	keys = fs.String("keys", "", "key ring `FILE` the trail was written under (a ring holding its keys)")
-	continued = fs.Bool("continued", false, "accept any link on the first line (a rotated file checked alone)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), auditUsage)
-		base.PrintDefaults(fs)
+// verbs are mrtr audit's subcommands, in the order the usage lists them.
+var verbs = []string{"verify", "keygen", "pubkey"}
+
+// flags are the flags of every subcommand.
+type flags struct {
+	sets map[string]*flag.FlagSet
+
+	// verify
+	pub, node, keys *string
+	logs            []string
+	continued       *bool
+	// keygen
+	out *string
+	// pubkey
+	ringKeys, kid *string
+}
+
+// newFlags registers the flags of every subcommand; each flag set prints
+// the whole usage, every subcommand's flags, as mrtr audit --help does.
+func newFlags(a *base.App) *flags {
+	f := &flags{sets: map[string]*flag.FlagSet{}}
+	for _, v := range verbs {
+		f.sets[v] = a.NewFlagSet("audit "+v, "")
 	}
-	return fs, keys, continued
+	fs := f.sets["verify"]
+	f.pub = fs.String("pub", "", "the node's public key `FILE.pub` (mrtr audit keygen; or mrtr audit pubkey's output in a file): check the signed checkpoints, no secret needed")
+	f.node = fs.String("node", "", "the `NAME` every trail must be of (the --node it ran with); default: group the trails by the node their checkpoints name")
+	fs.Func("checkpoints", "a `LOG` of mrtr serve or proxy (JSON or text) whose checkpoint records the trail must hold (repeatable)", func(v string) error {
+		f.logs = append(f.logs, v)
+		return nil
+	})
+	f.keys = fs.String("keys", "", "key ring `FILE` a trail written without checkpoints was written under (its MACs; the ring's holder could forge it)")
+	f.continued = fs.Bool("continued", false, "accept any link on the first line (a rotated file checked alone; with --pub, its first checkpoint anchored by the --checkpoints log)")
+	f.out = f.sets["keygen"].String("out", "", "write the node key to `FILE` (mode 0600) and its public key to FILE.pub; neither may exist")
+	f.ringKeys = f.sets["pubkey"].String("keys", "", "key ring `FILE` the nodes run with (--keys)")
+	f.kid = f.sets["pubkey"].String("kid", "", "the ring key `KID` the signing key derives from (default: the ring's primary, the one a node takes at start)")
+	usage := func(fs *flag.FlagSet) func() {
+		return func() {
+			w := fs.Output()
+			fmt.Fprint(w, auditUsage)
+			for _, v := range verbs {
+				fmt.Fprintf(w, "Flags of %s:\n", v)
+				out := f.sets[v].Output()
+				f.sets[v].SetOutput(w)
+				base.PrintDefaults(f.sets[v])
+				f.sets[v].SetOutput(out)
+			}
+		}
+	}
+	for _, fs := range f.sets {
+		fs.Usage = usage(fs)
+	}
+	return f
 }
 
 // Cmd is mrtr audit.
 var Cmd = &base.Command{Name: "audit", Run: func(_ context.Context, a *base.App, args []string) error { return audit(a, args) }}
 
-// audit runs `mrtr audit verify`.
+// audit runs `mrtr audit VERB`.
 func audit(a *base.App, args []string) error {
-	fs, keys, continued := auditVerifyFlags(a)
-	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-		fs.SetOutput(a.Stdout) // help asked for: on stdout, as mrtr audit verify --help
+	f := newFlags(a)
+	help := func(w io.Writer) {
+		fs := f.sets["verify"]
+		fs.SetOutput(w)
 		fs.Usage()
+	}
+	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+		help(a.Stdout) // help asked for: on stdout, as mrtr audit verify --help
 		return nil
 	}
-	if len(args) == 0 || args[0] != "verify" {
-		fs.Usage()
+	if len(args) == 0 {
+		help(a.Stderr)
 		return base.ErrUsage
 	}
-	paths, err := a.Parse(fs, args[1:])
-	if err != nil {
-		return err
+	switch args[0] {
+	case "verify":
+		return verify(a, f, args[1:])
+	case "keygen":
+		return keygen(a, f, args[1:])
+	case "pubkey":
+		return pubkey(a, f, args[1:])
 	}
-	switch {
-	case *keys == "":
-		return base.Explain(a.Stderr, &base.UsageError{Cmd: "audit verify", Msg: "--keys RING is missing: the key ring the trail was written under"})
-	case len(paths) == 0:
-		return base.Explain(a.Stderr, &base.UsageError{Cmd: "audit verify", Msg: "no PATH: give the trail to check (several: one chain, oldest first)"})
-	}
-	ring, err := reqstate.LoadKeyRing(*keys)
-	if err != nil {
-		return keyfile.KeyFileHint(*keys, err)
-	}
-	opts := &mrtraudit.VerifyOptions{Continued: *continued}
-	total := 0
-	var torn []string
-	for i, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		res, err := mrtraudit.Verify(f, ring, opts)
-		f.Close()
-		var le *mrtraudit.LineError
-		switch {
-		case errors.As(err, &le) && le.Problem == mrtraudit.ProblemTruncated && slices.Contains(res.Torn, le.Line):
-			// Only torn lines: every other line holds, the chain goes on.
-			verb := "hold"
-			if res.Lines == 1 {
-				verb = "holds"
-			}
-			fmt.Fprintf(a.Stdout, "%s: %s %s; %s\n", p, base.Plural(res.Lines, "line"), verb, tornWords(res))
-			torn = append(torn, fmt.Sprintf("%s line %s", p, lineList(res.Torn)))
-		case le != nil:
-			return fmt.Errorf("%s: %w (%s before it%s)%s", p, err, base.Plural(res.Lines, "good line"), tornBefore(res.Torn), linkHint(le, paths, i, *continued))
-		case err != nil:
-			return fmt.Errorf("read %s: %w", p, err)
-		default:
-			last := ""
-			if res.Lines > 0 {
-				last = fmt.Sprintf("; the last line: %s at %s", termtext.Line(res.LastEvent), res.LastTime.UTC().Format(time.RFC3339Nano))
-			}
-			fmt.Fprintf(a.Stdout, "%s: %s, every MAC and link holds%s\n", p, base.Plural(res.Lines, "line"), last)
-		}
-		total += res.Lines
-		opts = &mrtraudit.VerifyOptions{After: res.Last}
-	}
-	if len(paths) > 1 {
-		fmt.Fprintf(a.Stdout, "%s in %d files, one chain\n", base.Plural(total, "line"), len(paths))
-	}
-	if len(torn) > 0 {
-		return fmt.Errorf("torn lines: %s", strings.Join(torn, "; "))
-	}
-	return nil
-}
-
-// tornWords says what the torn lines of a trail are.
-func tornWords(res mrtraudit.Result) string {
-	mid := res.Torn
-	var cut string
-	if res.Cut {
-		mid = mid[:len(mid)-1]
-		cut = fmt.Sprintf("line %d: truncated (the file ends inside it: a crash mid-write, or lines cut off)", res.Torn[len(res.Torn)-1])
-	}
-	if len(mid) == 0 {
-		return cut
-	}
-	s := fmt.Sprintf("line %s: truncated (torn: a write cut short by a crash or a failed write, ended by the next line; every line after it was checked)", lineList(mid))
-	if cut != "" {
-		s += "; " + cut
-	}
-	return s
-}
-
-// lineList is "4", "4, 9".
-func lineList(ns []int) string {
-	s := make([]string, len(ns))
-	for i, n := range ns {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ", ")
-}
-
-// tornBefore names the torn lines before a bad one.
-func tornBefore(torn []int) string {
-	if len(torn) == 0 {
-		return ""
-	}
-	return "; torn before it: line " + lineList(torn)
-}
-
-// linkHint explains a broken link on the first line of a file: what to
-// check instead when it is a file logrotate moved or the live file after
-// a rotation.
-func linkHint(le *mrtraudit.LineError, paths []string, i int, continued bool) string {
-	if le.Problem != mrtraudit.ProblemBrokenLink || le.Line != 1 || continued {
-		return ""
-	}
-	if i > 0 {
-		return fmt.Sprintf(": it does not go on from the end of %s; give the files oldest first, each after the one logrotate moved before it", paths[i-1])
-	}
-	return fmt.Sprintf(": its first line does not start a chain; if logrotate moved the file before it, check the two as one chain, oldest first (mrtr audit verify --keys RING %s.1 %s), or this one alone with --continued", paths[i], paths[i])
+	fmt.Fprintf(a.Stderr, "mrtr audit: unknown subcommand %q (%s)\n", args[0], strings.Join(verbs, ", "))
+	help(a.Stderr)
+	return base.ErrUsage
 }
